@@ -1,0 +1,1 @@
+"""podgang certs."""

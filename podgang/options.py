@@ -1,0 +1,76 @@
+"""Command-line flags that also read ``PODGANG_*`` environment variables.
+
+Every flag ``--some-flag`` can be given as ``PODGANG_SOME_FLAG`` instead; a flag on
+the command line wins over the environment, the environment over the built-in
+default. Repeatable flags take a comma-separated list from the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any, Callable
+
+
+def env_name(flag: str) -> str:
+    """``--scheduler-name`` -> ``PODGANG_SCHEDULER_NAME``."""
+    return "PODGANG_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+class _AppendReplacingDefault(argparse.Action):
+    """``append`` whose first use on the command line replaces the default list."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        current = getattr(namespace, self.dest, None)
+        if current is None or current is self.default:
+            current = []
+        setattr(namespace, self.dest, [*current, values])
+
+
+def _truthy(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def add_flag(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    *,
+    default: Any = None,
+    type: Callable[[str], Any] = str,
+    repeat: bool = False,
+    switch: bool = False,
+    help: str = "",
+    **kwargs: Any,
+) -> None:
+    """Add ``flag`` to ``parser`` with its default taken from ``PODGANG_*`` if set.
+
+    ``repeat``: may be given several times (a list). ``switch``: a boolean flag;
+    ``--no-<flag>`` turns it off again.
+    """
+    env = env_name(flag)
+    raw = os.environ.get(env)
+    if raw is not None:
+        try:
+            if switch:
+                default = _truthy(raw)
+            elif repeat:
+                default = [type(item.strip()) for item in raw.split(",") if item.strip()]
+            else:
+                default = type(raw)
+        except (ValueError, argparse.ArgumentTypeError) as exc:
+            raise SystemExit(f"podgang: environment variable {env}={raw!r} is invalid: {exc}")
+    shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else default
+    text = f"{help} [env {env}; default: {shown}]" if help else f"[env {env}; default: {shown}]"
+    if switch:
+        parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=bool(default), help=text, **kwargs)
+    elif repeat:
+        parser.add_argument(
+            flag, action=_AppendReplacingDefault, type=type, default=list(default or []), help=text, **kwargs
+        )
+    else:
+        parser.add_argument(flag, type=type, default=default, help=text, **kwargs)

@@ -1,0 +1,732 @@
+"""The grouping rules: which gang a pod joins, how large a gang must be, which GPU
+requests contradict each other, and which pods podgang looks at at all.
+
+Pure functions over plain dicts (objects as the API serves them). No I/O, no
+clock, no randomness: whatever varies is a parameter. The webhook, the grouper
+and ``podgang plan`` all decide through these functions.
+
+Every function takes untrusted input: a malformed object yields a decision or a
+:class:`Denial` that says what is wrong, never an exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from podgang.dialect import OwnerRef
+from podgang.kinds import resource_for
+from podgang.settings import DEFAULT, Settings
+
+# ---------------------------------------------------------------------------
+# results
+
+
+@dataclass(frozen=True)
+class Gang:
+    """The PodGroup a pod belongs to, and why."""
+
+    name: str
+    source: str  # "hand-made" | "owner" | "owner-less"
+    reason: str
+    owner: OwnerRef | None = None  # the PodGroup's owner: the top owner (None for hand-made/owner-less)
+    top_owner: OwnerRef | None = None
+    subgroup: str | None = None
+
+    @property
+    def hand_made(self) -> bool:
+        return self.source == HAND_MADE
+
+    @property
+    def owner_less(self) -> bool:
+        return self.source == OWNER_LESS
+
+
+@dataclass(frozen=True)
+class Denial:
+    """A pod or workload podgang refuses, with the message the user sees."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class MinMember:
+    """A gang's size and where the number comes from."""
+
+    value: int
+    reason: str
+    pinned: bool = False
+
+
+HAND_MADE = "hand-made"
+OWNED = "owner"
+OWNER_LESS = "owner-less"
+
+# ---------------------------------------------------------------------------
+# small accessors that never raise
+
+
+def _dict(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    """A labels/annotations map; non-string entries are ignored."""
+    return {k: v for k, v in _dict(value).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def metadata(obj: Any) -> Mapping[str, Any]:
+    return _dict(_dict(obj).get("metadata"))
+
+
+def labels(obj: Any) -> dict[str, str]:
+    return _str_map(metadata(obj).get("labels"))
+
+
+def annotations(obj: Any) -> dict[str, str]:
+    return _str_map(metadata(obj).get("annotations"))
+
+
+def kind_name(obj: Any) -> str:
+    """``deployment/web`` for messages."""
+    kind = _dict(obj).get("kind")
+    name = metadata(obj).get("name") or metadata(obj).get("generateName") or "?"
+    return f"{str(kind or 'object').lower()}/{name}"
+
+
+def _int(value: Any, default: int) -> int:
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value
+    return default
+
+
+# ---------------------------------------------------------------------------
+# scope
+
+
+def is_skipped(obj: Any, settings: Settings = DEFAULT) -> bool:
+    """Labelled ``podgang.io/skip=true``: podgang leaves it alone."""
+    return labels(obj).get(settings.skip_label, "").lower() == "true"
+
+
+def scope_problem(pod: Any, namespace: str | None = None, settings: Settings = DEFAULT) -> str | None:
+    """Why podgang leaves this pod alone, or None when it is in scope."""
+    spec = _dict(_dict(pod).get("spec"))
+    scheduler = spec.get("schedulerName") or "default-scheduler"
+    if scheduler not in settings.scheduler_names:
+        return f"schedulerName {scheduler!r} is not one of {', '.join(settings.scheduler_names)}"
+    ns = namespace or metadata(pod).get("namespace") or ""
+    if ns in settings.excluded_namespaces:
+        return f"namespace {ns!r} is excluded"
+    if is_skipped(pod, settings):
+        return f"labelled {settings.skip_label}=true"
+    return None
+
+
+def in_scope(pod: Any, namespace: str | None = None, settings: Settings = DEFAULT) -> bool:
+    return scope_problem(pod, namespace, settings) is None
+
+
+# ---------------------------------------------------------------------------
+# names
+
+MAX_NAME = 253
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NOT_NAME_CHARS = re.compile(r"[^a-z0-9.-]+")
+HASH_LEN = 8
+
+
+def is_valid_group_name(name: str) -> bool:
+    """A DNS-1123 subdomain of at most 253 characters (what a PodGroup name must be)."""
+    return isinstance(name, str) and 0 < len(name) <= MAX_NAME and bool(_DNS_SUBDOMAIN.match(name))
+
+
+def _short_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_LEN]
+
+
+def _trim_edges(text: str) -> str:
+    return text.strip("-.")
+
+
+def group_name(base: str, suffix: str = "", settings: Settings = DEFAULT) -> str:
+    """``<prefix>-<base><suffix>`` as a valid DNS-1123 subdomain.
+
+    Characters a name cannot hold are replaced; a name longer than 253 characters
+    keeps its suffix and is cut in the middle of ``base``, with a short hash of
+    the whole to keep it unique and stable.
+    """
+    full = f"{settings.group_prefix}-{base}{suffix}" if settings.group_prefix else f"{base}{suffix}"
+    clean = _NOT_NAME_CHARS.sub("-", full.lower())
+    clean = re.sub(r"\.{2,}", ".", clean)
+    clean = re.sub(r"-*\.-*", ".", clean)
+    clean = _trim_edges(clean) or "x"
+    if clean == full and len(clean) <= MAX_NAME:
+        return clean
+    digest = _short_hash(full)
+    if len(clean) <= MAX_NAME - HASH_LEN - 1 and clean != full:
+        return _trim_edges(f"{clean}-{digest}")
+    tail = _trim_edges(_NOT_NAME_CHARS.sub("-", suffix.lower()))
+    keep = MAX_NAME - HASH_LEN - 1 - (len(tail) + 1 if tail else 0)
+    head = _trim_edges(clean[:keep])
+    return "-".join(part for part in (head, digest, tail) if part)
+
+
+def owned_group_name(top: OwnerRef, suffix: str = "", settings: Settings = DEFAULT) -> str:
+    """KAI-compatible ``pg-<topOwnerName>-<topOwnerUID>`` (+ suffix, e.g. an LWS group)."""
+    return group_name(f"{top.name}-{top.uid}", suffix, settings)
+
+
+def owner_less_group_name(pod_name: str, settings: Settings = DEFAULT) -> str:
+    """``pg-<podName>`` for a pod nothing owns."""
+    return group_name(pod_name, "", settings)
+
+
+def generated_suffix(seed: str, length: int = 5) -> str:
+    """A stable ``[a-z0-9]{length}`` derived from ``seed``.
+
+    The webhook passes real randomness instead; this is for callers that need the
+    same answer twice (``podgang plan``).
+    """
+    alphabet = "bcdfghjklmnpqrstvwxz2456789"  # like the apiserver's: no vowels, no 0/1/3
+    number = int(hashlib.sha256(seed.encode()).hexdigest(), 16)
+    out = []
+    for _ in range(length):
+        number, index = divmod(number, len(alphabet))
+        out.append(alphabet[index])
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------
+# owners
+
+#: A Job owned by one of these kinds is its own gang: one PodGroup per run.
+RUN_OWNERS = frozenset({"CronJob"})
+
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+
+
+def controller_ref(obj: Any) -> OwnerRef | None:
+    """The ownerReference marked ``controller: true``, else the first one, else None."""
+    refs = [r for r in _list(metadata(obj).get("ownerReferences")) if isinstance(r, Mapping)]
+    refs = [r for r in refs if r.get("kind") and r.get("name")]
+    if not refs:
+        return None
+    chosen = next((r for r in refs if r.get("controller") is True), refs[0])
+    return OwnerRef.from_dict(chosen)
+
+
+def next_owner(obj: Any) -> OwnerRef | None:
+    """The owner to follow upwards from ``obj``, or None when ``obj`` is the top.
+
+    A Job started by a CronJob stops the walk: every run is its own gang.
+    """
+    ref = controller_ref(obj)
+    if ref is None:
+        return None
+    if _dict(obj).get("kind") == "Job" and ref.kind in RUN_OWNERS:
+        return None
+    return ref
+
+
+def _same(ref: OwnerRef, obj: Any) -> bool:
+    md = metadata(obj)
+    if ref.uid and md.get("uid"):
+        return ref.uid == md.get("uid")
+    return ref.name == md.get("name") and ref.kind == _dict(obj).get("kind")
+
+
+def top_owner(pod: Any, chain: Sequence[Any] = ()) -> OwnerRef | None:
+    """The top of the pod's ownerReference chain.
+
+    ``chain`` holds the owner objects already looked up, nearest first (the pod's
+    owner, then its owner, ...). The walk stops at the first owner with no owner
+    of its own, or at the last one given.
+    """
+    ref = next_owner(pod)
+    if ref is None:
+        return None
+    for obj in chain:
+        if not _same(ref, obj):
+            break
+        higher = next_owner(obj)
+        if higher is None:
+            return ref
+        ref = higher
+    return ref
+
+
+def owner_to_look_up(pod: Any, chain: Sequence[Any] = ()) -> OwnerRef | None:
+    """The next owner to fetch to finish the walk to the top owner, or None when done.
+
+    Walks like :func:`top_owner`; an owner of a kind podgang cannot fetch (not in
+    :data:`podgang.kinds.OWNER_KINDS`) is taken as the top.
+    """
+    ref = next_owner(pod)
+    for obj in chain:
+        if ref is None or not _same(ref, obj):
+            break
+        ref = next_owner(obj)
+    if ref is None or resource_for(ref.api_version, ref.kind) is None:
+        return None
+    return ref
+
+
+def chain_objects(pod: Any, chain: Sequence[Any]) -> list[Any]:
+    """The owner objects of ``chain`` that belong to the pod's walk, in order."""
+    out = []
+    ref = next_owner(pod)
+    for obj in chain:
+        if ref is None or not _same(ref, obj):
+            break
+        out.append(obj)
+        ref = next_owner(obj)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# which gang
+
+
+def hand_made_group(obj: Any, settings: Settings = DEFAULT) -> str | Denial | None:
+    """The group a pod (or pod template) names itself, via label and/or annotation.
+
+    None when it names none; a :class:`Denial` when label and annotation disagree
+    or the name can never be a PodGroup's.
+    """
+    d = settings.dialect
+    by_annotation = annotations(obj).get(d.pod_group_annotation)
+    by_label = labels(obj).get(d.pod_group_label)
+    if by_annotation is not None and by_label is not None and by_annotation != by_label:
+        return Denial(
+            f"the pod names two different PodGroups: annotation {d.pod_group_annotation}={by_annotation!r} "
+            f"and label {d.pod_group_label}={by_label!r}; set both to the same PodGroup name, "
+            f"or set only one and podgang copies it to the other"
+        )
+    name = by_annotation if by_annotation is not None else by_label
+    if name is None:
+        return None
+    if not is_valid_group_name(name):
+        key = d.pod_group_annotation if by_annotation is not None else d.pod_group_label
+        return Denial(
+            f"{key}={name!r} is not a valid PodGroup name: use lower-case letters, digits, '-' and '.', "
+            f"starting and ending with a letter or digit, at most {MAX_NAME} characters"
+        )
+    return name
+
+
+def _subgroup(obj: Any, settings: Settings) -> str | None:
+    return labels(obj).get(settings.dialect.subgroup_label) or None
+
+
+def gang_for_pod(
+    pod: Any,
+    chain: Sequence[Any] = (),
+    *,
+    settings: Settings = DEFAULT,
+    name_suffix: str | None = None,
+) -> Gang | Denial:
+    """The gang a pod joins (spec §2).
+
+    ``chain``: the owner objects looked up so far, nearest first (see
+    :func:`top_owner`). ``name_suffix``: the 5 characters completing the name of
+    an owner-less pod that has only ``generateName`` (the webhook passes random
+    ones; without it a stable suffix is derived from the pod).
+    """
+    if not isinstance(pod, Mapping):
+        return Denial("the object is not a pod: expected a JSON object")
+    subgroup = _subgroup(pod, settings)
+    named = hand_made_group(pod, settings)
+    if isinstance(named, Denial):
+        return named
+    top = top_owner(pod, chain)
+    if named is not None:
+        return Gang(named, HAND_MADE, "the pod names its PodGroup", top_owner=top, subgroup=subgroup)
+
+    if top is not None:
+        if not top.uid:
+            return Denial(f"ownerReference {top.kind}/{top.name} has no uid; podgang cannot name its gang")
+        suffix = ""
+        reason = f"top owner {top.kind.lower()}/{top.name}"
+        if top.kind == "LeaderWorkerSet":
+            index = labels(pod).get(LWS_GROUP_INDEX_LABEL)
+            if index is not None and index.isdigit():
+                suffix = f"-group-{index}"
+                reason += f", group {index}"
+        name = owned_group_name(top, suffix, settings)
+        return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=subgroup)
+
+    md = metadata(pod)
+    pod_name = md.get("name")
+    if isinstance(pod_name, str) and pod_name:
+        return Gang(owner_less_group_name(pod_name, settings), OWNER_LESS, "the pod has no owner", subgroup=subgroup)
+    generate = md.get("generateName")
+    if isinstance(generate, str) and generate:
+        suffix = name_suffix if name_suffix is not None else generated_suffix(repr(sorted(_dict(pod).items(), key=str)))
+        return Gang(
+            group_name(generate, suffix, settings),
+            OWNER_LESS,
+            "the pod has no owner and no name yet: named from generateName",
+            subgroup=subgroup,
+        )
+    return Denial("the pod has neither metadata.name nor metadata.generateName")
+
+
+def group_of(pod: Any, settings: Settings = DEFAULT) -> str | None:
+    """The group a pod already carries (annotation first, then label), if any."""
+    d = settings.dialect
+    return annotations(pod).get(d.pod_group_annotation) or labels(pod).get(d.pod_group_label) or None
+
+
+def group_change_problem(old_pod: Any, new_pod: Any, settings: Settings = DEFAULT) -> str | None:
+    """An UPDATE may add a pod's group but never change or remove it."""
+    old = group_of(old_pod, settings)
+    if old is None:
+        return None
+    d = settings.dialect
+    new_annotation = annotations(new_pod).get(d.pod_group_annotation)
+    new_label = labels(new_pod).get(d.pod_group_label)
+    changed = [
+        f"{key} {old!r} → {'removed' if value is None else repr(value)}"
+        for key, value, was in (
+            (f"annotation {d.pod_group_annotation}", new_annotation, annotations(old_pod).get(d.pod_group_annotation)),
+            (f"label {d.pod_group_label}", new_label, labels(old_pod).get(d.pod_group_label)),
+        )
+        if was is not None and value != was
+    ]
+    if not changed:
+        return None
+    return (
+        f"a pod's PodGroup cannot change once it is set ({'; '.join(changed)}): "
+        f"delete the pod and create it again in the other group"
+    )
+
+
+# ---------------------------------------------------------------------------
+# pod templates of workloads
+
+
+def pod_templates(workload: Any) -> list[tuple[str, Mapping[str, Any]]]:
+    """The pod templates inside a workload, with their path, for plan and checks."""
+    obj = _dict(workload)
+    spec = _dict(obj.get("spec"))
+    kind = obj.get("kind")
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    if kind == "Pod":
+        out.append(("", obj))
+    elif kind == "CronJob":
+        job_spec = _dict(_dict(spec.get("jobTemplate")).get("spec"))
+        out.append(("spec.jobTemplate.spec.template", _dict(job_spec.get("template"))))
+    elif kind == "LeaderWorkerSet":
+        lwt = _dict(spec.get("leaderWorkerTemplate"))
+        if "leaderTemplate" in lwt:
+            out.append(("spec.leaderWorkerTemplate.leaderTemplate", _dict(lwt.get("leaderTemplate"))))
+        out.append(("spec.leaderWorkerTemplate.workerTemplate", _dict(lwt.get("workerTemplate"))))
+    elif kind == "JobSet":
+        for i, rjob in enumerate(_list(spec.get("replicatedJobs"))):
+            job_spec = _dict(_dict(_dict(rjob).get("template")).get("spec"))
+            out.append((f"spec.replicatedJobs[{i}].template.spec.template", _dict(job_spec.get("template"))))
+    elif "template" in spec:
+        out.append(("spec.template", _dict(spec.get("template"))))
+    return out
+
+
+def template_group(workload: Any, settings: Settings = DEFAULT) -> str | Denial | None:
+    """The hand-made group a workload's pod templates name, if any.
+
+    Templates that disagree with each other are a :class:`Denial`.
+    """
+    found: dict[str, str] = {}
+    for path, template in pod_templates(workload):
+        named = hand_made_group(template, settings)
+        if isinstance(named, Denial):
+            return Denial(f"{kind_name(workload)} {path or 'pod'}: {named.message}")
+        if named is not None:
+            found[path] = named
+    names = set(found.values())
+    if len(names) > 1:
+        listed = ", ".join(f"{p}: {n!r}" for p, n in sorted(found.items()))
+        return Denial(f"{kind_name(workload)} names different PodGroups in its pod templates ({listed})")
+    return names.pop() if names else None
+
+
+# ---------------------------------------------------------------------------
+# minMember
+
+
+def pinned_min_member(obj: Any, settings: Settings = DEFAULT) -> tuple[int | None, str | None]:
+    """``podgang.io/min-member`` on an object: (value, None), (None, problem) or (None, None)."""
+    raw = annotations(obj).get(settings.min_member_annotation)
+    if raw is None:
+        return None, None
+    text = raw.strip()
+    if text.isdigit() and int(text) >= 1:
+        return int(text), None
+    return None, f"{kind_name(obj)}: {settings.min_member_annotation}={raw!r} is ignored: it must be a whole number ≥ 1"
+
+
+def _job_size(job_spec: Mapping[str, Any]) -> tuple[int, str]:
+    parallelism = max(_int(job_spec.get("parallelism"), 1), 0)
+    completions = job_spec.get("completions")
+    if isinstance(completions, int) and not isinstance(completions, bool) and completions >= 0:
+        if completions < parallelism:
+            return completions, f"parallelism {parallelism} capped by completions {completions}"
+        return parallelism, f"parallelism {parallelism} (completions {completions})"
+    return parallelism, f"parallelism {parallelism}"
+
+
+def desired_size(workload: Any) -> tuple[int, str]:
+    """How many pods a workload wants running together right now, and why."""
+    obj = _dict(workload)
+    kind = obj.get("kind")
+    spec = _dict(obj.get("spec"))
+    if kind in ("Deployment", "ReplicaSet", "StatefulSet"):
+        replicas = max(_int(spec.get("replicas"), 1), 0)
+        return replicas, f"spec.replicas {replicas}"
+    if kind == "Job":
+        return _job_size(spec)
+    if kind == "CronJob":
+        size, why = _job_size(_dict(_dict(spec.get("jobTemplate")).get("spec")))
+        return size, f"per run: jobTemplate {why}"
+    if kind == "LeaderWorkerSet":
+        size = max(_int(_dict(spec.get("leaderWorkerTemplate")).get("size"), 1), 1)
+        return size, f"leaderWorkerTemplate.size {size} per group"
+    if kind == "JobSet":
+        total, parts = 0, []
+        for rjob in _list(spec.get("replicatedJobs")):
+            rjob = _dict(rjob)
+            replicas = max(_int(rjob.get("replicas"), 1), 0)
+            size, _ = _job_size(_dict(_dict(rjob.get("template")).get("spec")))
+            total += replicas * size
+            parts.append(f"{rjob.get('name', '?')} {replicas}×{size}")
+        return total, "replicatedJobs " + (" + ".join(parts) if parts else "none")
+    if kind == "Pod":
+        return 1, "a single pod"
+    return 1, f"{kind or 'unknown kind'}: one pod at a time"
+
+
+def min_member_for(workload: Any, podgroup: Any = None, settings: Settings = DEFAULT) -> MinMember:
+    """minMember of the group a workload owns (spec §3).
+
+    ``podgang.io/min-member`` on the PodGroup, then on the workload, pins it.
+    A gang is never smaller than 1.
+    """
+    for source in (podgroup, workload):
+        pinned, _problem = pinned_min_member(source, settings)
+        if pinned is not None:
+            return MinMember(pinned, f"pinned by {settings.min_member_annotation} on {kind_name(source)}", True)
+    size, why = desired_size(workload)
+    if size < 1:
+        return MinMember(1, f"{kind_name(workload)} {why}; a gang is never smaller than 1")
+    return MinMember(size, f"{kind_name(workload)} {why}")
+
+
+def shared_min_member(
+    workloads: Iterable[Any],
+    standalone_pods: int = 0,
+    podgroup: Any = None,
+    settings: Settings = DEFAULT,
+) -> MinMember:
+    """minMember of a hand-made group several workloads point at:
+    Σ their desired sizes, plus the standalone pods labelled with it.
+    """
+    pinned, _problem = pinned_min_member(podgroup, settings)
+    if pinned is not None:
+        return MinMember(pinned, f"pinned by {settings.min_member_annotation} on {kind_name(podgroup)}", True)
+    total, parts = 0, []
+    for workload in sorted(workloads, key=kind_name):
+        own, _ = pinned_min_member(workload, settings)
+        size = own if own is not None else desired_size(workload)[0]
+        total += size
+        parts.append(f"{kind_name(workload)} {size}")
+    if standalone_pods:
+        total += standalone_pods
+        parts.append(f"{standalone_pods} standalone pod{'s' if standalone_pods != 1 else ''}")
+    if not parts:
+        return MinMember(1, "no workload or pod references it yet")
+    reason = " + ".join(parts) + (f" = {total}" if len(parts) > 1 else "")
+    if total < 1:
+        return MinMember(1, f"{reason}; a gang is never smaller than 1")
+    return MinMember(total, reason)
+
+
+# ---------------------------------------------------------------------------
+# GPU requests
+
+MSG_GPU_AND_MEMORY = "cannot request both GPU and GPU memory"
+MSG_FRACTION_AND_GPU = "cannot have both GPU fraction request and whole GPU resource request/limit"
+MSG_BAD_MEMORY = "gpu-memory annotation value must be a positive integer greater than 0"
+MSG_BAD_FRACTION = "gpu-fraction annotation value must be a positive number smaller than 1.0"
+
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
+_DECIMAL = re.compile(r"^[0-9]*\.?[0-9]+$")
+_SUFFIX = {
+    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal(1000),
+    "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}  # fmt: skip
+
+
+def quantity(value: Any) -> Decimal | None:
+    """A Kubernetes resource quantity as a number, or None when it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return Decimal(str(value)) if math.isfinite(value) else None
+    if not isinstance(value, str):
+        return None
+    match = _QUANTITY.match(value.strip())
+    if not match:
+        return None
+    try:
+        number = Decimal(match.group(1))
+    except InvalidOperation:
+        return None
+    suffix = match.group(2)
+    if not suffix:
+        return number
+    if suffix[0] in "eE":
+        return number * (Decimal(10) ** int(suffix[1:]))
+    return number * _SUFFIX[suffix]
+
+
+def _containers(pod_spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    for field, what in (("initContainers", "init container"), ("containers", "container")):
+        for c in _list(pod_spec.get(field)):
+            c = _dict(c)
+            yield f"{what} {c.get('name', '?')!r}", c
+
+
+def whole_gpu_requests(pod: Any, settings: Settings = DEFAULT) -> list[str]:
+    """Where the pod asks for whole GPUs: ``container 'x' limits nvidia.com/gpu: 1``."""
+    found = []
+    for where, container in _containers(_dict(_dict(pod).get("spec"))):
+        resources = _dict(container.get("resources"))
+        for section in ("requests", "limits"):
+            value = _dict(resources.get(section)).get(settings.gpu_resource)
+            amount = quantity(value)
+            if value is not None and (amount is None or amount > 0):
+                found.append(f"{where} {section} {settings.gpu_resource}: {value}")
+    return found
+
+
+def gpu_problem(pod: Any, settings: Settings = DEFAULT) -> str | None:
+    """The first contradiction among a pod's GPU requests (spec §4), or None.
+
+    The KAI-compatible message comes first, then which container, which values,
+    and what to change.
+    """
+    notes = annotations(pod)
+    mem_key, frac_key = settings.gpu_memory_annotation, settings.gpu_fraction_annotation
+    memory, fraction = notes.get(mem_key), notes.get(frac_key)
+    whole = whole_gpu_requests(pod, settings)
+    if whole and memory is not None:
+        return (
+            f"{MSG_GPU_AND_MEMORY}: {whole[0]} and annotation {mem_key}: {memory!r}; "
+            f"remove {settings.gpu_resource} to share a GPU by memory, or remove the {mem_key} annotation "
+            f"to use whole GPUs"
+        )
+    if memory is not None and fraction is not None:
+        return (
+            f"{MSG_GPU_AND_MEMORY}: annotations {mem_key}: {memory!r} and {frac_key}: {fraction!r}; "
+            f"keep only one of them"
+        )
+    if fraction is not None and whole:
+        return (
+            f"{MSG_FRACTION_AND_GPU}: {whole[0]} and annotation {frac_key}: {fraction!r}; "
+            f"remove {settings.gpu_resource} to share a GPU, or remove the {frac_key} annotation to use whole GPUs"
+        )
+    if memory is not None:
+        text = memory.strip()
+        if not (text.isdigit() and int(text) > 0):
+            return (
+                f"{MSG_BAD_MEMORY}: {mem_key}: {memory!r}; give the GPU memory in MiB as a whole number, "
+                f'e.g. {mem_key}: "4000"'
+            )
+    if fraction is not None:
+        text = fraction.strip()
+        ok = False
+        if _DECIMAL.match(text):
+            value = Decimal(text)
+            ok = Decimal(0) < value < Decimal(1)
+        if not ok:
+            return (
+                f"{MSG_BAD_FRACTION}: {frac_key}: {fraction!r}; give a decimal between 0 and 1, "
+                f'e.g. {frac_key}: "0.5", or request whole GPUs with {settings.gpu_resource}'
+            )
+    return None
+
+
+# ---------------------------------------------------------------------------
+# pod state and durations
+
+
+def is_terminating(pod: Any) -> bool:
+    return bool(metadata(pod).get("deletionTimestamp"))
+
+
+def pod_phase(pod: Any) -> str:
+    return str(_dict(_dict(pod).get("status")).get("phase") or "Pending")
+
+
+def is_active(pod: Any) -> bool:
+    """Counts toward a gang: bound to a node or running, and not terminating or finished."""
+    if is_terminating(pod):
+        return False
+    phase = pod_phase(pod)
+    if phase in ("Succeeded", "Failed"):
+        return False
+    return phase == "Running" or bool(_dict(_dict(pod).get("spec")).get("nodeName"))
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: Any) -> float:
+    """``90s``, ``5m``, ``1h30m``, ``500ms`` or a bare number of seconds -> seconds.
+
+    Raises ValueError with a message that says what is accepted.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        if text < 0 or not math.isfinite(text):
+            raise ValueError(f"invalid duration {text!r}: must be ≥ 0")
+        return float(text)
+    raw = str(text).strip()
+    if re.fullmatch(r"\d+(\.\d+)?", raw):
+        return float(raw)
+    if raw and re.fullmatch(r"(\d+(?:\.\d+)?(?:ms|h|m|s))+", raw):
+        return sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(raw))
+    raise ValueError(f"invalid duration {text!r}: use e.g. 90s, 5m, 1h30m or a number of seconds")
+
+
+def grace_period_for(objs: Iterable[Any], default: float | None, settings: Settings = DEFAULT) -> tuple[float | None, str]:
+    """The staleness grace period (seconds; None = never evict) from the first of
+    ``objs`` (e.g. PodGroup, then workload) that sets the annotation, else ``default``.
+    A malformed annotation is skipped, and the reason says so.
+    """
+    notes = []
+    for obj in objs:
+        raw = annotations(obj).get(settings.grace_period_annotation)
+        if raw is None:
+            continue
+        if raw.strip() == "-1":
+            return None, f"{settings.grace_period_annotation}=-1 on {kind_name(obj)}: never evicts"
+        try:
+            return parse_duration(raw), f"{settings.grace_period_annotation}={raw} on {kind_name(obj)}"
+        except ValueError as exc:
+            notes.append(f"ignored {kind_name(obj)}: {exc}")
+    text = "default" if not notes else "default (" + "; ".join(notes) + ")"
+    return default, text
