@@ -1,0 +1,57 @@
+"""Logging for both processes: one JSON object per line (``--log-format json``, the
+default, for log pipelines) or readable text (``--log-format text``, for humans).
+
+Structured fields go in ``extra={"fields": {...}}``; both formats print them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import orjson
+
+LOG_FORMATS = ("json", "text")
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            entry.update(fields)
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return orjson.dumps(entry, default=str).decode()
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict) and fields:
+            text += " " + " ".join(f"{k}={v}" for k, v in fields.items())
+        return text
+
+
+def setup_logging(log_format: str = "json", level: str | int = "INFO") -> None:
+    """Send every log record to stderr in the chosen format (replaces handlers)."""
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"--log-format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    # the API client logs every request at DEBUG; keep our level
+    logging.getLogger("kubernetes_asyncio").setLevel(max(logging.INFO, root.level))
