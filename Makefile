@@ -11,8 +11,11 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
+# Exit status 1 means "something would be denied": the GPU-conflict example is.
 run: $(BIN)/.installed
-	$(BIN)/podgang plan examples/
+	$(BIN)/podgang plan examples/ || [ $$? -eq 1 ]
+	@echo; echo '--- after: podgang plan examples/02-shared-podgroup-deployments.yaml --scale deployment/model-1=2'; echo
+	$(BIN)/podgang plan examples/02-shared-podgroup-deployments.yaml --scale deployment/model-1=2
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q

@@ -22,25 +22,46 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser: lists the sub-commands without importing them."""
     parser = argparse.ArgumentParser(
         prog="podgang",
         description="Gang scheduling for Kubernetes: every pod in the right gang, every gang the right size.",
+        epilog="Run 'podgang COMMAND --help' for a command's flags.",
     )
     parser.add_argument("--version", action="version", version=f"podgang {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
-        module = importlib.import_module(module_name)
-        sub = commands.add_parser(name, help=help_text, description=(module.__doc__ or help_text).strip())
-        module.add_arguments(sub)
-        sub.set_defaults(_run=module.run)
+    for name, (_module, help_text) in SUBCOMMANDS.items():
+        commands.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
+def command_parser(name: str):
+    """The parser of one sub-command and the function that runs it.
+
+    Only that command's module is imported, so one command's dependencies never
+    stand in the way of another.
+    """
+    module_name, help_text = SUBCOMMANDS[name]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(
+        prog=f"podgang {name}",
+        description=(module.__doc__ or help_text).strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    module.add_arguments(parser)
+    return parser, module.run
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in SUBCOMMANDS:
+        build_parser().parse_args(argv)  # prints help, the version, or a usage error
+        return 2
+    parser, run = command_parser(argv[0])
+    args = parser.parse_args(argv[1:])
     try:
-        return int(args._run(args) or 0)
+        return int(run(args) or 0)
     except KeyboardInterrupt:
         return 130
 

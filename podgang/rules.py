@@ -12,6 +12,7 @@ Every function takes untrusted input: a malformed object yields a decision or a
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -78,6 +79,11 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+def _q(value: Any) -> str:
+    """A value quoted for messages, the way kubectl users read them: "like this"."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
+
+
 def _str_map(value: Any) -> dict[str, str]:
     """A labels/annotations map; non-string entries are ignored."""
     return {k: v for k, v in _dict(value).items() if isinstance(k, str) and isinstance(v, str)}
@@ -124,10 +130,10 @@ def scope_problem(pod: Any, namespace: str | None = None, settings: Settings = D
     spec = _dict(_dict(pod).get("spec"))
     scheduler = spec.get("schedulerName") or "default-scheduler"
     if scheduler not in settings.scheduler_names:
-        return f"schedulerName {scheduler!r} is not one of {', '.join(settings.scheduler_names)}"
+        return f"schedulerName {_q(scheduler)} is not one of {', '.join(settings.scheduler_names)}"
     ns = namespace or metadata(pod).get("namespace") or ""
     if ns in settings.excluded_namespaces:
-        return f"namespace {ns!r} is excluded"
+        return f"namespace {_q(ns)} is excluded"
     if is_skipped(pod, settings):
         return f"labelled {settings.skip_label}=true"
     return None
@@ -310,8 +316,8 @@ def hand_made_group(obj: Any, settings: Settings = DEFAULT) -> str | Denial | No
     by_label = labels(obj).get(d.pod_group_label)
     if by_annotation is not None and by_label is not None and by_annotation != by_label:
         return Denial(
-            f"the pod names two different PodGroups: annotation {d.pod_group_annotation}={by_annotation!r} "
-            f"and label {d.pod_group_label}={by_label!r}; set both to the same PodGroup name, "
+            f"the pod names two different PodGroups: annotation {d.pod_group_annotation}={_q(by_annotation)} "
+            f"and label {d.pod_group_label}={_q(by_label)}; set both to the same PodGroup name, "
             f"or set only one and podgang copies it to the other"
         )
     name = by_annotation if by_annotation is not None else by_label
@@ -320,7 +326,7 @@ def hand_made_group(obj: Any, settings: Settings = DEFAULT) -> str | Denial | No
     if not is_valid_group_name(name):
         key = d.pod_group_annotation if by_annotation is not None else d.pod_group_label
         return Denial(
-            f"{key}={name!r} is not a valid PodGroup name: use lower-case letters, digits, '-' and '.', "
+            f"{key}={_q(name)} is not a valid PodGroup name: use lower-case letters, digits, '-' and '.', "
             f"starting and ending with a letter or digit, at most {MAX_NAME} characters"
         )
     return name
@@ -398,7 +404,7 @@ def group_change_problem(old_pod: Any, new_pod: Any, settings: Settings = DEFAUL
     new_annotation = annotations(new_pod).get(d.pod_group_annotation)
     new_label = labels(new_pod).get(d.pod_group_label)
     changed = [
-        f"{key} {old!r} → {'removed' if value is None else repr(value)}"
+        f"{key} {_q(old)} → {'removed' if value is None else _q(value)}"
         for key, value, was in (
             (f"annotation {d.pod_group_annotation}", new_annotation, annotations(old_pod).get(d.pod_group_annotation)),
             (f"label {d.pod_group_label}", new_label, labels(old_pod).get(d.pod_group_label)),
@@ -456,7 +462,7 @@ def template_group(workload: Any, settings: Settings = DEFAULT) -> str | Denial 
             found[path] = named
     names = set(found.values())
     if len(names) > 1:
-        listed = ", ".join(f"{p}: {n!r}" for p, n in sorted(found.items()))
+        listed = ", ".join(f"{p}: {_q(n)}" for p, n in sorted(found.items()))
         return Denial(f"{kind_name(workload)} names different PodGroups in its pod templates ({listed})")
     return names.pop() if names else None
 
@@ -473,7 +479,7 @@ def pinned_min_member(obj: Any, settings: Settings = DEFAULT) -> tuple[int | Non
     text = raw.strip()
     if text.isdigit() and int(text) >= 1:
         return int(text), None
-    return None, f"{kind_name(obj)}: {settings.min_member_annotation}={raw!r} is ignored: it must be a whole number ≥ 1"
+    return None, f"{kind_name(obj)}: {settings.min_member_annotation}={_q(raw)} is ignored: it must be a whole number ≥ 1"
 
 
 def _job_size(job_spec: Mapping[str, Any]) -> tuple[int, str]:
@@ -606,7 +612,7 @@ def _containers(pod_spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str,
     for field, what in (("initContainers", "init container"), ("containers", "container")):
         for c in _list(pod_spec.get(field)):
             c = _dict(c)
-            yield f"{what} {c.get('name', '?')!r}", c
+            yield f"{what} {_q(c.get('name', '?'))}", c
 
 
 def whole_gpu_requests(pod: Any, settings: Settings = DEFAULT) -> list[str]:
@@ -634,25 +640,25 @@ def gpu_problem(pod: Any, settings: Settings = DEFAULT) -> str | None:
     whole = whole_gpu_requests(pod, settings)
     if whole and memory is not None:
         return (
-            f"{MSG_GPU_AND_MEMORY}: {whole[0]} and annotation {mem_key}: {memory!r}; "
+            f"{MSG_GPU_AND_MEMORY}: {whole[0]} and annotation {mem_key}: {_q(memory)}; "
             f"remove {settings.gpu_resource} to share a GPU by memory, or remove the {mem_key} annotation "
             f"to use whole GPUs"
         )
     if memory is not None and fraction is not None:
         return (
-            f"{MSG_GPU_AND_MEMORY}: annotations {mem_key}: {memory!r} and {frac_key}: {fraction!r}; "
+            f"{MSG_GPU_AND_MEMORY}: annotations {mem_key}: {_q(memory)} and {frac_key}: {_q(fraction)}; "
             f"keep only one of them"
         )
     if fraction is not None and whole:
         return (
-            f"{MSG_FRACTION_AND_GPU}: {whole[0]} and annotation {frac_key}: {fraction!r}; "
+            f"{MSG_FRACTION_AND_GPU}: {whole[0]} and annotation {frac_key}: {_q(fraction)}; "
             f"remove {settings.gpu_resource} to share a GPU, or remove the {frac_key} annotation to use whole GPUs"
         )
     if memory is not None:
         text = memory.strip()
         if not (text.isdigit() and int(text) > 0):
             return (
-                f"{MSG_BAD_MEMORY}: {mem_key}: {memory!r}; give the GPU memory in MiB as a whole number, "
+                f"{MSG_BAD_MEMORY}: {mem_key}: {_q(memory)}; give the GPU memory in MiB as a whole number, "
                 f'e.g. {mem_key}: "4000"'
             )
     if fraction is not None:
@@ -663,7 +669,7 @@ def gpu_problem(pod: Any, settings: Settings = DEFAULT) -> str | None:
             ok = Decimal(0) < value < Decimal(1)
         if not ok:
             return (
-                f"{MSG_BAD_FRACTION}: {frac_key}: {fraction!r}; give a decimal between 0 and 1, "
+                f"{MSG_BAD_FRACTION}: {frac_key}: {_q(fraction)}; give a decimal between 0 and 1, "
                 f'e.g. {frac_key}: "0.5", or request whole GPUs with {settings.gpu_resource}'
             )
     return None
@@ -702,14 +708,14 @@ def parse_duration(text: Any) -> float:
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         if text < 0 or not math.isfinite(text):
-            raise ValueError(f"invalid duration {text!r}: must be ≥ 0")
+            raise ValueError(f"invalid duration {_q(text)}: must be ≥ 0")
         return float(text)
     raw = str(text).strip()
     if re.fullmatch(r"\d+(\.\d+)?", raw):
         return float(raw)
     if raw and re.fullmatch(r"(\d+(?:\.\d+)?(?:ms|h|m|s))+", raw):
         return sum(float(n) * _UNIT[u] for n, u in _DURATION_PART.findall(raw))
-    raise ValueError(f"invalid duration {text!r}: use e.g. 90s, 5m, 1h30m or a number of seconds")
+    raise ValueError(f"invalid duration {_q(text)}: use e.g. 90s, 5m, 1h30m or a number of seconds")
 
 
 def grace_period_for(objs: Iterable[Any], default: float | None, settings: Settings = DEFAULT) -> tuple[float | None, str]:
