@@ -404,7 +404,7 @@ def group_change_problem(old_pod: Any, new_pod: Any, settings: Settings = DEFAUL
     new_annotation = annotations(new_pod).get(d.pod_group_annotation)
     new_label = labels(new_pod).get(d.pod_group_label)
     changed = [
-        f"{key} {_q(old)} → {'removed' if value is None else _q(value)}"
+        f"{key} {_q(was)} → {'removed' if value is None else _q(value)}"
         for key, value, was in (
             (f"annotation {d.pod_group_annotation}", new_annotation, annotations(old_pod).get(d.pod_group_annotation)),
             (f"label {d.pod_group_label}", new_label, labels(old_pod).get(d.pod_group_label)),
