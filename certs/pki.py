@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-from dataclasses import dataclass
 from typing import Iterable, Sequence, Union
 
 from cryptography import x509
@@ -343,17 +342,3 @@ def describe(cert: x509.Certificate) -> str:
     subject = cert.subject.rfc4514_string() or "(empty subject)"
     sans = f", SANs {','.join(names)}" if names else ""
     return f"{subject}{sans}, serial {cert.serial_number:x}, expires {cert.not_valid_after_utc:%Y-%m-%dT%H:%M:%SZ}"
-
-
-@dataclass(frozen=True)
-class KeyPair:
-    cert: x509.Certificate
-    key: PrivateKey
-
-    @property
-    def cert_pem(self) -> bytes:
-        return cert_pem(self.cert)
-
-    @property
-    def key_pem(self) -> bytes:
-        return key_pem(self.key)
