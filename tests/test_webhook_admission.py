@@ -1,0 +1,305 @@
+"""The webhook's decisions without a server: reading reviews, building JSONPatches,
+validating pods, encoding answers."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+
+import jsonpatch
+import orjson
+import pytest
+from hypothesis import given, settings as hyp_settings, strategies as st
+
+from podgang import rules
+from podgang.settings import DEFAULT
+from tests.webhook_support import TEST_SETTINGS, review, with_annotations
+from webhook.admission import (
+    BadReview,
+    Verdict,
+    encode_response,
+    escape_key,
+    membership_patch,
+    missing_group_warning,
+    parse_review,
+    validate,
+)
+
+
+def parsed(doc):
+    return parse_review(json.dumps(doc).encode())
+
+
+# ---------------------------------------------------------------------------
+# reading the review
+
+
+@pytest.mark.parametrize(
+    "body, reason",
+    [
+        (b"", "the body is empty: expected an admission.k8s.io/v1 AdmissionReview"),
+        (b"{not json", "the body is not JSON"),
+        (b"\xff\xfe", "the body is not JSON"),
+        (b"[1, 2]", "the body is JSON list, not an AdmissionReview object"),
+        (b'"text"', "the body is JSON str, not an AdmissionReview object"),
+        (b'{"kind": "AdmissionReview"}', "apiVersion (missing) is not supported: expected admission.k8s.io/v1"),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {"uid": "u"}}',
+            "apiVersion 'admission.k8s.io/v1beta1' is not supported: expected admission.k8s.io/v1",
+        ),
+        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "Pod"}', "kind 'Pod' is not supported: expected AdmissionReview"),
+        (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "the AdmissionReview has no request object"),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": []}',
+            "the AdmissionReview has no request object",
+        ),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {}}',
+            "the AdmissionReview request has no uid",
+        ),
+        (
+            b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7}}',
+            "the AdmissionReview request has no uid",
+        ),
+    ],
+)
+def test_bad_reviews_are_refused_with_a_one_line_reason(body, reason):
+    with pytest.raises(BadReview) as err:
+        parse_review(body)
+    assert str(err.value).startswith(reason)
+    assert "\n" not in str(err.value)
+
+
+def test_a_recorded_review_is_read_as_the_apiserver_sent_it():
+    r = parsed(review("pod-create-by-replicaset"))
+    assert (r.uid, r.operation, r.kind, r.group, r.sub_resource, r.namespace, r.dry_run) == (
+        "14244bff-0b5c-4400-8bae-121483372c87", "CREATE", "Pod", "", "", "cap", False,
+    )
+    assert r.is_pod and r.old is None
+    assert r.obj["metadata"]["generateName"] == "web-7887448d46-"
+    assert parsed(review("pod-create-dry-run")).dry_run is True
+    scale = parsed(review("deployment-update-scale-subresource"))
+    assert (scale.kind, scale.sub_resource, scale.is_pod) == ("Scale", "scale", False)
+    delete = parsed(review("pod-delete"))
+    assert delete.obj is None and delete.old["metadata"]["name"] == "bare"
+
+
+def test_integers_beyond_64_bits_are_still_json():
+    doc = review("pod-create-dry-run")
+    doc["request"]["object"]["spec"]["priority"] = 2**70
+    assert parsed(doc).uid == doc["request"]["uid"]
+
+
+# ---------------------------------------------------------------------------
+# the JSONPatch
+
+
+def test_keys_are_escaped_as_json_pointer_tokens():
+    assert escape_key("kai.scheduler/podgroup") == "kai.scheduler~1podgroup"
+    assert escape_key("a~b/c") == "a~0b~1c"
+
+
+def test_absent_maps_are_created_with_the_key_inside():
+    pod = {"metadata": {"name": "p"}}
+    assert membership_patch(pod, "g", DEFAULT) == [
+        {"op": "add", "path": "/metadata/annotations", "value": {"pod-group-name": "g"}},
+        {"op": "add", "path": "/metadata/labels", "value": {"kai.scheduler/podgroup": "g"}},
+    ]
+
+
+def test_existing_maps_get_only_the_keys_and_keep_everything_else():
+    pod = {
+        "metadata": {
+            "labels": {"app": "x", "kai.scheduler/subgroup-name": "workers"},
+            "annotations": {"note": "n"},
+        }
+    }
+    ops = membership_patch(pod, "g", DEFAULT)
+    assert ops == [
+        {"op": "add", "path": "/metadata/annotations/pod-group-name", "value": "g"},
+        {"op": "add", "path": "/metadata/labels/kai.scheduler~1podgroup", "value": "g"},
+    ]
+    out = jsonpatch.apply_patch(pod, ops)
+    assert out["metadata"]["labels"] == {"app": "x", "kai.scheduler/subgroup-name": "workers", "kai.scheduler/podgroup": "g"}
+    assert out["metadata"]["annotations"] == {"note": "n", "pod-group-name": "g"}
+
+
+def test_null_maps_and_missing_metadata_are_created():
+    assert jsonpatch.apply_patch({"metadata": {"labels": None}}, membership_patch({"metadata": {"labels": None}}, "g", DEFAULT)) == {
+        "metadata": {"labels": {"kai.scheduler/podgroup": "g"}, "annotations": {"pod-group-name": "g"}}
+    }
+    assert jsonpatch.apply_patch({}, membership_patch({}, "g", DEFAULT)) == {
+        "metadata": {"labels": {"kai.scheduler/podgroup": "g"}, "annotations": {"pod-group-name": "g"}}
+    }
+
+
+def test_a_hand_made_label_gets_only_the_missing_annotation():
+    pod = review("pod-create-labelled-gpu-memory")["request"]["object"]
+    assert membership_patch(pod, "app-with-models", DEFAULT) == [
+        {"op": "add", "path": "/metadata/annotations/pod-group-name", "value": "app-with-models"}
+    ]
+
+
+label_keys = st.sampled_from(["app", "kai.scheduler/podgroup", "kai.scheduler/subgroup-name", "x/y~z", "pod-group-name"])
+maps = st.one_of(st.none(), st.dictionaries(label_keys, st.text(max_size=5), max_size=4))
+
+
+@hyp_settings(max_examples=200, deadline=None)
+@given(labels=maps, annotations=maps, group=st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True))
+def test_patching_twice_changes_nothing_the_second_time(labels, annotations, group):
+    md = {"name": "p"}
+    if labels is not None:
+        md["labels"] = labels
+    if annotations is not None:
+        md["annotations"] = annotations
+    pod = {"metadata": md}
+    ops = membership_patch(pod, group, DEFAULT)
+    once = jsonpatch.apply_patch(pod, ops)
+    assert once["metadata"]["labels"]["kai.scheduler/podgroup"] == group
+    assert once["metadata"]["annotations"]["pod-group-name"] == group
+    # every other key survives
+    for key, value in (labels or {}).items():
+        if key != "kai.scheduler/podgroup":
+            assert once["metadata"]["labels"][key] == value
+    for key, value in (annotations or {}).items():
+        if key != "pod-group-name":
+            assert once["metadata"]["annotations"][key] == value
+    # reinvocation: the webhook sees its own result and asks for nothing more
+    assert membership_patch(once, group, DEFAULT) == []
+    # the same patch applied again is a no-op too
+    assert jsonpatch.apply_patch(once, ops) == once
+
+
+# ---------------------------------------------------------------------------
+# the answer
+
+
+def test_an_allowed_answer_echoes_the_uid_and_carries_a_base64_patch():
+    ops = [{"op": "add", "path": "/metadata/labels", "value": {"a": "b"}}]
+    body, size = encode_response("uid-1", Verdict(True, "patched", "r", group="g", patch=ops))
+    doc = orjson.loads(body)
+    assert doc["apiVersion"] == "admission.k8s.io/v1" and doc["kind"] == "AdmissionReview"
+    resp = doc["response"]
+    assert resp["uid"] == "uid-1" and resp["allowed"] is True and resp["patchType"] == "JSONPatch"
+    assert json.loads(base64.b64decode(resp["patch"])) == ops
+    assert size == len(orjson.dumps(ops))
+    assert "status" not in resp and "warnings" not in resp
+
+
+def test_a_denial_carries_the_message_verbatim_and_a_4xx_code():
+    message = "cannot request both GPU and GPU memory: x; y"
+    body, size = encode_response("uid-2", Verdict(False, "denied", message, message=message))
+    resp = orjson.loads(body)["response"]
+    assert resp == {
+        "uid": "uid-2",
+        "allowed": False,
+        "status": {"status": "Failure", "code": 403, "reason": "Forbidden", "message": message},
+    }
+    assert size == 0
+
+
+def test_warnings_are_sent():
+    w = missing_group_warning("team-a", "ml")
+    assert w == "PodGroup team-a not found in namespace ml: the pod stays Pending until it exists"
+    resp = orjson.loads(encode_response("u", Verdict(True, "patched", "r", warnings=[w]))[0])["response"]
+    assert resp["warnings"] == [w]
+
+
+# ---------------------------------------------------------------------------
+# validation
+
+
+def gpu_pod_review(notes, *, operation="CREATE", old_notes=None):
+    doc = with_annotations(review("pod-create-bare-gpu"), notes)
+    if operation == "UPDATE":
+        doc["request"]["operation"] = "UPDATE"
+        doc["request"]["oldObject"] = with_annotations(review("pod-create-bare-gpu"), old_notes or {})["request"]["object"]
+    return parsed(doc)
+
+
+def test_whole_gpu_with_gpu_memory_is_denied_with_the_kai_message_first():
+    verdict = validate(gpu_pod_review({"gpu-memory": "4000"}), TEST_SETTINGS)
+    assert not verdict.allowed and verdict.verdict == "denied"
+    # the rule's message, whole and unchanged: KAI's words first, then the specifics
+    assert verdict.message == rules.gpu_problem(gpu_pod_review({"gpu-memory": "4000"}).obj, TEST_SETTINGS)
+    assert verdict.message.startswith("cannot request both GPU and GPU memory: ")
+    assert "nvidia.com/gpu" in verdict.message and "4000" in verdict.message
+
+
+@pytest.mark.parametrize(
+    "notes, start",
+    [
+        ({"gpu-fraction": "0.5"}, "cannot have both GPU fraction request and whole GPU resource request/limit: "),
+    ],
+)
+def test_fraction_with_whole_gpu_is_denied(notes, start):
+    verdict = validate(gpu_pod_review(notes), TEST_SETTINGS)
+    assert not verdict.allowed and verdict.message.startswith(start)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "2000Mi", "1.5", ""])
+def test_bad_gpu_memory_is_denied(value):
+    doc = with_annotations(review("pod-create-labelled-gpu-memory"), {"gpu-memory": value})
+    verdict = validate(parsed(doc), TEST_SETTINGS)
+    assert verdict.message.startswith("gpu-memory annotation value must be a positive integer greater than 0: ")
+
+
+@pytest.mark.parametrize("value", ["0", "1", "1.5", "NaN", "abc"])
+def test_bad_gpu_fraction_is_denied(value):
+    doc = review("pod-create-dry-run")
+    doc["request"]["object"]["metadata"]["annotations"] = {"gpu-fraction": value}
+    verdict = validate(parsed(doc), TEST_SETTINGS)
+    assert verdict.message.startswith("gpu-fraction annotation value must be a positive number smaller than 1.0: ")
+
+
+def test_recorded_pods_without_contradictions_are_allowed():
+    for name in ("pod-create-bare-gpu", "pod-create-labelled-gpu-memory", "pod-create-by-replicaset", "pod-update-label"):
+        verdict = validate(parsed(review(name)), TEST_SETTINGS)
+        assert verdict.allowed and verdict.verdict == "allowed", (name, verdict)
+
+
+def test_a_group_named_two_ways_is_denied():
+    doc = review("pod-create-labelled-gpu-memory")
+    doc["request"]["object"]["metadata"]["annotations"]["pod-group-name"] = "other"
+    verdict = validate(parsed(doc), TEST_SETTINGS)
+    assert not verdict.allowed
+    assert verdict.message == rules.hand_made_group(doc["request"]["object"], TEST_SETTINGS).message
+    assert "'other'" in verdict.message.replace('"', "'") and "app-with-models" in verdict.message
+
+
+def test_an_update_that_changes_or_removes_the_group_is_denied():
+    doc = review("pod-update-label")
+    doc["request"]["object"]["metadata"]["labels"]["kai.scheduler/podgroup"] = "elsewhere"
+    verdict = validate(parsed(doc), TEST_SETTINGS)
+    assert not verdict.allowed
+    assert verdict.message == rules.group_change_problem(
+        doc["request"]["oldObject"], doc["request"]["object"], TEST_SETTINGS
+    )
+    assert "app-with-models" in verdict.message and "elsewhere" in verdict.message
+    doc = review("pod-update-label")
+    del doc["request"]["object"]["metadata"]["labels"]["kai.scheduler/podgroup"]
+    verdict = validate(parsed(doc), TEST_SETTINGS)
+    assert not verdict.allowed and "removed" in verdict.message
+
+
+def test_an_update_is_not_refused_for_a_contradiction_the_pod_already_had():
+    before = {"gpu-memory": "4000"}
+    assert validate(gpu_pod_review(before, operation="UPDATE", old_notes=before), TEST_SETTINGS).allowed
+    # ...but one the update introduces is
+    verdict = validate(gpu_pod_review(before, operation="UPDATE", old_notes={}), TEST_SETTINGS)
+    assert not verdict.allowed and verdict.message.startswith("cannot request both GPU and GPU memory: ")
+
+
+def test_pods_out_of_scope_and_other_requests_are_not_validated():
+    doc = with_annotations(review("pod-create-bare-gpu"), {"gpu-memory": "4000"})
+    assert validate(parsed(doc), DEFAULT).verdict == "skipped"  # default-scheduler is not in scope by default
+    skipped = copy.deepcopy(doc)
+    skipped["request"]["object"]["metadata"]["labels"]["podgang.io/skip"] = "true"
+    assert validate(parsed(skipped), TEST_SETTINGS).verdict == "skipped"
+    excluded = copy.deepcopy(doc)
+    excluded["request"]["namespace"] = "kube-system"
+    assert validate(parsed(excluded), TEST_SETTINGS).verdict == "skipped"
+    for name in ("pod-delete", "deployment-create", "deployment-update-scale-subresource", "replicaset-update-scale"):
+        verdict = validate(parsed(review(name)), TEST_SETTINGS)
+        assert verdict.allowed and verdict.verdict == "skipped", name

@@ -1,0 +1,223 @@
+"""Shared pieces of the webhook tests: certificates, recorded reviews, a real TLS
+server on 127.0.0.1, and a client that trusts it."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+import aiohttp
+import jsonpatch
+from cryptography import x509
+
+from podgang.settings import DEFAULT, Settings
+from webhook.server import WebhookConfig, WebhookServer
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+ADMISSION = FIXTURES / "admission"
+API_FIXTURES = FIXTURES / "api"
+
+#: most recordings use the default scheduler; the tests treat it as in scope
+TEST_SETTINGS: Settings = DEFAULT.with_changes(scheduler_names=("default-scheduler", "kai-scheduler"))
+
+
+# ---------------------------------------------------------------------------
+# recorded data
+
+
+def review(name: str) -> dict[str, Any]:
+    """A recorded AdmissionReview, as the apiserver sent it (without ``_captured``)."""
+    doc = json.loads((ADMISSION / f"{name}.json").read_text())
+    doc.pop("_captured", None)
+    return doc
+
+
+def review_names() -> list[str]:
+    return sorted(p.stem for p in ADMISSION.glob("*.json"))
+
+
+def api_status(name: str) -> dict[str, Any]:
+    return json.loads((API_FIXTURES / f"{name}.json").read_text())
+
+
+def with_annotations(doc: dict[str, Any], notes: dict[str, str], *, uid: str | None = None) -> dict[str, Any]:
+    out = copy.deepcopy(doc)
+    md = out["request"]["object"]["metadata"]
+    md["annotations"] = {**(md.get("annotations") or {}), **notes}
+    if uid:
+        out["request"]["uid"] = uid
+    return out
+
+
+def decoded_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
+    patch = response.get("patch")
+    if patch is None:
+        return []
+    assert response.get("patchType") == "JSONPatch"
+    return json.loads(base64.b64decode(patch))
+
+
+def patched(obj: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` after the response's JSONPatch, applied with the jsonpatch library."""
+    return jsonpatch.apply_patch(obj, decoded_patch(response), in_place=False)
+
+
+# ---------------------------------------------------------------------------
+# certificates
+
+
+def podgang_certs_generate(out: Path, *, dns_name: str = "localhost", ip: str = "127.0.0.1") -> Path:
+    """``podgang certs generate`` as a user runs it: ca.crt, ca.key, tls.crt, tls.key
+    in ``out``. Run again on the same directory, it keeps the CA and renews the leaf
+    (a rotation). Returns the CA file."""
+    done = subprocess.run(
+        [sys.executable, "-m", "podgang.cli", "certs", "generate", "--out", str(out), "--dns-name", dns_name, "--ip", ip],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return out / "ca.crt"
+
+
+def leaf_in(cert_dir: Path) -> x509.Certificate:
+    return x509.load_pem_x509_certificate((cert_dir / "tls.crt").read_bytes())
+
+
+def client_context(ca_file: Path | str) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=str(ca_file))
+    return ctx
+
+
+def peer_certificate(port: int, ca_file: Path | str, *, host: str = "127.0.0.1") -> x509.Certificate:
+    """The leaf a fresh TLS handshake presents (verified against ``ca_file``)."""
+    ctx = client_context(ca_file)
+    with socket.create_connection((host, port), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname=host) as tls:
+            der = tls.getpeercert(binary_form=True)
+    return x509.load_der_x509_certificate(der)
+
+
+# ---------------------------------------------------------------------------
+# polling (no sleeps for synchronisation)
+
+
+async def eventually(check: Callable[[], Any], *, timeout: float = 10.0, interval: float = 0.02, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = check()
+            if asyncio.iscoroutine(last):
+                last = await last
+            if last:
+                return last
+        except AssertionError as exc:
+            last = exc
+            if time.monotonic() >= deadline:
+                raise
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"not within {timeout}s: {what or check} (last: {last!r})")
+        await asyncio.sleep(interval)
+
+
+# ---------------------------------------------------------------------------
+# a running webhook
+
+
+class Webhook:
+    """A started :class:`WebhookServer` and a session that trusts its CA."""
+
+    def __init__(self, server: WebhookServer, session: aiohttp.ClientSession, ca_file: Path):
+        self.server = server
+        self.session = session
+        self.ca_file = ca_file
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    def url(self, path: str) -> str:
+        return f"https://127.0.0.1:{self.port}{path}"
+
+    async def post_raw(self, path: str, data: bytes, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        async with self.session.post(self.url(path), data=data, headers=headers or {"Content-Type": "application/json"}) as resp:
+            return resp.status, await resp.read()
+
+    async def review(self, path: str, doc: dict[str, Any]) -> dict[str, Any]:
+        status, body = await self.post_raw(path + "?timeout=5s", json.dumps(doc).encode())
+        assert status == 200, (status, body)
+        answer = json.loads(body)
+        assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+        return answer["response"]
+
+    async def mutate(self, doc: dict[str, Any]) -> dict[str, Any]:
+        return await self.review("/mutate-pods", doc)
+
+    async def validate(self, doc: dict[str, Any]) -> dict[str, Any]:
+        return await self.review("/validate-pods", doc)
+
+    async def get(self, path: str) -> tuple[int, str]:
+        async with self.session.get(self.url(path)) as resp:
+            return resp.status, await resp.text()
+
+    async def metric(self, name: str, **labels: str) -> float:
+        """The value of one sample on /metrics (0 when absent)."""
+        _, text = await self.get("/metrics")
+        want = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else "")
+        for line in text.splitlines():
+            if line.startswith("#"):
+                continue
+            sample, _, value = line.rpartition(" ")
+            if _canonical(sample) == want:
+                return float(value)
+        return 0.0
+
+
+def _canonical(sample: str) -> str:
+    if "{" not in sample:
+        return sample
+    name, _, rest = sample.partition("{")
+    parts = sorted(p for p in rest.rstrip("}").split(",") if p)
+    return name + "{" + ",".join(parts) + "}"
+
+
+@asynccontextmanager
+async def running_webhook(
+    tmp_path: Path,
+    *,
+    api_client: Any = None,
+    settings: Settings = TEST_SETTINGS,
+    cert_dir: Path | None = None,
+    **config: Any,
+) -> AsyncIterator[Webhook]:
+    """A real webhook on 127.0.0.1 over TLS, with certificates from
+    ``podgang certs generate`` (made in ``tmp_path/certs`` unless ``cert_dir`` is given)."""
+    if cert_dir is None:
+        cert_dir = tmp_path / "certs"
+        podgang_certs_generate(cert_dir)
+    ca_file = cert_dir / "ca.crt"
+    cfg = WebhookConfig(host="127.0.0.1", port=0, cert_dir=str(cert_dir), settings=settings, **config)
+    server = WebhookServer(cfg, api_client)
+    await server.start()
+    connector = aiohttp.TCPConnector(ssl=client_context(ca_file))
+    session = aiohttp.ClientSession(connector=connector)
+    try:
+        yield Webhook(server, session, ca_file)
+    finally:
+        await session.close()
+        await server.stop()

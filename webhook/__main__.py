@@ -1,0 +1,16 @@
+"""``python -m webhook``: the same as ``podgang webhook``."""
+
+import argparse
+import sys
+
+from webhook import cli
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m webhook", description=(cli.__doc__ or "").strip())
+    cli.add_arguments(parser)
+    return cli.run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,370 @@
+"""Admission decisions: an AdmissionReview in, a response out.
+
+The decisions themselves are :mod:`podgang.rules`; this module reads the review,
+fetches what the rules need (owners, through the cache), creates the PodGroup of an
+owner-less pod, and writes the answer: a JSONPatch built directly from the decision
+(never by diffing documents), or a denial carrying the rule's message verbatim.
+
+Nothing here raises on bad input except :func:`parse_review` (with
+:class:`BadReview`, which the server answers with HTTP 400).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import secrets
+import string
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import orjson
+
+from podgang import rules
+from podgang.settings import Settings
+
+from webhook.events import BackgroundEvents
+from webhook.owners import OwnerCache, OwnerLookupFailed
+from webhook.podgroups import Existence, Outcome, PodGroups
+
+log = logging.getLogger("podgang.webhook")
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+MAX_OWNER_DEPTH = 8
+NAME_ATTEMPTS = 4
+DEFAULT_REVIEW_TIMEOUT = 10.0  # the apiserver's default timeoutSeconds
+TIMEOUT_MARGIN = 0.5  # answer this long before the apiserver gives up
+SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
+
+
+# ---------------------------------------------------------------------------
+# the review
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview we can answer; the message is one line."""
+
+
+@dataclass(slots=True)
+class Review:
+    uid: str
+    operation: str
+    kind: str  # request.kind.kind, e.g. "Pod"
+    group: str  # request.kind.group, "" for core
+    sub_resource: str
+    namespace: str
+    obj: dict[str, Any] | None
+    old: dict[str, Any] | None
+    dry_run: bool
+
+    @property
+    def is_pod(self) -> bool:
+        return self.kind == "Pod" and self.group == "" and not self.sub_resource
+
+
+def _loads(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        pass
+    try:  # orjson refuses integers beyond 64 bits; the stdlib does not
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise BadReview(f"the body is not JSON: {str(exc).splitlines()[0][:200]}") from None
+
+
+def parse_review(body: bytes) -> Review:
+    """The parts of an ``admission.k8s.io/v1`` AdmissionReview the webhook reads."""
+    if not body:
+        raise BadReview("the body is empty: expected an admission.k8s.io/v1 AdmissionReview")
+    doc = _loads(body)
+    if not isinstance(doc, dict):
+        raise BadReview(f"the body is JSON {type(doc).__name__}, not an AdmissionReview object")
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    if api_version != API_VERSION:
+        raise BadReview(f"apiVersion {_show(api_version)} is not supported: expected {API_VERSION}")
+    if kind != KIND:
+        raise BadReview(f"kind {_show(kind)} is not supported: expected {KIND}")
+    request = doc.get("request")
+    if not isinstance(request, dict):
+        raise BadReview("the AdmissionReview has no request object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("the AdmissionReview request has no uid")
+    gvk = request.get("kind")
+    gvk = gvk if isinstance(gvk, dict) else {}
+    obj, old = request.get("object"), request.get("oldObject")
+    namespace = request.get("namespace")
+    if not isinstance(namespace, str) or not namespace:
+        md = obj.get("metadata") if isinstance(obj, dict) else None
+        namespace = md.get("namespace") if isinstance(md, dict) else None
+    return Review(
+        uid=uid,
+        operation=str(request.get("operation") or ""),
+        kind=str(gvk.get("kind") or ""),
+        group=str(gvk.get("group") or ""),
+        sub_resource=str(request.get("subResource") or ""),
+        namespace=namespace if isinstance(namespace, str) else "",
+        obj=obj if isinstance(obj, dict) else None,
+        old=old if isinstance(old, dict) else None,
+        dry_run=request.get("dryRun") is True,
+    )
+
+
+def _show(value: Any) -> str:
+    return repr(value)[:80] if value is not None else "(missing)"
+
+
+# ---------------------------------------------------------------------------
+# the answer
+
+
+@dataclass(slots=True)
+class Verdict:
+    allowed: bool
+    verdict: str  # see webhook.metrics.VERDICTS
+    reason: str
+    group: str | None = None
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    message: str | None = None  # the denial the user sees
+    warnings: list[str] = field(default_factory=list)
+
+
+def skip(reason: str) -> Verdict:
+    return Verdict(True, "skipped", reason)
+
+
+def deny(message: str) -> Verdict:
+    return Verdict(False, "denied", message, message=message)
+
+
+DENIAL_CODE = 403  # what controller-runtime (KAI's webhook) answers; kubectl shows "(Forbidden)"
+
+
+def encode_response(uid: str, verdict: Verdict) -> tuple[bytes, int]:
+    """The AdmissionReview answer, and the size of the (decoded) JSONPatch."""
+    response: dict[str, Any] = {"uid": uid, "allowed": verdict.allowed}
+    patch_size = 0
+    if verdict.patch:
+        patch = orjson.dumps(verdict.patch)
+        patch_size = len(patch)
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(patch).decode("ascii")
+    if not verdict.allowed:
+        response["status"] = {
+            "status": "Failure",
+            "code": DENIAL_CODE,
+            "reason": "Forbidden",
+            "message": verdict.message or verdict.reason,
+        }
+    if verdict.warnings:
+        response["warnings"] = verdict.warnings
+    return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response}), patch_size
+
+
+def escape_key(key: str) -> str:
+    """A map key as one JSON Pointer token (RFC 6901): ``~`` → ``~0``, ``/`` → ``~1``."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def membership_patch(pod: Mapping[str, Any], group: str, settings: Settings) -> list[dict[str, Any]]:
+    """JSONPatch operations that put ``pod`` into ``group``: the dialect's group
+    annotation and label, creating ``metadata.annotations`` / ``metadata.labels``
+    when absent. Keys already holding ``group`` are left alone, so the patch for an
+    already-patched pod (a reinvocation) is empty.
+    """
+    d = settings.dialect
+    md = pod.get("metadata")
+    wanted = (("annotations", d.pod_group_annotation), ("labels", d.pod_group_label))
+    if not isinstance(md, dict):
+        return [{"op": "add", "path": "/metadata", "value": {f: {k: group} for f, k in wanted}}]
+    ops: list[dict[str, Any]] = []
+    for section, key in wanted:
+        current = md.get(section)
+        if not isinstance(current, dict):
+            ops.append({"op": "add", "path": f"/metadata/{section}", "value": {key: group}})
+        elif current.get(key) != group:
+            ops.append({"op": "add", "path": f"/metadata/{section}/{escape_key(key)}", "value": group})
+    return ops
+
+
+def missing_group_warning(name: str, namespace: str) -> str:
+    return f"PodGroup {name} not found in namespace {namespace}: the pod stays Pending until it exists"
+
+
+def pod_label(pod: Any) -> str:
+    md = pod.get("metadata") if isinstance(pod, dict) else None
+    if not isinstance(md, dict):
+        return ""
+    return str(md.get("name") or md.get("generateName") or "")
+
+
+def random_suffix(length: int = 5) -> str:
+    return "".join(secrets.choice(SUFFIX_ALPHABET) for _ in range(length))
+
+
+# ---------------------------------------------------------------------------
+# validation (pure)
+
+
+def validate(review: Review, settings: Settings) -> Verdict:
+    """The validating webhook (CREATE, UPDATE of pods): contradictory GPU requests,
+    a hand-made group named two ways, a group changed or removed on UPDATE.
+
+    On UPDATE a problem the pod already had is not held against it (a pod admitted
+    while the webhook was down must still be deletable, its finalizers removable).
+    """
+    if review.operation not in ("CREATE", "UPDATE") or not review.is_pod:
+        return skip(f"{review.operation or 'no operation'} of {review.kind or 'no kind'}: not validated")
+    pod = review.obj
+    if pod is None:
+        return skip("no object in the request")
+    out_of_scope = rules.scope_problem(pod, review.namespace, settings)
+    if out_of_scope:
+        return skip(out_of_scope)
+    updating = review.operation == "UPDATE" and review.old is not None
+    gpu = rules.gpu_problem(pod, settings)
+    if gpu and not (updating and rules.gpu_problem(review.old, settings) == gpu):
+        return deny(gpu)
+    named = rules.hand_made_group(pod, settings)
+    if isinstance(named, rules.Denial) and not (updating and rules.hand_made_group(review.old, settings) == named):
+        return deny(named.message)
+    if updating:
+        change = rules.group_change_problem(review.old, pod, settings)
+        if change:
+            return deny(change)
+    group = named if isinstance(named, str) else rules.group_of(pod, settings)
+    return Verdict(True, "allowed", "no contradiction", group=group)
+
+
+# ---------------------------------------------------------------------------
+# mutation (needs the API for owners and owner-less PodGroups)
+
+
+class Admission:
+    """Decides admission reviews with the rules, the owner cache and the API."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        owners: OwnerCache,
+        podgroups: PodGroups,
+        *,
+        api_timeout: float = 2.0,
+        events: BackgroundEvents | None = None,
+    ):
+        self.settings = settings
+        self.owners = owners
+        self.podgroups = podgroups
+        self.api_timeout = api_timeout
+        self.events = events
+
+    def validate(self, review: Review) -> Verdict:
+        return validate(review, self.settings)
+
+    async def mutate(self, review: Review, *, budget: float = DEFAULT_REVIEW_TIMEOUT) -> Verdict:
+        """The mutating webhook (CREATE of pods): membership per spec §2.
+
+        ``budget``: seconds until the apiserver gives up on this review; API calls
+        are cut short to answer before that.
+        """
+        if review.operation != "CREATE" or not review.is_pod:
+            return skip(f"{review.operation or 'no operation'} of {review.kind or 'no kind'}: not mutated")
+        pod = review.obj
+        if pod is None:
+            return skip("no object in the request")
+        settings = self.settings
+        out_of_scope = rules.scope_problem(pod, review.namespace, settings)
+        if out_of_scope:
+            return skip(out_of_scope)
+        deadline = time.monotonic() + max(0.05, budget - TIMEOUT_MARGIN)
+        named = rules.hand_made_group(pod, settings)
+        if isinstance(named, rules.Denial):
+            return deny(named.message)
+        chain: list[dict[str, Any]] = []
+        if named is None:
+            try:
+                chain = await self._owner_chain(pod, review.namespace, deadline)
+            except OwnerLookupFailed as exc:
+                self.owners.metrics.owner_lookup_failures.inc()
+                return Verdict(True, "degraded", f"owner look-up failed, pod admitted without a group: {exc}")
+        gang = rules.gang_for_pod(pod, chain, settings=settings, name_suffix=random_suffix())
+        if isinstance(gang, rules.Denial):
+            return deny(gang.message)
+        verdict = Verdict(True, "patched", gang.reason, group=gang.name)
+        if gang.hand_made:
+            await self._check_hand_made(gang.name, review.namespace, deadline, verdict)
+        elif gang.owner_less and not review.dry_run:
+            await self._create_owner_less(pod, chain, review.namespace, deadline, verdict)
+        if verdict.group is not None:
+            verdict.patch = membership_patch(pod, verdict.group, settings)
+        if not verdict.patch and verdict.verdict == "patched":
+            verdict.verdict = "allowed"
+        return verdict
+
+    async def _owner_chain(self, pod: dict[str, Any], namespace: str, deadline: float) -> list[dict[str, Any]]:
+        chain: list[dict[str, Any]] = []
+        for _ in range(MAX_OWNER_DEPTH):
+            ref = rules.owner_to_look_up(pod, chain)
+            if ref is None:
+                return chain
+            chain.append(await self.owners.get(namespace, ref, timeout=self._left(deadline)))
+        raise OwnerLookupFailed(f"the ownerReference chain is deeper than {MAX_OWNER_DEPTH}")
+
+    async def _check_hand_made(self, name: str, namespace: str, deadline: float, verdict: Verdict) -> None:
+        state, detail = await self.podgroups.exists(namespace, name, timeout=self._left(deadline))
+        if state is Existence.MISSING:
+            verdict.warnings.append(missing_group_warning(name, namespace))
+            verdict.reason += "; the PodGroup does not exist yet"
+        elif state is Existence.UNKNOWN:
+            verdict.reason += f"; could not check that the PodGroup exists: {detail}"
+
+    async def _create_owner_less(
+        self, pod: dict[str, Any], chain: list[dict[str, Any]], namespace: str, deadline: float, verdict: Verdict
+    ) -> None:
+        name = verdict.group or ""
+        pod_name = (pod.get("metadata") or {}).get("name")
+        taken: list[str] = []
+        for _ in range(NAME_ATTEMPTS):
+            result = await self.podgroups.create_for_pod(namespace, name, timeout=self._left(deadline))
+            if result.outcome is Outcome.CREATED:
+                verdict.group = name
+                verdict.reason += f"; created PodGroup {name}"
+                self._created_event(result.podgroup, namespace, name, pod)
+                break
+            if result.outcome is Outcome.REUSED:
+                verdict.group = name
+                verdict.reason += f"; joined PodGroup {name}, which podgang already manages"
+                break
+            if result.outcome is Outcome.FAILED:
+                verdict.group = name
+                verdict.verdict = "degraded"
+                verdict.reason += f"; PodGroup {name} not created (the grouper creates it): {result.detail}"
+                break
+            taken.append(name)
+            if isinstance(pod_name, str) and pod_name:
+                name = rules.group_name(pod_name, f"-{random_suffix()}", self.settings)
+            else:
+                again = rules.gang_for_pod(pod, chain, settings=self.settings, name_suffix=random_suffix())
+                name = again.name if isinstance(again, rules.Gang) else name
+        else:
+            verdict.group = None
+            verdict.verdict = "degraded"
+            verdict.reason += f"; every name tried belongs to PodGroups podgang does not manage: {', '.join(taken)}"
+            return
+        if taken:
+            verdict.reason += f" ({', '.join(taken)} exist and podgang does not manage them)"
+
+    def _created_event(self, podgroup: dict[str, Any] | None, namespace: str, name: str, pod: dict[str, Any]) -> None:
+        if self.events is None:
+            return
+        obj = podgroup or self.podgroups.manifest_for_owner_less(namespace, name)
+        message = f"created for owner-less pod {pod_label(pod)} in namespace {namespace} (minMember 1)"
+        self.events.emit_soon(obj, "PodGroupCreated", message)
+
+    def _left(self, deadline: float) -> float:
+        """The timeout for the next API call: the configured one, cut to the time left."""
+        return max(0.0, min(self.api_timeout, deadline - time.monotonic()))

@@ -1,0 +1,128 @@
+"""Owner look-ups for the mutating webhook: a bounded cache with a time to live.
+
+Admitting a 1,000-replica scale-up must cost one API call per distinct owner, not
+one per pod: entries are keyed by (namespace, kind, name, uid), concurrent misses
+for the same owner share one call, and only what the rules need of an owner is
+kept (kind, name, uid, ownerReferences), so a full cache stays small.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from typing import Any, Callable
+
+from podgang.dialect import OwnerRef
+from podgang.kinds import resource_for
+
+from webhook.api import ApiUnavailable, KubeApi
+from webhook.metrics import WebhookMetrics
+
+Key = tuple[str, str, str, str]
+
+
+class OwnerLookupFailed(Exception):
+    """An owner could not be fetched; the message says which and why (one line)."""
+
+
+def trimmed(obj: dict[str, Any]) -> dict[str, Any]:
+    """The parts of an owner the grouping rules read."""
+    md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    kept: dict[str, Any] = {"name": md.get("name"), "namespace": md.get("namespace"), "uid": md.get("uid")}
+    refs = md.get("ownerReferences")
+    if isinstance(refs, list) and refs:
+        kept["ownerReferences"] = refs
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+
+
+class OwnerCache:
+    """Owners by (namespace, kind, name, uid), fetched at most once per ``ttl``."""
+
+    def __init__(
+        self,
+        api: KubeApi | None,
+        metrics: WebhookMetrics,
+        *,
+        max_size: int = 10_000,
+        ttl: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.api = api
+        self.metrics = metrics
+        self.max_size = max(1, max_size)
+        self.ttl = ttl
+        self.clock = clock
+        self._entries: OrderedDict[Key, tuple[float, dict[str, Any]]] = OrderedDict()
+        self._inflight: dict[Key, asyncio.Future] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def put(self, namespace: str, obj: dict[str, Any]) -> None:
+        """Remember an owner (pre-warming, tests)."""
+        slim = trimmed(obj)
+        md = slim["metadata"]
+        self._store((namespace, str(slim.get("kind")), str(md.get("name")), str(md.get("uid") or "")), slim)
+
+    async def get(self, namespace: str, ref: OwnerRef, *, timeout: float | None = None) -> dict[str, Any]:
+        """The owner ``ref`` points at, from the cache or the API.
+
+        Raises :class:`OwnerLookupFailed` when it cannot be fetched, does not exist,
+        or is another object of the same name (a different uid).
+        """
+        key = (namespace, ref.kind, ref.name, ref.uid)
+        entry = self._entries.get(key)
+        if entry is not None:
+            if entry[0] > self.clock():
+                self.metrics.owner_cache_hits.inc()
+                return entry[1]
+            del self._entries[key]
+        self.metrics.owner_cache_misses.inc()
+        pending = self._inflight.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            obj = await self._fetch(namespace, ref, timeout)
+        except BaseException as exc:
+            error = exc if isinstance(exc, OwnerLookupFailed) else OwnerLookupFailed(
+                f"{ref.kind}/{ref.name}: look-up interrupted"
+            )
+            future.set_exception(error)
+            future.exception()  # retrieved: no "never retrieved" warning when nobody else waits
+            raise
+        else:
+            self._store(key, obj)
+            future.set_result(obj)
+            return obj
+        finally:
+            self._inflight.pop(key, None)
+
+    async def _fetch(self, namespace: str, ref: OwnerRef, timeout: float | None) -> dict[str, Any]:
+        resource = resource_for(ref.api_version, ref.kind)
+        what = f"{ref.kind.lower()}/{ref.name} in namespace {namespace}"
+        if resource is None:
+            raise OwnerLookupFailed(f"{what}: podgang cannot look up {ref.api_version} {ref.kind}")
+        if self.api is None:
+            raise OwnerLookupFailed(f"{what}: no Kubernetes API access configured")
+        try:
+            reply = await self.api.get(resource.path(namespace, ref.name), timeout=timeout)
+        except ApiUnavailable as exc:
+            self.metrics.api_errors.labels("get_owner").inc()
+            raise OwnerLookupFailed(f"{what}: {exc}") from None
+        if not reply.ok or not isinstance(reply.body, dict):
+            self.metrics.api_errors.labels("get_owner").inc()
+            raise OwnerLookupFailed(f"{what}: {reply.describe()}")
+        obj = trimmed(reply.body)
+        uid = obj["metadata"].get("uid")
+        if ref.uid and uid != ref.uid:
+            raise OwnerLookupFailed(f"{what}: found uid {uid}, the pod points at uid {ref.uid} (the owner was replaced)")
+        return obj
+
+    def _store(self, key: Key, obj: dict[str, Any]) -> None:
+        self._entries[key] = (self.clock() + self.ttl, obj)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_size:
+            self._entries.popitem(last=False)

@@ -1,0 +1,169 @@
+"""PodGroups the webhook touches: it creates the group of an owner-less pod (KAI
+dialect, labelled as podgang's, minMember 1, no ownerReference: the pod has no uid
+yet, the grouper adopts the group once the pod exists), and checks that a
+hand-made group a pod names exists.
+
+A PodGroup podgang does not manage is never changed: the caller picks another name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from podgang.settings import Settings
+
+from webhook.api import ApiUnavailable, KubeApi
+from webhook.metrics import WebhookMetrics
+
+log = logging.getLogger("podgang.webhook")
+
+
+class Outcome(enum.Enum):
+    CREATED = "created"
+    REUSED = "reused"  # exists and podgang manages it
+    TAKEN = "taken"  # exists and podgang does not manage it: use another name
+    FAILED = "failed"  # the API failed; the grouper creates it later
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    outcome: Outcome
+    detail: str = ""
+    podgroup: dict[str, Any] | None = None
+
+
+class Existence(enum.Enum):
+    EXISTS = "exists"
+    MISSING = "missing"
+    UNKNOWN = "unknown"
+
+
+class PodGroups:
+    """Creates and checks PodGroups through the API, in one dialect."""
+
+    def __init__(
+        self,
+        api: KubeApi | None,
+        settings: Settings,
+        metrics: WebhookMetrics,
+        *,
+        exists_ttl: float = 30.0,
+        missing_ttl: float = 5.0,
+        max_size: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.api = api
+        self.settings = settings
+        self.dialect = settings.dialect
+        self.metrics = metrics
+        self.exists_ttl = exists_ttl
+        self.missing_ttl = missing_ttl
+        self.max_size = max_size
+        self.clock = clock
+        self._seen: OrderedDict[tuple[str, str], tuple[float, Existence]] = OrderedDict()
+        self._inflight: dict[tuple[str, str], asyncio.Future] = {}
+
+    def is_managed(self, podgroup: Any) -> bool:
+        labels = ((podgroup or {}).get("metadata") or {}).get("labels") or {}
+        return isinstance(labels, dict) and labels.get(self.settings.managed_by_label) == self.settings.managed_by_value
+
+    def manifest_for_owner_less(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.dialect.manifest(name, namespace, 1, labels=self.settings.managed_labels)
+
+    async def create_for_pod(self, namespace: str, name: str, *, timeout: float | None = None) -> CreateResult:
+        """Create PodGroup ``name`` for an owner-less pod, or say why not."""
+        if self.api is None:
+            return CreateResult(Outcome.FAILED, "no Kubernetes API access configured")
+        body = self.manifest_for_owner_less(namespace, name)
+        try:
+            reply = await self.api.post(self.dialect.path(namespace), body, timeout=timeout)
+        except ApiUnavailable as exc:
+            self.metrics.api_errors.labels("create_podgroup").inc()
+            return CreateResult(Outcome.FAILED, str(exc))
+        if reply.ok:
+            self.metrics.podgroups_created.inc()
+            self._remember(namespace, name, Existence.EXISTS)
+            return CreateResult(Outcome.CREATED, podgroup=reply.body if isinstance(reply.body, dict) else None)
+        if reply.status != 409:
+            self.metrics.api_errors.labels("create_podgroup").inc()
+            return CreateResult(Outcome.FAILED, f"create {name}: {reply.describe()}")
+        # it exists: ours to reuse, or someone else's?
+        try:
+            existing = await self.api.get(self.dialect.path(namespace, name), timeout=timeout)
+        except ApiUnavailable as exc:
+            self.metrics.api_errors.labels("get_podgroup").inc()
+            return CreateResult(Outcome.FAILED, f"{name} exists; reading it failed: {exc}")
+        if existing.status == 404:
+            return CreateResult(Outcome.TAKEN, f"{name} existed a moment ago and is gone now")
+        if not existing.ok:
+            self.metrics.api_errors.labels("get_podgroup").inc()
+            return CreateResult(Outcome.FAILED, f"{name} exists; reading it failed: {existing.describe()}")
+        if self.is_managed(existing.body):
+            self.metrics.podgroups_reused.inc()
+            return CreateResult(Outcome.REUSED, podgroup=existing.body)
+        return CreateResult(
+            Outcome.TAKEN,
+            f"PodGroup {name} exists and is not labelled {self.settings.managed_by_label}={self.settings.managed_by_value}",
+        )
+
+    async def exists(self, namespace: str, name: str, *, timeout: float | None = None) -> tuple[Existence, str]:
+        """Whether PodGroup ``name`` exists (cached briefly; concurrent checks share one call)."""
+        key = (namespace, name)
+        seen = self._seen.get(key)
+        if seen is not None and seen[0] > self.clock():
+            return seen[1], ""
+        pending = self._inflight.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            result = await self._check(namespace, name, timeout)
+        except BaseException:
+            future.set_result((Existence.UNKNOWN, "check interrupted"))
+            raise
+        else:
+            future.set_result(result)
+            return result
+        finally:
+            self._inflight.pop(key, None)
+
+    async def _check(self, namespace: str, name: str, timeout: float | None) -> tuple[Existence, str]:
+        if self.api is None:
+            return Existence.UNKNOWN, "no Kubernetes API access configured"
+        try:
+            reply = await self.api.get(self.dialect.path(namespace, name), timeout=timeout)
+        except ApiUnavailable as exc:
+            self.metrics.api_errors.labels("get_podgroup").inc()
+            return Existence.UNKNOWN, str(exc)
+        if reply.ok:
+            self._remember(namespace, name, Existence.EXISTS)
+            return Existence.EXISTS, ""
+        if reply.status == 404 and _names(reply.body, name):
+            self._remember(namespace, name, Existence.MISSING)
+            return Existence.MISSING, reply.message
+        self.metrics.api_errors.labels("get_podgroup").inc()
+        return Existence.UNKNOWN, reply.describe()
+
+    def _remember(self, namespace: str, name: str, state: Existence) -> None:
+        ttl = self.exists_ttl if state is Existence.EXISTS else self.missing_ttl
+        if ttl <= 0:
+            self._seen.pop((namespace, name), None)
+            return
+        self._seen[(namespace, name)] = (self.clock() + ttl, state)
+        self._seen.move_to_end((namespace, name))
+        while len(self._seen) > self.max_size:
+            self._seen.popitem(last=False)
+
+
+def _names(status: Any, name: str) -> bool:
+    """A 404 Status about this very object (not "the server could not find the
+    requested resource", which means the PodGroup CRD is not installed)."""
+    details = status.get("details") if isinstance(status, dict) else None
+    return isinstance(details, dict) and details.get("name") == name

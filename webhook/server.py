@@ -1,0 +1,282 @@
+"""The HTTPS server: aiohttp, TLS 1.2+, certificates re-read when they change,
+graceful shutdown (stop accepting, finish the requests in flight, exit 0).
+
+Endpoints: ``POST /mutate-pods``, ``POST /validate-pods``, ``GET /healthz``,
+``GET /readyz`` (ready once the certificate is loaded), ``GET /metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from podgang import rules
+from podgang.settings import DEFAULT, Settings
+
+from webhook.admission import (
+    DEFAULT_REVIEW_TIMEOUT,
+    Admission,
+    BadReview,
+    Verdict,
+    encode_response,
+    parse_review,
+    pod_label,
+)
+from webhook.api import KubeApi
+from webhook.events import BackgroundEvents
+from webhook.metrics import WebhookMetrics
+from webhook.owners import OwnerCache
+from webhook.podgroups import PodGroups
+from webhook.tls import ServingCertificate
+
+log = logging.getLogger("podgang.webhook")
+decisions = logging.getLogger("podgang.webhook.decision")
+
+MAX_BODY = 3 * 1024 * 1024  # 3 MiB: the apiserver's own request limit
+MUTATE, VALIDATE = "/mutate-pods", "/validate-pods"
+
+
+@dataclass
+class WebhookConfig:
+    host: str = "0.0.0.0"
+    port: int = 9443
+    cert_dir: str = "/etc/podgang/tls"
+    settings: Settings = DEFAULT
+    api_timeout: float = 2.0
+    owner_cache_size: int = 10_000
+    owner_cache_ttl: float = 300.0
+    cert_poll_interval: float = 1.0
+    shutdown_timeout: float = 15.0
+    # certificates managed by the webhook itself (podgang certs' ensure)
+    manage_certs: bool = False
+    namespace: str | None = None
+    secret: str = "podgang-webhook-tls"
+    service: str = "podgang-webhook"
+    webhook_configs: list[str] = field(default_factory=list)
+    cert_check_interval: float = 3600.0
+
+
+class WebhookServer:
+    """One running webhook. ``api_client``: a kubernetes_asyncio ApiClient (the
+    caller closes it), or None for a webhook without API access (owner look-ups
+    and PodGroup creation then fail softly, as in an API outage)."""
+
+    def __init__(self, config: WebhookConfig, api_client: Any = None):
+        self.config = config
+        self.settings = config.settings
+        self.metrics = WebhookMetrics()
+        self.api_client = api_client
+        self.api = KubeApi(api_client, timeout=config.api_timeout) if api_client is not None else None
+        self.owners = OwnerCache(self.api, self.metrics, max_size=config.owner_cache_size, ttl=config.owner_cache_ttl)
+        self.podgroups = PodGroups(self.api, self.settings, self.metrics)
+        self.events: BackgroundEvents | None = None
+        if api_client is not None:
+            from podgang.kube import EventRecorder
+
+            self.events = BackgroundEvents(EventRecorder(api_client, "webhook", timeout=config.api_timeout))
+        self.admission = Admission(
+            self.settings, self.owners, self.podgroups, api_timeout=config.api_timeout, events=self.events
+        )
+        self.certificate: ServingCertificate | None = None
+        self.port: int | None = None
+        self._runner: web.AppRunner | None = None
+        self._tasks: list[asyncio.Task] = []
+        self.cert_manager_problem = ""
+
+    # -- lifecycle --------------------------------------------------------
+
+    def build_app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY + 1, handler_args={"max_field_size": 16384})
+        app.router.add_post(MUTATE, self.handle_mutate)
+        app.router.add_post(VALIDATE, self.handle_validate)
+        app.router.add_get("/healthz", self.handle_healthz)
+        app.router.add_get("/readyz", self.handle_readyz)
+        app.router.add_get("/metrics", self.handle_metrics)
+        return app
+
+    async def start(self) -> None:
+        self.certificate = ServingCertificate(self.config.cert_dir, self.metrics)
+        if self.config.manage_certs:
+            from webhook.certificates import CertificateKeeper
+
+            keeper = CertificateKeeper(self)
+            await keeper.first_run()
+            self._tasks.append(asyncio.create_task(keeper.run(), name="podgang-cert-keeper"))
+        self._runner = web.AppRunner(
+            self.build_app(), access_log=None, shutdown_timeout=self.config.shutdown_timeout, handle_signals=False
+        )
+        await self._runner.setup()
+        site = web.TCPSite(
+            self._runner, self.config.host, self.config.port, ssl_context=self.certificate.context, backlog=1024
+        )
+        await site.start()
+        server = getattr(site, "_server", None)
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self.config.port
+        self._tasks.append(asyncio.create_task(self._watch_certificate(), name="podgang-cert-watch"))
+        log.info(
+            "webhook serving",
+            extra={
+                "fields": {
+                    "address": f"{self.config.host}:{self.port}",
+                    "cert_dir": self.config.cert_dir,
+                    "certificate_loaded": self.certificate.loaded,
+                    "scheduler_names": list(self.settings.scheduler_names),
+                    "excluded_namespaces": list(self.settings.excluded_namespaces),
+                    "api": self.api is not None,
+                }
+            },
+        )
+
+    async def stop(self) -> None:
+        """Stop accepting, let requests in flight finish, then release everything."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        if self.events is not None:
+            await self.events.drain()
+        log.info("webhook stopped")
+
+    async def _watch_certificate(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.cert_poll_interval)
+            try:
+                self.certificate.reload()
+            except Exception:  # never let the watcher die
+                log.exception("checking the serving certificate failed")
+
+    # -- handlers ---------------------------------------------------------
+
+    async def handle_healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def handle_readyz(self, request: web.Request) -> web.Response:
+        cert = self.certificate
+        if cert is None or not cert.loaded:
+            problem = cert.problem if cert is not None else "starting"
+            return web.Response(status=503, text=f"not ready: {problem}\n")
+        return web.Response(text="ok\n")
+
+    async def handle_metrics(self, request: web.Request) -> web.Response:
+        self.metrics.owner_cache_entries.set(len(self.owners))
+        body, content_type = self.metrics.exposition()
+        return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def handle_mutate(self, request: web.Request) -> web.Response:
+        return await self._answer(request, MUTATE)
+
+    async def handle_validate(self, request: web.Request) -> web.Response:
+        return await self._answer(request, VALIDATE)
+
+    async def _answer(self, request: web.Request, endpoint: str) -> web.Response:
+        started = time.perf_counter()
+        length = request.content_length
+        if length is not None and length > MAX_BODY:
+            return self._bad(413, "too-large", f"the body is {length} bytes; at most {MAX_BODY} are accepted")
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return self._bad(413, "too-large", f"the body is larger than {MAX_BODY} bytes")
+        except Exception as exc:  # a client that went away mid-body, a broken gzip stream ...
+            return self._bad(400, "unreadable", f"cannot read the body: {type(exc).__name__}: {exc}")
+        try:
+            review = parse_review(body)
+        except BadReview as exc:
+            return self._bad(400, "invalid", str(exc))
+        try:
+            if endpoint == MUTATE:
+                verdict = await self.admission.mutate(review, budget=_review_budget(request))
+            else:
+                verdict = self.admission.validate(review)
+        except Exception as exc:  # a bug must not block pods: allow, unchanged, and say so loudly
+            log.exception("admission failed", extra={"fields": {"uid": review.uid, "endpoint": endpoint}})
+            verdict = Verdict(True, "degraded", f"internal error, admitted unchanged: {type(exc).__name__}: {exc}")
+        payload, patch_size = encode_response(review.uid, verdict)
+        seconds = time.perf_counter() - started
+        self.metrics.observe(endpoint, review.operation, verdict.verdict, seconds)
+        if decisions.isEnabledFor(logging.INFO):
+            fields: dict[str, Any] = {
+                "uid": review.uid,
+                "endpoint": endpoint,
+                "operation": review.operation,
+                "kind": review.kind,
+                "namespace": review.namespace,
+                "pod": pod_label(review.obj) if review.kind == "Pod" else "",
+                "group": verdict.group,
+                "verdict": verdict.verdict,
+                "reason": verdict.reason,
+                "patch_bytes": patch_size,
+                "dry_run": review.dry_run,
+                "duration_ms": round(seconds * 1000, 3),
+            }
+            if verdict.warnings:
+                fields["warnings"] = verdict.warnings
+            decisions.info("admission", extra={"fields": fields})
+        return web.Response(body=payload, content_type="application/json")
+
+    def _bad(self, status: int, reason: str, message: str) -> web.Response:
+        self.metrics.bad_requests.labels(reason).inc()
+        log.warning("bad admission request", extra={"fields": {"status": status, "reason": message}})
+        return web.Response(status=status, text=message.replace("\n", " ") + "\n")
+
+
+def _review_budget(request: web.Request) -> float:
+    """Seconds the apiserver waits for this review (its ``?timeout=`` query)."""
+    raw = request.query.get("timeout") if request.query_string else None
+    if raw:
+        try:
+            return rules.parse_duration(raw)
+        except ValueError:
+            pass
+    return DEFAULT_REVIEW_TIMEOUT
+
+
+async def serve(config: WebhookConfig, *, kubeconfig: str | None = None) -> int:
+    """Run a webhook until SIGTERM or SIGINT; 0 after a clean shutdown."""
+    import signal
+
+    from podgang.kube import make_api_client
+
+    try:
+        api_client = await make_api_client(kubeconfig)
+    except RuntimeError as exc:
+        log.error("cannot start the webhook", extra={"fields": {"error": str(exc)}})
+        return 2
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    received: list[str] = []
+
+    def on_signal(name: str) -> None:
+        received.append(name)
+        stopping.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    server = WebhookServer(config, api_client)
+    try:
+        try:
+            await server.start()
+        except OSError as exc:
+            log.error("cannot listen", extra={"fields": {"address": f"{config.host}:{config.port}", "error": str(exc)}})
+            return 1
+        await stopping.wait()
+        log.info("stopping: finishing requests in flight", extra={"fields": {"signal": received[0]}})
+    finally:
+        await server.stop()
+        await api_client.close()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    return 0

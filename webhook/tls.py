@@ -1,0 +1,160 @@
+"""The serving certificate: TLS 1.2 or newer, re-read when the files change.
+
+The listening socket keeps one SSLContext for its whole life; each new handshake
+is switched (``sni_callback``) to the context holding the newest certificate, so
+a rotation (``podgang certs``, a Secret volume update, cert-manager) needs no
+restart and connections already open are not disturbed.
+
+Until ``tls.crt`` and ``tls.key`` can be loaded, a throw-away self-signed
+certificate keeps the server answering ``/healthz`` (liveness) while ``/readyz``
+says what is missing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import ssl
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from webhook.metrics import WebhookMetrics
+
+log = logging.getLogger("podgang.webhook")
+
+CERT_FILE, KEY_FILE = "tls.crt", "tls.key"
+
+Signature = tuple[tuple[int, int, int, int], ...]
+
+
+def _signature(*paths: Path) -> Signature | None:
+    """What changes when a file is replaced or rewritten (None: a file is missing)."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)  # follows the symlinks of a Secret volume (..data)
+        except OSError:
+            return None
+        out.append((st.st_mtime_ns, st.st_size, st.st_ino, st.st_dev))
+    return tuple(out)
+
+
+def new_server_context() -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.options |= ssl.OP_NO_COMPRESSION
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def _placeholder_files(directory: str) -> tuple[str, str]:
+    """A self-signed certificate for the time before the real one exists."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "podgang-webhook-waiting-for-certificates")])
+    now = dt.datetime.now(dt.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = os.path.join(directory, CERT_FILE), os.path.join(directory, KEY_FILE)
+    with open(key_path, "wb") as handle:
+        os.fchmod(handle.fileno(), 0o600)
+        handle.write(
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        )
+    with open(cert_path, "wb") as handle:
+        handle.write(cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
+
+
+class ServingCertificate:
+    """The webhook's TLS identity, from ``cert_dir/tls.crt`` and ``cert_dir/tls.key``."""
+
+    def __init__(self, cert_dir: str | os.PathLike, metrics: WebhookMetrics | None = None):
+        self.cert_dir = Path(cert_dir)
+        self.cert_path = self.cert_dir / CERT_FILE
+        self.key_path = self.cert_dir / KEY_FILE
+        self.metrics = metrics
+        self.loaded = False  # the real certificate is in use
+        self.problem = f"waiting for {self.cert_path} and {self.key_path}"
+        self.not_after: dt.datetime | None = None
+        self.serial: int | None = None
+        self._signature: Signature | None = None
+        self._current: ssl.SSLContext | None = None
+        self.context = new_server_context()  # the listening socket's context
+        self.context.sni_callback = self._choose_context
+        if self.reload():  # the same pair serves a handshake that skips the switch
+            self.context.load_cert_chain(self.cert_path, self.key_path)
+        else:
+            with tempfile.TemporaryDirectory(prefix="podgang-placeholder-") as tmp:
+                self.context.load_cert_chain(*_placeholder_files(tmp))
+
+    def _choose_context(self, ssl_object: Any, server_name: str | None, listening: ssl.SSLContext) -> None:
+        current = self._current
+        if current is not None and current is not listening:
+            ssl_object.context = current
+        return None
+
+    def reload(self) -> bool:
+        """Load the files if they changed since the last load; True when the real
+        certificate is in use afterwards. A failed load keeps the previous one."""
+        signature = _signature(self.cert_path, self.key_path)
+        if signature is None:
+            if not self.loaded:
+                self.problem = f"waiting for {self.cert_path} and {self.key_path}"
+            return self.loaded
+        if signature == self._signature:
+            return self.loaded
+        ctx = new_server_context()
+        try:
+            ctx.load_cert_chain(self.cert_path, self.key_path)
+            leaf = x509.load_pem_x509_certificate(self.cert_path.read_bytes())
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            if _signature(self.cert_path, self.key_path) != signature:
+                return self.loaded  # caught mid-rotation: the next check sees both new files
+            self._signature = signature  # do not retry a broken pair until it changes again
+            self.problem = f"cannot load {self.cert_path} with {self.key_path}: {exc}"
+            log.error("serving certificate not loaded", extra={"fields": {"error": self.problem, "keeping": "previous"}})
+            self._count("failed")
+            return self.loaded
+        if _signature(self.cert_path, self.key_path) != signature:
+            return self.loaded  # changed while loading: load again at the next check
+        self._signature = signature
+        self._current = ctx
+        first = not self.loaded
+        self.loaded = True
+        self.problem = ""
+        self.not_after = leaf.not_valid_after_utc
+        self.serial = leaf.serial_number
+        if self.metrics is not None:
+            self.metrics.certificate_not_after.set(self.not_after.timestamp())
+        self._count("loaded")
+        log.info(
+            "serving certificate loaded" if first else "serving certificate reloaded",
+            extra={
+                "fields": {
+                    "cert": str(self.cert_path),
+                    "subject": leaf.subject.rfc4514_string(),
+                    "serial": format(leaf.serial_number, "x"),
+                    "not_after": self.not_after.isoformat(),
+                }
+            },
+        )
+        return True
+
+    def _count(self, result: str) -> None:
+        if self.metrics is not None:
+            self.metrics.certificate_reloads.labels(result).inc()
