@@ -1,0 +1,865 @@
+"""The Helm chart charts/podgang: values schema, rendered manifests, and the renderer.
+
+No helm binary exists here, so the chart is rendered by tests/helm_render.py (a renderer
+for the documented template subset; its own behaviour is pinned down first, so a
+renderer bug cannot hide a chart bug). Every rendered built-in object is validated
+against the Kubernetes OpenAPI schema of the newest version kubernetes_validate knows;
+cert-manager and Prometheus Operator objects are checked by hand.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from tests.helm_render import RenderError, go_format_float, load_values, render_chart, render_manifests, render_string
+
+ROOT = Path(__file__).resolve().parent.parent
+CHART = ROOT / "charts" / "podgang"
+RELEASE = "podgang"
+NAMESPACE = "gang-system"
+K8S_VERSION = kubernetes_validate.latest_version()
+CRD_KINDS = {"Certificate", "Issuer", "ServiceMonitor"}
+
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+DEFAULT_VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
+
+VARIANTS = {
+    "defaults": {},
+    "cert-manager": {"certManager": {"enabled": True}},
+    "cert-manager-own-issuer": {"certManager": {"enabled": True, "issuerRef": {"name": "corp-ca", "kind": "ClusterIssuer"}}},
+    "crds": {"crds": {"install": True}},
+    "crds-not-kept": {"crds": {"install": True, "keep": False}},
+    "service-monitor": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}}}},
+    "schedulers": {"schedulerNames": ["kai-scheduler", "gang-scheduler", "team-a.example.com"]},
+    "fail-closed": {"webhook": {"failurePolicy": "Fail", "timeoutSeconds": 10}},
+    "watch-namespaces": {"grouper": {"watchNamespaces": ["team-a", "team-b"]}},
+    "no-leader-election": {"grouper": {"replicas": 1, "leaderElection": {"enabled": False}}},
+    "everything": {
+        "certManager": {"enabled": True},
+        "crds": {"install": True},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+        "schedulerNames": ["kai-scheduler", "other"],
+        "excludedNamespaces": ["kube-system", "gang-system", "monitoring"],
+        "imagePullSecrets": [{"name": "regcred"}],
+        "image": {"digest": "sha256:" + "a" * 64},
+        "webhook": {
+            "failurePolicy": "Fail",
+            "priorityClassName": "system-cluster-critical",
+            "nodeSelector": {"kubernetes.io/os": "linux"},
+            "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}],
+            "podAnnotations": {"example.com/team": "infra"},
+            "podLabels": {"team": "infra"},
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "infra", "operator": "Exists"}]}]}}},
+        },
+        "grouper": {"watchNamespaces": ["team-a"], "stalenessGracePeriod": "90s", "orphanTimeout": "5m"},
+        "logFormat": "text",
+    },
+}
+
+
+def render(values: dict | None = None) -> list[dict]:
+    return render_manifests(CHART, values or {}, release_name=RELEASE, namespace=NAMESPACE)
+
+
+def find(docs: list[dict], kind: str, name: str | None = None) -> list[dict]:
+    return [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+
+
+def one(docs: list[dict], kind: str, name: str | None = None) -> dict:
+    found = find(docs, kind, name)
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def deployment(docs: list[dict], component: str) -> dict:
+    return one(docs, "Deployment", f"{RELEASE}-{component}")
+
+
+def container(docs: list[dict], component: str) -> dict:
+    containers = deployment(docs, component)["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def args_of(docs: list[dict], component: str) -> list[str]:
+    return container(docs, component)["args"]
+
+
+def flag_values(args: list[str], flag: str) -> list[str]:
+    """Values of ``--flag=value`` (or ``--flag value``) occurrences."""
+    out = []
+    for i, arg in enumerate(args):
+        if arg.startswith(flag + "="):
+            out.append(arg.split("=", 1)[1])
+        elif arg == flag and i + 1 < len(args) and not args[i + 1].startswith("--"):
+            out.append(args[i + 1])
+    return out
+
+
+def webhook_configs(docs: list[dict]) -> list[dict]:
+    return find(docs, "MutatingWebhookConfiguration") + find(docs, "ValidatingWebhookConfiguration")
+
+
+@pytest.fixture(scope="module", params=sorted(VARIANTS))
+def variant(request) -> tuple[str, dict, list[dict]]:
+    values = VARIANTS[request.param]
+    return request.param, values, render(values)
+
+
+@pytest.fixture(scope="module")
+def defaults() -> list[dict]:
+    return render()
+
+
+# --------------------------------------------------------------------------- the renderer
+
+
+class TestRenderer:
+    """The renderer follows Go template / Sprig / Helm semantics on small templates."""
+
+    def test_fields_text_and_trim_markers(self):
+        ctx = {"Values": {"a": {"b": "x"}}}
+        assert render_string("v: {{ .Values.a.b }}\n", ctx) == "v: x\n"
+        assert render_string("a  {{- .Values.a.b -}}  \n b", ctx) == "axb"
+        assert render_string("a {{/* note */}}b", ctx) == "a b"
+        assert render_string("a\n{{- /* note */ -}}\nb", ctx) == "ab"
+        # "{{-x" is not a trim marker in Go (the dash must be followed by a space).
+        assert render_string("a {{ -1 }}", ctx) == "a -1"
+
+    def test_missing_key_is_empty_but_field_of_nil_fails(self):
+        ctx = {"Values": {"a": {}}}
+        assert render_string("[{{ .Values.a.missing }}]", ctx) == "[]"
+        with pytest.raises(RenderError, match="nil pointer"):
+            render_string("{{ .Values.nope.deeper }}", ctx)
+
+    def test_if_else_if_else(self):
+        tpl = "{{ if eq .Values.x \"a\" }}A{{ else if eq .Values.x \"b\" }}B{{ else }}C{{ end }}"
+        assert [render_string(tpl, {"Values": {"x": x}}) for x in ("a", "b", "z")] == ["A", "B", "C"]
+
+    def test_truthiness(self):
+        tpl = "{{ if .Values.v }}T{{ else }}F{{ end }}"
+        for value, expected in [(0, "F"), (0.0, "F"), ("", "F"), ([], "F"), ({}, "F"), (None, "F"), (False, "F"),
+                                (1, "T"), ("x", "T"), ([0], "T"), ({"k": 1}, "T"), (True, "T")]:
+            assert render_string(tpl, {"Values": {"v": value}}) == expected, value
+
+    def test_with_range_and_variables(self):
+        ctx = {"Values": {"l": ["p", "q"], "m": {"b": 2, "a": 1}, "empty": []}, "Release": {"Name": "r"}}
+        assert render_string("{{ with .Values.m }}{{ .a }}{{ end }}", ctx) == "1"
+        assert render_string("{{ with .Values.empty }}x{{ else }}e{{ end }}", ctx) == "e"
+        assert render_string("{{ range .Values.l }}<{{ . }}>{{ end }}", ctx) == "<p><q>"
+        assert render_string("{{ range $i, $v := .Values.l }}{{ $i }}={{ $v }};{{ end }}", ctx) == "0=p;1=q;"
+        assert render_string("{{ range $k, $v := .Values.m }}{{ $k }}{{ $v }}{{ end }}", ctx) == "a1b2"
+        assert render_string("{{ range .Values.empty }}x{{ else }}none{{ end }}", ctx) == "none"
+        assert render_string("{{ range .Values.l }}{{ $.Release.Name }}{{ end }}", ctx) == "rr"
+        assert render_string("{{ $x := .Values.l }}{{ with .Values.m }}{{ $x }}{{ end }}", ctx) == "[p q]"
+        with pytest.raises(RenderError, match="undefined variable"):
+            render_string("{{ if true }}{{ $y := 1 }}{{ end }}{{ $y }}", ctx)
+
+    def test_define_include_nindent_indent(self):
+        tpl = '{{ define "t" }}a: {{ .x }}\nb: 2{{ end }}k:{{ include "t" .Values | nindent 2 }}\n{{ include "t" .Values | indent 4 }}'
+        assert render_string(tpl, {"Values": {"x": "1"}}) == "k:\n  a: 1\n  b: 2\n    a: 1\n    b: 2"
+
+    def test_to_yaml_sorts_keys_and_prints_values_numbers_as_integers(self):
+        out = render_string("{{ toYaml .Values }}", {"Values": {"b": [1.0, "x"], "a": {"d": 65532.0, "c": True}}})
+        assert out == "a:\n  c: true\n  d: 65532\nb:\n- 1\n- x"
+        assert render_string("{{ toYaml .Values.e }}", {"Values": {"e": {}}}) == "{}"
+
+    def test_strings(self):
+        ctx = {"Values": {"s": 'a"b', "n": None, "long": "abcdefgh-"}}
+        assert render_string("{{ .Values.s | quote }} {{ quote .Values.n }}|", ctx) == '"a\\"b" |'
+        assert render_string("{{ squote \"x\" }}", ctx) == "'x'"
+        assert render_string('{{ default "d" .Values.n }} {{ default "d" "" }} {{ default "d" "v" }}', ctx) == "d d v"
+        assert render_string("{{ .Values.long | trunc 8 | trimSuffix \"-\" }}", ctx) == "abcdefgh"
+        assert render_string('{{ printf "%s-%v-%d" "a" 2.0 3 }}', ctx) == "a-2-3"
+        assert render_string("{{ toJson (list \"a\" 1) }}", ctx) == '["a",1]'
+        assert render_string('{{ b64enc "hi" }}', ctx) == "aGk="
+        assert render_string('{{ contains "gang" "podgang-x" }} {{ has "b" (list "a" "b") }}', ctx) == "true true"
+        assert render_string('{{ toYaml (uniq (concat (list "a" "b") (list "b" "c"))) }}', ctx) == "- a\n- b\n- c"
+
+    def test_logic(self):
+        ctx = {"Values": {}}
+        assert render_string("{{ and 1 0 }} {{ and 1 2 }} {{ or 0 \"\" }} {{ or 0 3 }} {{ not 0 }}", ctx) == "0 2  3 true"
+        # and/or short-circuit: the failing branch is never evaluated
+        assert render_string("{{ or true (fail \"boom\") }}", ctx) == "true"
+        assert render_string('{{ eq "a" "b" "a" }} {{ ne 1 2 }}', ctx) == "true true"
+
+    def test_values_numbers_are_float64_as_in_helm(self):
+        ctx = {"Values": {"n": 2.0, "big": 1000000.0}}
+        assert render_string("{{ .Values.n }} {{ .Values.big }}", ctx) == "2 1e+06"
+        with pytest.raises(RenderError, match="incompatible types"):
+            render_string("{{ eq .Values.n 2 }}", ctx)
+        with pytest.raises(RenderError, match="%d"):
+            render_string('{{ printf "%d" .Values.n }}', ctx)
+        assert [go_format_float(f) for f in (0.5, 123456.0, 1234567.0, 0.00001)] == ["0.5", "123456", "1.234567e+06", "1e-05"]
+
+    def test_required_and_fail(self):
+        with pytest.raises(RenderError, match="need x"):
+            render_string('{{ required "need x" .Values.x }}', {"Values": {"x": ""}})
+        assert render_string('{{ required "need x" .Values.x }}', {"Values": {"x": "ok"}}) == "ok"
+        with pytest.raises(RenderError, match="nope"):
+            render_string('{{ fail "nope" }}', {"Values": {}})
+
+    @pytest.mark.parametrize(
+        "source",
+        [
+            "{{ if true }}unclosed",
+            "{{ end }}",
+            "{{ else }}",
+            "{{ lookup \"v1\" \"Secret\" \"ns\" \"n\" }}",
+            "{{ tpl \"x\" . }}",
+            "{{ template \"x\" . }}",
+            "{{ $x := 1 }}{{ $x = 2 }}",
+            "{{ .Values.a",
+            '{{ include "missing" . }}',
+            "{{ .Values.a 1 }}",
+        ],
+    )
+    def test_outside_the_subset_or_malformed_is_an_error(self, source):
+        with pytest.raises(RenderError):
+            render_string(source, {"Values": {"a": 1}})
+
+    @pytest.mark.parametrize("source", ["{{/* x */ }}", "{{ /* x */}}x", "{{/* x */-}}"])
+    def test_comments_must_hug_the_delimiters_as_in_go(self, source):
+        with pytest.raises(RenderError):
+            render_string(source, {})
+
+    def test_struct_fields_are_checked(self):
+        chart = render_chart(CHART, {}, release_name=RELEASE, namespace=NAMESPACE)
+        assert chart  # Chart/Release fields used by the templates all exist
+        from tests.helm_render import Struct
+
+        with pytest.raises(RenderError, match="can't evaluate field"):
+            render_string("{{ .Release.Nmae }}", Struct(Release=Struct(Name="x")))
+
+    def test_duplicate_keys_are_rejected_like_helm(self):
+        docs = render({"webhook": {"podLabels": {"team": "a"}}})
+        assert deployment(docs, "webhook")["spec"]["template"]["metadata"]["labels"]["team"] == "a"
+        with pytest.raises(RenderError, match="duplicate key"):
+            render({"webhook": {"podLabels": {"app.kubernetes.io/component": "x"}}})
+
+    def test_values_merge_like_helm(self):
+        values = load_values(CHART, {"webhook": {"replicas": 3}, "image": {"tag": None}}, validate=False)
+        assert values["webhook"]["replicas"] == 3
+        assert values["webhook"]["failurePolicy"] == "Ignore"  # siblings kept
+        assert "tag" not in values["image"]  # null deletes
+
+
+# --------------------------------------------------------------------------- values schema
+
+
+def test_values_yaml_is_valid_against_the_schema():
+    jsonschema.Draft7Validator.check_schema(SCHEMA)
+    jsonschema.Draft7Validator(SCHEMA).validate(DEFAULT_VALUES)
+
+
+def test_every_value_is_documented_in_the_chart_readme():
+    OPAQUE = ("resources", "podSecurityContext", "containerSecurityContext", "webhookTlsConfig")  # Kubernetes objects
+    readme = (CHART / "README.md").read_text()
+
+    def keys(node, prefix=""):
+        for key, value in node.items():
+            path = f"{prefix}{key}"
+            if isinstance(value, dict) and value and key not in OPAQUE:
+                yield from keys(value, path + ".")
+            else:
+                yield path
+
+    missing = [k for k in keys(DEFAULT_VALUES) if f"`{k}`" not in readme]
+    assert not missing, f"values not documented in charts/podgang/README.md: {missing}"
+
+
+def _with(path: str, value):
+    values = copy.deepcopy(DEFAULT_VALUES)
+    node = values
+    *parents, last = path.split(".")
+    for key in parents:
+        node = node.setdefault(key, {})
+    node[last] = value
+    return values
+
+
+BAD_VALUES = [
+    ("webhook.timeoutSeconds", 0),
+    ("webhook.timeoutSeconds", 31),
+    ("webhook.timeoutSeconds", 2.5),
+    ("webhook.timeoutSeconds", "5"),
+    ("webhook.failurePolicy", "ignore"),
+    ("webhook.failurePolicy", "Retry"),
+    ("webhook.replicas", 0),
+    ("webhook.replicas", "2"),
+    ("grouper.replicas", 0),
+    ("logFormat", "xml"),
+    ("image.pullPolicy", "Sometimes"),
+    ("image.repository", 42),
+    ("image.digest", "latest"),
+    ("schedulerNames", []),
+    ("schedulerNames", "kai-scheduler"),
+    ("schedulerNames", ["kai-scheduler", "x']||true||['"]),
+    ("excludedNamespaces", ["Not_A_Namespace"]),
+    ("grouper.stalenessGracePeriod", "sixty seconds"),
+    ("grouper.stalenessGracePeriod", 60),
+    ("grouper.orphanTimeout", "2 minutes"),
+    ("certManager.enabled", "yes"),
+    ("certManager.issuerRef", {"kind": "ClusterIssuer"}),
+    ("crds.install", "true"),
+    ("metrics.serviceMonitor.enabled", 1),
+    ("webhook.tolerations", [{"key": "k", "operator": "Maybe"}]),
+    ("webhook.nodeSelector", {"a": 1}),
+    ("webhook.resources", {"requets": {"cpu": "1"}}),
+    ("imagePullSecrets", ["regcred"]),
+    ("unknownTopLevel", True),
+    ("webhook.unknown", True),
+    ("grouper.leaderElection.unknown", True),
+    ("metrics.serviceMonitor.unknown", True),
+    ("certManager.unknown", True),
+    ("image.unknown", True),
+]
+
+
+@pytest.mark.parametrize("path,value", BAD_VALUES, ids=[f"{p}={v!r}" for p, v in BAD_VALUES])
+def test_schema_rejects_bad_values(path, value):
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft7Validator(SCHEMA).validate(_with(path, value))
+
+
+def test_schema_requires_leader_election_for_several_groupers():
+    bad = _with("grouper.leaderElection", {"enabled": False})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft7Validator(SCHEMA).validate(bad)
+    bad["grouper"]["replicas"] = 1
+    jsonschema.Draft7Validator(SCHEMA).validate(bad)
+
+
+@pytest.mark.parametrize("timeout", [1, 30])
+def test_schema_accepts_timeout_bounds(timeout):
+    jsonschema.Draft7Validator(SCHEMA).validate(_with("webhook.timeoutSeconds", timeout))
+
+
+def test_rendering_validates_values_like_helm():
+    with pytest.raises(RenderError, match="schema"):
+        render({"webhook": {"timeoutSeconds": 0}})
+    # null deletes a key in Helm; keys the templates rely on are required
+    with pytest.raises(RenderError, match="leaderElection"):
+        render({"grouper": {"leaderElection": None}})
+
+
+# --------------------------------------------------------------------------- every variant
+
+
+def test_kubernetes_validate_is_strict():
+    """The schema validation below would catch a misspelt field (guards the test itself)."""
+    docs = render()
+    broken = copy.deepcopy(deployment(docs, "webhook"))
+    broken.pop("__source__")
+    broken["spec"]["template"]["spec"]["containers"][0]["securityContex"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
+
+
+def test_every_builtin_object_passes_the_kubernetes_schema(variant):
+    name, _, docs = variant
+    assert docs
+    for doc in docs:
+        doc = {k: v for k, v in doc.items() if k != "__source__"}
+        if doc["kind"] in CRD_KINDS:
+            continue
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_objects_are_namespaced_in_the_release_namespace_and_uniquely_named(variant):
+    name, values, docs = variant
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
+                      "ValidatingWebhookConfiguration", "CustomResourceDefinition"}
+    watched = set(values.get("grouper", {}).get("watchNamespaces", []))
+    seen = set()
+    for doc in docs:
+        meta = doc["metadata"]
+        key = (doc["apiVersion"], doc["kind"], meta.get("namespace"), meta["name"])
+        assert key not in seen, f"duplicate object {key}"
+        seen.add(key)
+        assert re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", meta["name"]) and len(meta["name"]) <= 253
+        if doc["kind"] in cluster_scoped:
+            assert "namespace" not in meta
+        elif doc["kind"] == "RoleBinding" and meta["namespace"] in watched:
+            assert doc["roleRef"]["kind"] == "ClusterRole"
+        else:
+            assert meta["namespace"] == NAMESPACE, (doc["kind"], meta["name"])
+        assert meta["labels"]["app.kubernetes.io/instance"] == RELEASE
+
+
+def test_no_wildcards_in_rbac(variant):
+    _, _, docs = variant
+    for doc in docs:
+        if doc["kind"] not in ("Role", "ClusterRole"):
+            continue
+        for rule in doc["rules"]:
+            for field in ("verbs", "resources", "apiGroups", "resourceNames"):
+                assert "*" not in rule.get(field, []), (doc["metadata"]["name"], rule)
+                assert not any("*" in item for item in rule.get(field, [])), (doc["metadata"]["name"], rule)
+            assert "nonResourceURLs" not in rule
+
+
+def test_caBundle_is_never_rendered(variant):
+    """The webhook or cert-manager's injector owns caBundle; a rendered one would be
+    reset by every `helm upgrade`."""
+    _, _, docs = variant
+    for config in webhook_configs(docs):
+        for hook in config["webhooks"]:
+            assert "caBundle" not in hook["clientConfig"]
+
+
+def test_restricted_pod_security(variant):
+    _, _, docs = variant
+    for component in ("webhook", "grouper"):
+        pod = deployment(docs, component)["spec"]["template"]["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["runAsUser"] == 65532
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert pod["automountServiceAccountToken"] is True
+        assert "hostNetwork" not in pod and "hostPID" not in pod
+        sc = container(docs, component)["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+        assert sc["runAsNonRoot"] is True
+        assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+        mounts = {m["mountPath"]: m["name"] for m in container(docs, component)["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert "emptyDir" in volumes[mounts["/tmp"]]
+
+
+def test_notes_render(variant):
+    name, values, _ = variant
+    notes = render_chart(CHART, values, release_name=RELEASE, namespace=NAMESPACE)["templates/NOTES.txt"]
+    assert f"{RELEASE}-webhook" in notes and "{{" not in notes
+
+
+# --------------------------------------------------------------------------- defaults
+
+
+def test_default_object_set(defaults):
+    kinds = sorted(d["kind"] for d in defaults)
+    assert kinds == sorted([
+        "ServiceAccount", "ServiceAccount",
+        "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",  # webhook
+        "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",  # grouper
+        "Deployment", "Service", "PodDisruptionBudget",  # webhook
+        "Deployment", "Service",  # grouper
+        "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+    ])
+    assert not find(defaults, "CustomResourceDefinition")
+    assert not find(defaults, "Certificate") and not find(defaults, "Issuer")
+    assert not find(defaults, "ServiceMonitor")
+    assert not find(defaults, "Secret"), "the webhook creates its Secret at runtime"
+
+
+def test_webhook_deployment(defaults):
+    dep = deployment(defaults, "webhook")
+    assert dep["spec"]["replicas"] == 2
+    assert dep["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    pod = dep["spec"]["template"]["spec"]
+    selector = dep["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    assert pod["serviceAccountName"] == f"{RELEASE}-webhook"
+    anti = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"]
+    assert anti["topologyKey"] == "kubernetes.io/hostname" and anti["labelSelector"]["matchLabels"] == selector
+    spread = pod["topologySpreadConstraints"][0]
+    assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["labelSelector"]["matchLabels"] == selector
+    c = container(defaults, "webhook")
+    assert c["image"] == "ghcr.io/podgang/podgang:0.1.0"
+    assert c["ports"] == [{"name": "https", "containerPort": 9443, "protocol": "TCP"}]
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz"), ("startupProbe", "/healthz")):
+        assert c[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+    assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    certs = next(m for m in c["volumeMounts"] if m["mountPath"] == "/certs")
+    assert "emptyDir" in volumes[certs["name"]] and not certs.get("readOnly")
+
+
+def test_webhook_args(defaults):
+    args = args_of(defaults, "webhook")
+    assert args[0] == "webhook"
+    assert flag_values(args, "--port") == ["9443"]
+    assert flag_values(args, "--cert-dir") == ["/certs"]
+    assert flag_values(args, "--scheduler-name") == ["kai-scheduler"]
+    assert flag_values(args, "--exclude-namespace") == ["kube-system", NAMESPACE]
+    assert flag_values(args, "--log-format") == ["json"]
+    assert flag_values(args, "--api-timeout") == ["2s"]
+    assert "--manage-certs" in args
+    assert flag_values(args, "--namespace") == [NAMESPACE]
+    assert flag_values(args, "--secret") == [f"{RELEASE}-webhook-tls"]
+    assert flag_values(args, "--service") == [f"{RELEASE}-webhook"]
+    assert sorted(flag_values(args, "--webhook-config")) == sorted(
+        c["metadata"]["name"] for c in webhook_configs(defaults)
+    )
+
+
+def test_webhook_service_and_pdb(defaults):
+    svc = one(defaults, "Service", f"{RELEASE}-webhook")
+    assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]
+    dep = deployment(defaults, "webhook")
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    pdb = one(defaults, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+
+
+def test_grouper_deployment(defaults):
+    dep = deployment(defaults, "grouper")
+    assert dep["spec"]["replicas"] == 2
+    c = container(defaults, "grouper")
+    args = c["args"]
+    assert args[0] == "grouper"
+    assert "--leader-elect" in args
+    assert flag_values(args, "--leader-election-name") == [f"{RELEASE}-grouper"]
+    assert flag_values(args, "--leader-election-namespace") == [NAMESPACE]
+    assert flag_values(args, "--scheduler-name") == ["kai-scheduler"]
+    assert flag_values(args, "--exclude-namespace") == ["kube-system", NAMESPACE]
+    assert flag_values(args, "--staleness-grace-period") == ["60s"]
+    assert flag_values(args, "--orphan-timeout") == ["2m"]
+    assert flag_values(args, "--metrics-port") == ["8080"]
+    assert flag_values(args, "--log-format") == ["json"]
+    assert flag_values(args, "--namespace") == [], "default: watch all namespaces"
+    assert c["ports"] == [{"name": "http-metrics", "containerPort": 8080, "protocol": "TCP"}]
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert c[probe]["httpGet"] == {"path": path, "port": "http-metrics"}
+    svc = one(defaults, "Service", f"{RELEASE}-grouper-metrics")
+    assert svc["spec"]["ports"][0]["port"] == 8080 and svc["spec"]["ports"][0]["targetPort"] == "http-metrics"
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+    assert deployment(defaults, "webhook")["spec"]["selector"] != dep["spec"]["selector"], "selectors must not overlap"
+
+
+def test_separate_service_accounts_without_automount(defaults):
+    sas = {sa["metadata"]["name"]: sa for sa in find(defaults, "ServiceAccount")}
+    assert set(sas) == {f"{RELEASE}-webhook", f"{RELEASE}-grouper"}
+    assert all(sa["automountServiceAccountToken"] is False for sa in sas.values())
+    assert deployment(defaults, "grouper")["spec"]["template"]["spec"]["serviceAccountName"] == f"{RELEASE}-grouper"
+
+
+def _rules_for(docs, service_account):
+    """Every RBAC rule bound to the ServiceAccount, with the namespace it applies in."""
+    roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in find(docs, "Role") + find(docs, "ClusterRole")}
+    rules = []
+    for binding in find(docs, "RoleBinding") + find(docs, "ClusterRoleBinding"):
+        if not any(s["kind"] == "ServiceAccount" and s["name"] == service_account and s["namespace"] == NAMESPACE for s in binding["subjects"]):
+            continue
+        ref = binding["roleRef"]
+        role_ns = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
+        role = roles[(ref["kind"], role_ns, ref["name"])]
+        scope = binding["metadata"].get("namespace", "*cluster*")
+        rules += [(scope, rule) for rule in role["rules"]]
+    return rules
+
+
+def _allowed(rules, group, resource, verb, name=None, namespace=None):
+    for scope, rule in rules:
+        if scope != "*cluster*" and scope != namespace:
+            continue
+        if group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]:
+            names = rule.get("resourceNames")
+            if not names or name in names:
+                return True
+    return False
+
+
+def test_webhook_rbac_is_least_privilege(defaults):
+    rules = _rules_for(defaults, f"{RELEASE}-webhook")
+    for group, resource in [("", "pods"), ("apps", "replicasets"), ("apps", "deployments"), ("apps", "statefulsets"),
+                            ("batch", "jobs"), ("batch", "cronjobs"), ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+                            ("jobset.x-k8s.io", "jobsets"), ("scheduling.run.ai", "podgroups")]:
+        assert _allowed(rules, group, resource, "get", namespace="team-a")
+        assert not _allowed(rules, group, resource, "list", namespace="team-a")
+        assert not _allowed(rules, group, resource, "watch", namespace="team-a")
+    assert _allowed(rules, "scheduling.run.ai", "podgroups", "create", namespace="team-a")
+    assert not _allowed(rules, "scheduling.run.ai", "podgroups", "delete", namespace="team-a")
+    for group in ("", "events.k8s.io"):
+        assert _allowed(rules, group, "events", "create", namespace="team-a")
+    assert not _allowed(rules, "", "pods", "patch", namespace="team-a")
+    # The certificate Secret: by name, and only in the release namespace.
+    secret = f"{RELEASE}-webhook-tls"
+    for verb in ("get", "update"):
+        assert _allowed(rules, "", "secrets", verb, name=secret, namespace=NAMESPACE)
+        assert not _allowed(rules, "", "secrets", verb, name="other", namespace=NAMESPACE)
+        assert not _allowed(rules, "", "secrets", verb, name=secret, namespace="team-a")
+    assert _allowed(rules, "", "secrets", "create", namespace=NAMESPACE)
+    assert not _allowed(rules, "", "secrets", "create", namespace="team-a")
+    assert not _allowed(rules, "", "secrets", "list", namespace=NAMESPACE)
+    # caBundle patches: its own two configurations only.
+    names = {c["kind"]: c["metadata"]["name"] for c in webhook_configs(defaults)}
+    for kind, resource in (("MutatingWebhookConfiguration", "mutatingwebhookconfigurations"),
+                           ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations")):
+        assert _allowed(rules, "admissionregistration.k8s.io", resource, "patch", name=names[kind])
+        assert not _allowed(rules, "admissionregistration.k8s.io", resource, "patch", name="someone-elses")
+        for scope, rule in rules:
+            if resource in rule["resources"]:
+                assert rule["resourceNames"] == [names[kind]]
+
+
+def test_webhook_rbac_with_cert_manager_has_no_secret_or_webhook_config_access():
+    docs = render({"certManager": {"enabled": True}})
+    rules = _rules_for(docs, f"{RELEASE}-webhook")
+    for verb in ("get", "create", "update"):
+        assert not _allowed(rules, "", "secrets", verb, name=f"{RELEASE}-webhook-tls", namespace=NAMESPACE)
+    assert not any("admissionregistration.k8s.io" in r["apiGroups"] for _, r in rules)
+
+
+def test_grouper_rbac_is_least_privilege(defaults):
+    rules = _rules_for(defaults, f"{RELEASE}-grouper")
+    ns = "team-a"
+    for group, resource in [("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"), ("batch", "jobs"),
+                            ("batch", "cronjobs"), ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+                            ("jobset.x-k8s.io", "jobsets"), ("", "pods")]:
+        for verb in ("get", "list", "watch"):
+            assert _allowed(rules, group, resource, verb, namespace=ns), (resource, verb)
+    assert _allowed(rules, "", "pods", "patch", namespace=ns)
+    assert not _allowed(rules, "", "pods", "delete", namespace=ns)
+    assert not _allowed(rules, "apps", "deployments", "patch", namespace=ns)
+    assert _allowed(rules, "", "pods/eviction", "create", namespace=ns)
+    for verb in ("get", "list", "watch", "create", "patch", "update", "delete"):
+        assert _allowed(rules, "scheduling.run.ai", "podgroups", verb, namespace=ns)
+    for group in ("", "events.k8s.io"):
+        assert _allowed(rules, group, "events", "create", namespace=ns)
+    assert not any("policy" in r["apiGroups"] for _, r in rules), "PodDisruptionBudgets are not needed"
+    assert not any("secrets" in r["resources"] for _, r in rules)
+    lease = f"{RELEASE}-grouper"
+    for verb in ("get", "update"):
+        assert _allowed(rules, "coordination.k8s.io", "leases", verb, name=lease, namespace=NAMESPACE)
+        assert not _allowed(rules, "coordination.k8s.io", "leases", verb, name="kube-scheduler", namespace=NAMESPACE)
+        assert not _allowed(rules, "coordination.k8s.io", "leases", verb, name=lease, namespace="kube-system")
+    assert _allowed(rules, "coordination.k8s.io", "leases", "create", namespace=NAMESPACE)
+    assert not _allowed(rules, "coordination.k8s.io", "leases", "create", namespace="kube-system")
+
+
+def test_grouper_watch_namespaces_binds_rbac_per_namespace():
+    docs = render(VARIANTS["watch-namespaces"])
+    assert flag_values(args_of(docs, "grouper"), "--namespace") == ["team-a", "team-b"]
+    assert not find(docs, "ClusterRoleBinding", f"{RELEASE}-grouper")
+    rules = _rules_for(docs, f"{RELEASE}-grouper")
+    assert _allowed(rules, "", "pods", "watch", namespace="team-a")
+    assert _allowed(rules, "", "pods", "watch", namespace="team-b")
+    assert not _allowed(rules, "", "pods", "watch", namespace="team-c")
+
+
+def test_grouper_without_leader_election():
+    docs = render(VARIANTS["no-leader-election"])
+    args = args_of(docs, "grouper")
+    assert "--leader-elect" not in args and not flag_values(args, "--leader-election-name")
+    assert deployment(docs, "grouper")["spec"]["replicas"] == 1
+    assert not _allowed(_rules_for(docs, f"{RELEASE}-grouper"), "coordination.k8s.io", "leases", "create", namespace=NAMESPACE)
+
+
+def test_webhook_configurations(defaults):
+    mutating = one(defaults, "MutatingWebhookConfiguration")
+    validating = one(defaults, "ValidatingWebhookConfiguration")
+    (mhook,) = mutating["webhooks"]
+    (vhook,) = validating["webhooks"]
+    assert mhook["clientConfig"]["service"] == {"name": f"{RELEASE}-webhook", "namespace": NAMESPACE, "path": "/mutate-pods", "port": 443}
+    assert vhook["clientConfig"]["service"]["path"] == "/validate-pods"
+    assert mhook["rules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Namespaced"}]
+    assert vhook["rules"][0]["operations"] == ["CREATE", "UPDATE"] and vhook["rules"][0]["resources"] == ["pods"]
+    assert mhook["reinvocationPolicy"] == "IfNeeded"
+    for hook in (mhook, vhook):
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["sideEffects"] == "NoneOnDryRun"
+        assert hook["failurePolicy"] == "Ignore"
+        assert hook["timeoutSeconds"] == 5
+        (expr,) = hook["namespaceSelector"]["matchExpressions"]
+        assert expr["key"] == "kubernetes.io/metadata.name" and expr["operator"] == "NotIn"
+        assert set(expr["values"]) == {"kube-system", NAMESPACE}
+        assert hook["objectSelector"]["matchExpressions"] == [{"key": "podgang.io/skip", "operator": "NotIn", "values": ["true"]}]
+        (cond,) = hook["matchConditions"]
+        assert "object.spec.schedulerName" in cond["expression"] and "'kai-scheduler'" in cond["expression"]
+    for config in (mutating, validating):
+        assert "annotations" not in config["metadata"] or "cert-manager.io/inject-ca-from" not in config["metadata"]["annotations"]
+
+
+def _cel_scheduler_list(expression: str) -> list[str]:
+    """The list literal the expression checks schedulerName against (a small CEL parse)."""
+    m = re.fullmatch(
+        r"object != null && has\(object\.spec\.schedulerName\) && object\.spec\.schedulerName in \[(.*)\]",
+        expression,
+    )
+    assert m, expression
+    items = [item.strip() for item in m.group(1).split(",")]
+    assert all(re.fullmatch(r"'[^'\\]*'", item) for item in items), items
+    return [item[1:-1] for item in items]
+
+
+def test_match_conditions_list_every_scheduler_name():
+    names = VARIANTS["schedulers"]["schedulerNames"]
+    docs = render(VARIANTS["schedulers"])
+    for config in webhook_configs(docs):
+        (cond,) = config["webhooks"][0]["matchConditions"]
+        assert _cel_scheduler_list(cond["expression"]) == names
+    for component in ("webhook", "grouper"):
+        assert flag_values(args_of(docs, component), "--scheduler-name") == names
+
+
+def test_failure_policy_and_timeout_come_from_values():
+    docs = render(VARIANTS["fail-closed"])
+    for config in webhook_configs(docs):
+        hook = config["webhooks"][0]
+        assert hook["failurePolicy"] == "Fail" and hook["timeoutSeconds"] == 10
+        assert hook["matchConditions"], "Fail must still only ever apply to our schedulers' pods"
+
+
+def test_excluded_namespaces_are_deduplicated_and_always_include_the_release_namespace():
+    docs = render({"excludedNamespaces": ["kube-system", NAMESPACE, "monitoring"]})
+    for config in webhook_configs(docs):
+        assert config["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", NAMESPACE, "monitoring"]
+    docs = render({"excludedNamespaces": []})
+    for config in webhook_configs(docs):
+        assert config["webhooks"][0]["namespaceSelector"]["matchExpressions"][0]["values"] == [NAMESPACE]
+    assert flag_values(args_of(docs, "webhook"), "--exclude-namespace") == [NAMESPACE]
+
+
+# --------------------------------------------------------------------------- cert-manager
+
+
+@pytest.mark.parametrize("variant_name", ["cert-manager", "cert-manager-own-issuer"])
+def test_cert_manager_mode(variant_name):
+    docs = render(VARIANTS[variant_name])
+    secret = f"{RELEASE}-webhook-tls"
+    service = f"{RELEASE}-webhook"
+    cert = one(docs, "Certificate", f"{RELEASE}-webhook")
+    assert cert["apiVersion"] == "cert-manager.io/v1"
+    assert cert["spec"]["secretName"] == secret
+    assert set(cert["spec"]["dnsNames"]) >= {f"{service}.{NAMESPACE}.svc", f"{service}.{NAMESPACE}.svc.cluster.local"}
+    assert "server auth" in cert["spec"]["usages"]
+    issuer = cert["spec"]["issuerRef"]
+    if variant_name == "cert-manager":
+        # self-signed Issuer -> CA Certificate -> CA Issuer -> serving Certificate
+        selfsigned = one(docs, "Issuer", f"{RELEASE}-selfsigned")
+        assert selfsigned["spec"] == {"selfSigned": {}}
+        ca = one(docs, "Certificate", f"{RELEASE}-ca")
+        assert ca["spec"]["isCA"] is True and ca["spec"]["issuerRef"]["name"] == f"{RELEASE}-selfsigned"
+        ca_issuer = one(docs, "Issuer", f"{RELEASE}-ca")
+        assert ca_issuer["spec"] == {"ca": {"secretName": ca["spec"]["secretName"]}}
+        assert issuer == {"group": "cert-manager.io", "kind": "Issuer", "name": f"{RELEASE}-ca"}
+    else:
+        assert not find(docs, "Issuer")
+        assert issuer == {"group": "cert-manager.io", "kind": "ClusterIssuer", "name": "corp-ca"}
+    for doc in find(docs, "Certificate") + find(docs, "Issuer"):
+        assert doc["metadata"]["namespace"] == NAMESPACE
+        assert set(doc["spec"]) <= {"selfSigned", "ca", "isCA", "commonName", "secretName", "duration", "renewBefore",
+                                    "privateKey", "issuerRef", "dnsNames", "usages"}
+    for config in webhook_configs(docs):
+        assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{cert['metadata']['name']}"
+    args = args_of(docs, "webhook")
+    assert "--manage-certs" not in args and not flag_values(args, "--secret") and not flag_values(args, "--webhook-config")
+    assert flag_values(args, "--cert-dir") == ["/certs"]
+    assert flag_values(args, "--namespace") == [NAMESPACE]
+    pod = deployment(docs, "webhook")["spec"]["template"]["spec"]
+    mount = next(m for m in container(docs, "webhook")["volumeMounts"] if m["mountPath"] == "/certs")
+    assert mount["readOnly"] is True
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == secret
+    assert not find(docs, "Role", f"{RELEASE}-webhook"), "no Secret access needed"
+
+
+# --------------------------------------------------------------------------- CRD, metrics
+
+
+def test_crd_is_opt_in_and_well_formed(defaults):
+    assert not find(defaults, "CustomResourceDefinition")
+    docs = render({"crds": {"install": True}})
+    crd = one(docs, "CustomResourceDefinition", "podgroups.scheduling.run.ai")
+    spec = crd["spec"]
+    assert spec["group"] == "scheduling.run.ai" and spec["scope"] == "Namespaced"
+    assert spec["names"]["plural"] == "podgroups" and spec["names"]["kind"] == "PodGroup"
+    assert spec["names"]["shortNames"] == ["pg"]
+    (version,) = spec["versions"]
+    assert version["name"] == "v2alpha2" and version["served"] is True and version["storage"] is True
+    assert version["subresources"] == {"status": {}}
+    schema = version["schema"]["openAPIV3Schema"]
+    pg_spec = schema["properties"]["spec"]
+    assert pg_spec["properties"]["minMember"]["type"] == "integer"
+    assert pg_spec["properties"]["minMember"]["minimum"] == 0
+    assert pg_spec["properties"]["queue"]["type"] == "string"
+    assert pg_spec["properties"]["priorityClassName"]["type"] == "string"
+    assert pg_spec["x-kubernetes-preserve-unknown-fields"] is True
+    assert schema["properties"]["status"]["x-kubernetes-preserve-unknown-fields"] is True
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert "annotations" not in one(render({"crds": {"install": True, "keep": False}}), "CustomResourceDefinition")["metadata"]
+
+
+def test_crd_accepts_a_kai_podgroup():
+    """A PodGroup as the fixtures' KAI CRD describes it validates against our CRD's schema."""
+    crd = one(render({"crds": {"install": True}}), "CustomResourceDefinition")
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    pg = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg-a"},
+          "spec": {"minMember": 3, "queue": "default", "priorityClassName": "train", "markUnschedulable": True},
+          "status": {"phase": "Running"}}
+    jsonschema.Draft4Validator(schema).validate(pg)
+    for bad in ({"minMember": -1}, {"minMember": "3"}, {"queue": 1}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.Draft4Validator(schema).validate({**pg, "spec": bad})
+
+
+def test_service_monitors(defaults):
+    assert not find(defaults, "ServiceMonitor")
+    docs = render(VARIANTS["service-monitor"])
+    monitors = {m["metadata"]["name"]: m for m in find(docs, "ServiceMonitor")}
+    assert set(monitors) == {f"{RELEASE}-webhook", f"{RELEASE}-grouper"}
+    services = {s["metadata"]["name"]: s for s in find(docs, "Service")}
+    for name, monitor in monitors.items():
+        assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+        assert monitor["metadata"]["labels"]["release"] == "prometheus"
+        assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+        selector = monitor["spec"]["selector"]["matchLabels"]
+        matched = [s for s in services.values() if selector.items() <= s["metadata"]["labels"].items()]
+        assert len(matched) == 1, name
+        (endpoint,) = monitor["spec"]["endpoints"]
+        assert endpoint["port"] in {p["name"] for p in matched[0]["spec"]["ports"]}
+        assert endpoint["path"] == "/metrics"
+        assert set(endpoint) <= {"port", "path", "scheme", "interval", "scrapeTimeout", "tlsConfig"}
+    assert monitors[f"{RELEASE}-webhook"]["spec"]["endpoints"][0]["scheme"] == "https"
+    assert monitors[f"{RELEASE}-grouper"]["spec"]["endpoints"][0]["scheme"] == "http"
+
+
+# --------------------------------------------------------------------------- other values
+
+
+def test_everything_variant_applies_the_values():
+    docs = render(VARIANTS["everything"])
+    pod = deployment(docs, "webhook")["spec"]["template"]["spec"]
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    assert pod["tolerations"][0]["key"] == "dedicated"
+    assert "nodeAffinity" in pod["affinity"] and "podAntiAffinity" not in pod["affinity"]
+    meta = deployment(docs, "webhook")["spec"]["template"]["metadata"]
+    assert meta["annotations"] == {"example.com/team": "infra"} and meta["labels"]["team"] == "infra"
+    assert container(docs, "webhook")["image"] == "ghcr.io/podgang/podgang@sha256:" + "a" * 64
+    assert flag_values(args_of(docs, "webhook"), "--log-format") == ["text"]
+    assert flag_values(args_of(docs, "webhook"), "--exclude-namespace") == ["kube-system", NAMESPACE, "monitoring"]
+    gargs = args_of(docs, "grouper")
+    assert flag_values(gargs, "--staleness-grace-period") == ["90s"]
+    assert flag_values(gargs, "--orphan-timeout") == ["5m"]
+    assert flag_values(gargs, "--namespace") == ["team-a"]
+
+
+def test_names_follow_release_and_overrides():
+    docs = render_manifests(CHART, {}, release_name="prod", namespace="ns")
+    assert {d["metadata"]["name"] for d in find(docs, "Deployment")} == {"prod-podgang-webhook", "prod-podgang-grouper"}
+    docs = render_manifests(CHART, {"fullnameOverride": "gang"}, release_name="prod", namespace="ns")
+    assert {d["metadata"]["name"] for d in find(docs, "Deployment")} == {"gang-webhook", "gang-grouper"}
+    long_release = "a" * 53
+    docs = render_manifests(CHART, {}, release_name=long_release, namespace="ns")
+    for doc in find(docs, "Service") + find(docs, "Deployment"):
+        assert len(doc["metadata"]["name"]) <= 63 and not doc["metadata"]["name"].endswith("-")
+
+
+def test_chart_metadata():
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2" and chart["name"] == "podgang"
+    assert chart["appVersion"] == "0.1.0"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", chart["version"])
