@@ -1,0 +1,255 @@
+"""Run the controller that keeps PodGroups and gangs true: every workload's PodGroup
+exists with minMember equal to what its workloads want right now (scale-ups,
+scale-downs, several Deployments sharing a hand-made group), pods admitted while
+the webhook was down get their group, and a gang that lost members after it was
+running is evicted after a grace period.
+
+Every flag can also be set as a PODGANG_* environment variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from podgang.options import add_flag
+
+IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+log = logging.getLogger("podgang.grouper")
+
+
+def _duration(text: str) -> float:
+    from podgang.rules import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _port(text: str) -> int:
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0-65535 (0 turns the server off), not {value}")
+    return value
+
+
+def own_namespace() -> str | None:
+    """The namespace podgang runs in (POD_NAMESPACE, or the service account's)."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open(IN_CLUSTER_NAMESPACE, encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except OSError:
+        return None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_flag(parser, "--kubeconfig", help="kubeconfig file (default: in-cluster config, then $KUBECONFIG, ~/.kube/config)")
+    add_flag(parser, "--namespace", repeat=True, default=[], dest="namespaces",
+             help="watch only this namespace (repeatable; default: all namespaces)")
+    add_flag(parser, "--exclude-namespace", repeat=True, default=["kube-system"], dest="exclude_namespaces",
+             help="never touch pods in this namespace (repeatable; podgang's own namespace is always excluded)")
+    add_flag(parser, "--scheduler-name", repeat=True, default=["kai-scheduler"], dest="scheduler_names",
+             help="pods with this spec.schedulerName are in scope (repeatable)")
+    add_flag(parser, "--staleness-grace-period", type=_duration, default=60.0,
+             help="how long a stale gang may stay incomplete before the rest is evicted (e.g. 60s, 5m); "
+                  "per group: annotation podgang.io/staleness-grace-period")
+    add_flag(parser, "--orphan-timeout", type=_duration, default=120.0,
+             help="delete a podgang PodGroup whose pod never appeared after this long (e.g. 2m)")
+    add_flag(parser, "--leader-elect", switch=True, default=False,
+             help="run one active replica: hold a coordination.k8s.io/v1 Lease while reconciling")
+    add_flag(parser, "--leader-election-name", default="podgang-grouper", help="name of the Lease")
+    add_flag(parser, "--leader-election-namespace", default=None,
+             help="namespace of the Lease (default: podgang's own namespace, else 'default')")
+    add_flag(parser, "--leader-election-identity", default=None, help="this replica's identity (default: hostname + random)")
+    add_flag(parser, "--leader-election-lease-duration", type=_duration, default=15.0, help="Lease duration")
+    add_flag(parser, "--leader-election-renew-deadline", type=_duration, default=10.0,
+             help="give up leading when the Lease cannot be renewed for this long")
+    add_flag(parser, "--leader-election-retry-period", type=_duration, default=2.0, help="Lease retry period")
+    add_flag(parser, "--metrics-port", type=_port, default=8080,
+             help="plain-HTTP port for /metrics, /healthz and /readyz (0: off)")
+    add_flag(parser, "--metrics-bind-address", default="0.0.0.0", help="address the metrics server binds")
+    add_flag(parser, "--log-format", default="json", choices=["json", "text"], help="json (one object per line) or text")
+    add_flag(parser, "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    add_flag(parser, "--workers", type=int, default=8, help="PodGroups reconciled concurrently")
+    add_flag(parser, "--request-timeout", type=_duration, default=10.0, help="timeout of every API call")
+    add_flag(parser, "--watch-timeout", type=_duration, default=300.0, help="server-side timeout of each watch request")
+    add_flag(parser, "--resync-period", type=_duration, default=300.0,
+             help="re-check every PodGroup this often even without events")
+
+
+def settings_from(args: argparse.Namespace):
+    from podgang.settings import Settings
+
+    excluded = list(dict.fromkeys(args.exclude_namespaces))
+    mine = own_namespace()
+    if mine and mine not in excluded:
+        excluded.append(mine)
+    return Settings().with_changes(
+        scheduler_names=tuple(dict.fromkeys(args.scheduler_names)) or ("kai-scheduler",),
+        excluded_namespaces=tuple(excluded),
+        staleness_grace_period=float(args.staleness_grace_period),
+        orphan_timeout=float(args.orphan_timeout),
+    )
+
+
+def options_from(args: argparse.Namespace):
+    from grouper.controller import Options
+
+    return Options(
+        namespaces=tuple(dict.fromkeys(args.namespaces)),
+        workers=max(1, int(args.workers)),
+        request_timeout=float(args.request_timeout),
+        watch_timeout=max(1, int(args.watch_timeout)),
+        resync_period=float(args.resync_period),
+        eviction_timeout=float(args.request_timeout),
+    )
+
+
+async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Event | None = None,
+                on_controller=None) -> int:
+    """Run the grouper until ``stop`` is set (or a signal arrives); the exit code.
+
+    ``api_client``: use this client (tests) instead of building one from flags.
+    ``on_controller``: called with each Controller created (tests inspect it).
+    """
+    from kubernetes_asyncio.client import ApiClient
+
+    from grouper.controller import Controller
+    from grouper.events import EventSink
+    from grouper.leader import default_identity, run_as_leader
+    from grouper.metrics import GrouperMetrics, HealthServer
+    from podgang.kube import EventRecorder, make_api_client
+
+    settings = settings_from(args)
+    options = options_from(args)
+    own_client = api_client is None
+    if api_client is None:
+        try:
+            api_client = await make_api_client(args.kubeconfig)
+        except RuntimeError as exc:
+            log.error(str(exc))
+            return 2
+        # one connection per watch plus room for writes
+        configuration = api_client.configuration
+        watches = 9 * max(1, len(options.namespaces))
+        if configuration.connection_pool_maxsize < watches + 32:
+            await api_client.close()
+            configuration.connection_pool_maxsize = watches + 32
+            api_client = ApiClient(configuration=configuration)
+    identity = args.leader_election_identity or default_identity()
+    metrics = GrouperMetrics()
+    state: dict = {"controller": None, "standby": bool(args.leader_elect)}
+
+    def ready() -> tuple[bool, str]:
+        controller = state["controller"]
+        if controller is None:
+            return (True, "standby: waiting for the leader Lease") if state["standby"] else (False, "starting")
+        return controller.ready()
+
+    health = None
+    if args.metrics_port:
+        health = HealthServer(metrics, ready, host=args.metrics_bind_address, port=args.metrics_port)
+        try:
+            await health.start()
+        except OSError as exc:
+            log.error(f"cannot serve metrics on port {args.metrics_port}: {exc}")
+            if own_client:
+                await api_client.close()
+            return 2
+
+    async def lead() -> None:
+        recorder = EventRecorder(api_client, "podgang-grouper", instance=identity, timeout=options.request_timeout)
+        controller = Controller(api_client, settings, options, metrics=metrics, events=EventSink(recorder))
+        state["controller"] = controller
+        if on_controller:
+            on_controller(controller)
+        try:
+            await controller.run()
+        finally:
+            state["controller"] = None
+
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    log.info("podgang grouper starting", extra={"fields": {
+        "namespaces": list(options.namespaces) or "all", "excluded": list(settings.excluded_namespaces),
+        "schedulers": list(settings.scheduler_names), "grace_s": settings.staleness_grace_period,
+        "orphan_timeout_s": settings.orphan_timeout, "leader_elect": bool(args.leader_elect), "identity": identity}})
+
+    def leading(flag: bool) -> None:
+        metrics.leader.set(1 if flag else 0)
+        state["standby"] = not flag
+
+    if args.leader_elect:
+        lease_ns = args.leader_election_namespace or own_namespace() or "default"
+        main = asyncio.create_task(run_as_leader(
+            api_client, lead, name=args.leader_election_name, namespace=lease_ns, identity=identity,
+            lease_duration=max(2, round(args.leader_election_lease_duration)),
+            renew_deadline=max(2, round(args.leader_election_renew_deadline)),
+            retry_period=max(1, round(args.leader_election_retry_period)),
+            timeout=min(options.request_timeout, 5.0), on_leading=leading,
+        ))
+    else:
+        metrics.leader.set(1)
+
+        async def run_plain() -> int:
+            await lead()
+            return 1
+
+        main = asyncio.create_task(run_plain())
+    stopper = asyncio.create_task(stop.wait())
+    code = 0
+    try:
+        done, _ = await asyncio.wait([main, stopper], return_when=asyncio.FIRST_COMPLETED)
+        if main in done:
+            try:
+                code = main.result()
+            except Exception:
+                log.exception("the grouper failed")
+                code = 1
+        else:
+            log.info("stopping")
+    finally:
+        for task in (main, stopper):
+            task.cancel()
+        await asyncio.gather(main, stopper, return_exceptions=True)
+        if health is not None:
+            await health.stop()
+        if own_client:
+            await api_client.close()
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    from podgang.logs import setup_logging
+
+    try:
+        setup_logging(args.log_format, args.log_level.upper())
+    except ValueError as exc:
+        print(f"podgang grouper: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover
+        runner = asyncio.run
+    return int(runner(serve(args)) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="podgang grouper", description=(__doc__ or "").strip())
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

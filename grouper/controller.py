@@ -1,0 +1,591 @@
+"""The grouper's reconcile loop.
+
+Informers feed a slim cache; every change enqueues the keys it touches
+(``("g", "namespace/group")`` for a PodGroup, ``("p", "namespace/pod")`` for a
+pod to backfill). Workers take one key at a time: compute the desired PodGroup
+from the cache through the rules (:mod:`grouper.podgroups`), compare it with the
+cached PodGroup and write only the difference; then feed the gang's counts to
+the stale-gang tracker and act on its verdict. Level-triggered and idempotent:
+the same state twice writes nothing. Our own writes go back into the cache at
+once (write-through), so a burst of events after a scale costs one patch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable
+
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from podgang import rules
+from podgang.kinds import POD, WORKLOAD_KINDS, Resource
+from podgang.kube import status_reason
+from podgang.settings import Settings
+
+from grouper import stale
+from grouper.api import RawApi, error_reason
+from grouper.events import EventSink
+from grouper.informer import Informer
+from grouper.metrics import GrouperMetrics
+from grouper.model import Cache, Obj, display_name, split_key
+from grouper.podgroups import (
+    Desired,
+    Write,
+    describe_change,
+    desired_group,
+    gang_counts,
+    is_orphan_candidate,
+    plan_writes,
+    pod_gang,
+    rollout_reason,
+)
+from grouper.workqueue import WorkQueue
+
+log = logging.getLogger("podgang.grouper")
+
+GROUP = "g"
+POD_KEY = "p"
+
+
+@dataclass
+class Options:
+    namespaces: tuple[str, ...] = ()  # empty: all namespaces
+    workers: int = 8
+    request_timeout: float = 10.0
+    watch_timeout: int = 300
+    resync_period: float = 300.0
+    page_size: int = 500
+    pod_debounce: float = 0.05  # coalesce a burst of pod events for one gang
+    pending_retry: float = 1.0  # an owner not in the cache yet: look again after
+    settle_window: float = 30.0  # minMember lowered this recently: the gang is scaling down
+    eviction_timeout: float = 10.0
+    eviction_attempts: int = 5
+    eviction_backoff: float = 1.0
+    eviction_retry: float = 10.0  # an eviction was refused (PDB): try again after
+    absent_probe_interval: float = 600.0
+    max_write_attempts: int = 5
+
+
+class Controller:
+    def __init__(
+        self,
+        api_client: ApiClient,
+        settings: Settings,
+        options: Options | None = None,
+        *,
+        metrics: GrouperMetrics | None = None,
+        events: EventSink | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ):
+        self.api_client = api_client
+        self.settings = settings
+        self.options = options or Options()
+        self.metrics = metrics or GrouperMetrics()
+        self.events = events or EventSink(None)
+        self.clock = clock
+        self.wall = wall
+        self.api = RawApi(api_client, timeout=self.options.request_timeout)
+        self.cache = Cache(settings)
+        self.queue = WorkQueue()
+        self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
+        d = settings.dialect
+        self.podgroup_resource = Resource(d.group, d.version, d.plural, d.kind)
+        self.informers: dict[str, list[Informer]] = {}
+        self.synced = False
+        self.initial_reconcile_done = False
+        self.started_at = clock()
+        # per group memory, for messages and timing
+        self._contributions: dict[str, dict[str, int]] = {}
+        self._observed_min: dict[str, int] = {}
+        self._lowered_at: dict[str, float] = {}
+        self._orphan_seen: dict[str, float] = {}
+        self._warned: dict[Hashable, frozenset[str]] = {}
+        self._evicting: dict[str, asyncio.Task] = {}
+        self._failures: dict[Hashable, int] = {}
+        self._tasks: list[asyncio.Task] = []
+        self.reconciles = 0
+        self.writes = 0
+
+    # ------------------------------------------------------------------ wiring
+
+    def _build_informers(self) -> list[Informer]:
+        namespaces: tuple[str | None, ...] = tuple(self.options.namespaces) or (None,)
+        kinds: list[tuple[Resource, bool]] = [(POD, False), (self.podgroup_resource, False)]
+        kinds += [(r, r.optional) for r in WORKLOAD_KINDS]
+        out = []
+        for resource, optional in kinds:
+            kind = resource.kind
+            for namespace in namespaces:
+                informer = Informer(
+                    self.api, resource, namespace,
+                    store=self.cache.store_for(kind),
+                    slim=self.cache.slimmer_for(kind),
+                    keep=lambda obj, kind=kind: self.cache.keep(kind, obj),
+                    handler=self._on_change,
+                    metrics=self.metrics,
+                    watch_timeout=self.options.watch_timeout,
+                    page_size=self.options.page_size,
+                    optional=optional,
+                    absent_probe_interval=self.options.absent_probe_interval,
+                )
+                if optional:
+                    informer.on_presence = lambda present, kind=kind: self._presence(kind, present)
+                self.informers.setdefault(kind, []).append(informer)
+                out.append(informer)
+        return out
+
+    def _presence(self, kind: str, present: bool) -> None:
+        self.cache.set_watched(kind, present)
+        if present:
+            self._enqueue_everything()
+
+    def _on_change(self, kind: str, old: Obj | None, new: Obj | None) -> None:
+        changes = self.cache.apply(kind, old, new)
+        delay = 0.0 if changes.urgent else self.options.pod_debounce
+        for key in changes.groups:
+            self.queue.add((GROUP, key), delay)
+        for key in changes.pods:
+            self.queue.add((POD_KEY, key), delay)
+
+    def _enqueue_everything(self) -> None:
+        for key in self.cache.all_group_keys():
+            self.queue.add((GROUP, key))
+        for key in list(self.cache.unlabelled):
+            self.queue.add((POD_KEY, key))
+
+    def _upsert(self, kind: str, raw: dict[str, Any]) -> None:
+        informers = self.informers.get(kind)
+        if informers:
+            informers[0].upsert(raw)
+
+    def _forget(self, kind: str, raw: dict[str, Any]) -> None:
+        informers = self.informers.get(kind)
+        if informers:
+            informers[0].remove(raw)
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """Watch, reconcile and keep going until cancelled."""
+        self.started_at = self.clock()
+        self.events.start()
+        informers = self._build_informers()
+        try:
+            self._tasks = [asyncio.create_task(i.run(), name=f"watch {i.name}") for i in informers]
+            waiting = {asyncio.create_task(i.synced.wait()) for i in informers}
+            try:
+                while waiting:
+                    done, _ = await asyncio.wait([*waiting, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        if task in waiting:
+                            waiting.discard(task)
+                        else:
+                            task.result()  # a watch loop died: re-raise why
+                            raise RuntimeError(f"{task.get_name()} ended")
+            finally:
+                for task in waiting:
+                    task.cancel()
+            self.synced = True
+            self.metrics.synced.set(1)
+            log.info("caches synced", extra={"fields": {
+                "pods": len(self.cache.pods), "podgroups": len(self.cache.podgroups),
+                "workloads": sum(len(s) for s in self.cache.workloads.values()),
+                "duration_ms": round((self.clock() - self.started_at) * 1000, 1)}})
+            self._enqueue_everything()
+            self._tasks += [asyncio.create_task(self._worker(), name=f"worker {n}")
+                            for n in range(self.options.workers)]
+            self._tasks.append(asyncio.create_task(self._housekeeping(), name="housekeeping"))
+            await self.queue.wait_idle()
+            self.initial_reconcile_done = True
+            took = self.clock() - self.started_at
+            self.metrics.initial_reconcile_seconds.set(took)
+            log.info("first complete reconcile done", extra={"fields": {
+                "groups": len(self.cache.podgroups), "writes": self.writes, "duration_ms": round(took * 1000, 1)}})
+            await asyncio.gather(*self._tasks)
+        finally:
+            for task in [*self._tasks, *self._evicting.values()]:
+                task.cancel()
+            await asyncio.gather(*self._tasks, *self._evicting.values(), return_exceptions=True)
+            self.queue.close()
+            await self.events.stop()
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.synced:
+            return False, "waiting for the caches to sync"
+        if not self.initial_reconcile_done:
+            return False, "first reconcile in progress"
+        return True, "ok"
+
+    async def _housekeeping(self) -> None:
+        last_resync = self.clock()
+        while True:
+            await asyncio.sleep(min(5.0, self.options.resync_period))
+            self.metrics.queue_depth.set(len(self.queue))
+            self.metrics.cached_objects.labels(kind="Pod").set(len(self.cache.pods))
+            self.metrics.cached_objects.labels(kind="PodGroup").set(len(self.cache.podgroups))
+            for kind, store in self.cache.workloads.items():
+                self.metrics.cached_objects.labels(kind=kind).set(len(store))
+            if self.clock() - last_resync >= self.options.resync_period:
+                last_resync = self.clock()
+                self._enqueue_everything()
+
+    async def _worker(self) -> None:
+        while True:
+            item = await self.queue.get()
+            started = time.perf_counter()
+            result = "ok"
+            try:
+                if item[0] == GROUP:
+                    await self.reconcile_group(item[1])
+                else:
+                    await self.backfill_pod(item[1])
+                self._failures.pop(item, None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                result = "error"
+                failures = self._failures[item] = self._failures.get(item, 0) + 1
+                retry = min(0.5 * 2 ** min(failures, 8), 60.0)
+                level = logging.WARNING if isinstance(exc, ApiException) else logging.ERROR
+                log.log(level, "reconcile failed: retrying", exc_info=not isinstance(exc, ApiException),
+                        extra={"fields": {"key": item[1], "error": status_reason(exc), "retry_in_s": retry}})
+                self.queue.add(item, retry)
+            finally:
+                self.queue.done(item)
+                self.reconciles += 1
+                self.metrics.reconcile_seconds.labels(
+                    kind="podgroup" if item[0] == GROUP else "pod", result=result
+                ).observe(time.perf_counter() - started)
+
+    # ------------------------------------------------------------------ decisions log
+
+    def _decision(self, group: str, action: str, reason: str, started: float, **fields: Any) -> None:
+        log.info(f"{action}: {reason}", extra={"fields": {
+            "group": group, "action": action, "reason": reason,
+            "duration_ms": round((time.perf_counter() - started) * 1000, 2), **fields}})
+
+    def _warn_once(self, key: Hashable, problems: tuple[str, ...], subjects: list[Obj], reason: str) -> None:
+        """Warning events for what a user should fix, once per distinct problem."""
+        current = frozenset(problems)
+        seen = self._warned.get(key, frozenset())
+        if current == seen:
+            return
+        if current:
+            self._warned[key] = current
+        else:
+            self._warned.pop(key, None)
+        for problem in sorted(current - seen):
+            log.warning(problem, extra={"fields": {"group": key[1] if isinstance(key, tuple) else key,
+                                                   "action": "warn", "reason": reason}})
+            for subject in subjects:
+                self.events.emit(subject, reason, problem, "Warning")
+
+    # ------------------------------------------------------------------ PodGroups
+
+    async def reconcile_group(self, key: str) -> None:
+        started = time.perf_counter()
+        desired: Desired | None = None
+        for _attempt in range(self.options.max_write_attempts):
+            desired = desired_group(self.cache, key)
+            if desired.pending:
+                log.debug("cannot decide yet", extra={"fields": {"group": key, "reason": desired.pending}})
+                self.queue.add((GROUP, key), self.options.pending_retry)
+                return
+            actual = self.cache.podgroups.get(key)
+            writes = plan_writes(desired, actual, self.settings)
+            if not writes:
+                break
+            if not await self._write(key, writes[0], desired, actual, started):
+                continue  # the cache was refreshed: plan again
+        else:
+            raise RuntimeError(f"PodGroup {key} kept changing under {self.options.max_write_attempts} writes")
+        assert desired is not None
+        self._contributions[key] = dict(desired.contributions)
+        await self._orphans(key, desired, started)
+        self._problems(key, desired)
+        self._observe(key, desired, started)
+
+    def _problems(self, key: str, desired: Desired) -> None:
+        actual = self.cache.podgroups.get(key)
+        if desired.workloads and actual is None:
+            subjects = list(desired.workloads)
+        elif actual is not None:
+            subjects = [actual]
+        else:
+            subjects = list(desired.members[:1])
+        reason = "PodGroupMissing" if actual is None and desired.source == rules.HAND_MADE else "PodGroupProblem"
+        self._warn_once((GROUP, key), desired.problems, subjects, reason)
+
+    async def _write(self, key: str, write: Write, desired: Desired, actual: Obj | None, started: float) -> bool:
+        """Perform one write; False when the cache was refreshed and the caller must plan again."""
+        namespace, name = split_key(key)
+        d = self.settings.dialect
+        path = d.path(namespace, name)
+        try:
+            if write.action == "create":
+                created = await self.api.create(d.path(namespace), write.body)
+                self.writes += 1
+                self._upsert(d.kind, created)
+                self.metrics.podgroups_created.labels(source=desired.source or "unknown").inc()
+                mm = desired.min_member
+                assert mm is not None
+                who = f"{desired.owner.kind.lower()} {desired.owner.name}" if desired.owner else "its pods"
+                live = [p for p in desired.members if not rules.is_terminating(p)]
+                again = f"; {len(live)} pod{'s' if len(live) != 1 else ''} already name it" if live else ""
+                message = f"created for {who}: minMember {mm.value} ({mm.reason}){again}"
+                self.events.emit(created, "PodGroupCreated", message)
+                self._decision(key, "create", message, started, minMember=mm.value, source=desired.source)
+                self._observed_min[key] = mm.value
+                return True
+            if write.action == "patch-min-member":
+                patched = await self.api.merge_patch(path, write.body)
+                self.writes += 1
+                self._upsert(d.kind, patched)
+                old, new = write.old, write.new
+                mm = desired.min_member
+                assert mm is not None and new is not None
+                if mm.pinned:
+                    cause = mm.reason
+                else:
+                    cause = describe_change(self._contributions.get(key), dict(desired.contributions), mm.reason)
+                message = f"minMember {old} → {new}: {cause}"
+                if write.note:
+                    message += f" ({write.note})"
+                direction = "up" if old is None or new > old else "down"
+                self.metrics.min_member_changes.labels(direction=direction).inc()
+                self.events.emit(patched, "MinMemberChanged", message)
+                self._decision(key, "patch", message, started, old=old, new=new, source=desired.source)
+                return True
+            if write.action == "adopt":
+                patched = await self.api.merge_patch(path, write.body)
+                self.writes += 1
+                self._upsert(d.kind, patched)
+                self.metrics.adopted.inc()
+                message = f"adopted by {write.note}: it is deleted with it"
+                self._decision(key, "adopt", message, started)
+                return True
+        except ApiException as exc:
+            return await self._write_failed(key, write, exc, actual)
+        raise ValueError(f"unknown write {write.action}")
+
+    async def _write_failed(self, key: str, write: Write, exc: ApiException, actual: Obj | None) -> bool:
+        namespace, name = split_key(key)
+        d = self.settings.dialect
+        reason = error_reason(exc)
+        self.metrics.api_errors.labels(action=write.action, code=str(exc.status)).inc()
+        if exc.status == 409 or (exc.status == 404 and write.action != "create"):
+            # stale resourceVersion, created by someone else meanwhile, or gone: re-read
+            self.metrics.conflicts.inc()
+            log.info("write raced with another change: re-reading", extra={"fields": {
+                "group": key, "action": write.action, "reason": reason or exc.reason, "status": exc.status}})
+            await self._reread(namespace, name)
+            return False
+        self._warn_once((GROUP, key, "write"), (f"cannot {write.action} PodGroup {name}: {status_reason(exc)}",),
+                        [actual] if actual else [], "PodGroupWriteFailed")
+        raise exc
+
+    async def _reread(self, namespace: str, name: str) -> None:
+        d = self.settings.dialect
+        try:
+            fresh = await self.api.get(d.path(namespace, name))
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            cached = self.cache.podgroups.get(f"{namespace}/{name}")
+            if cached is not None:
+                self._forget(d.kind, cached)
+            return
+        informers = self.informers.get(d.kind)
+        if informers:
+            # a fresh read is the truth, even if its resourceVersion compares oddly
+            store = informers[0].store
+            old = store.get(f"{namespace}/{name}")
+            slim = self.cache.slim.podgroup(fresh)
+            if slim is not None:
+                store[f"{namespace}/{name}"] = slim
+                self._on_change(d.kind, old, slim)
+
+    async def _orphans(self, key: str, desired: Desired, started: float) -> None:
+        actual = self.cache.podgroups.get(key)
+        if not is_orphan_candidate(desired, actual, self.settings):
+            self._orphan_seen.pop(key, None)
+            return
+        assert actual is not None
+        now = self.clock()
+        first = self._orphan_seen.setdefault(key, now)
+        age = now - first
+        created = _parse_time(actual["metadata"].get("creationTimestamp"))
+        if created is not None:
+            # the younger of the two ages: never delete early because of clock skew
+            age = min(age, max(self.wall() - created, 0.0))
+        timeout = self.settings.orphan_timeout
+        if age < timeout:
+            self.queue.add((GROUP, key), timeout - age + 0.05)
+            return
+        namespace, name = split_key(key)
+        uid = actual["metadata"].get("uid")
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
+        try:
+            await self.api.delete(self.settings.dialect.path(namespace, name), body)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+        self._forget(self.settings.dialect.kind, actual)
+        self._orphan_seen.pop(key, None)
+        self.writes += 1
+        self.metrics.orphans_deleted.inc()
+        self._decision(key, "delete", f"no pod appeared for PodGroup {name} within "
+                       f"{stale.format_duration(timeout)} of its creation: deleted it (orphan)", started)
+
+    # ------------------------------------------------------------------ stale gangs
+
+    def _observe(self, key: str, desired: Desired, started: float) -> None:
+        actual = self.cache.podgroups.get(key)
+        if actual is None or desired.source is None:
+            self.tracker.forget(key)
+            self._observed_min.pop(key, None)
+            self._lowered_at.pop(key, None)
+            if actual is None and not desired.members:
+                self._contributions.pop(key, None)
+            self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
+            return
+        min_member = self.settings.dialect.min_member(actual) or 1
+        previous = self._observed_min.get(key)
+        now = self.clock()
+        if previous is not None and min_member < previous:
+            self._lowered_at[key] = now
+        self._observed_min[key] = min_member
+        settling = rollout_reason(desired)
+        lowered = self._lowered_at.get(key)
+        if settling is None and lowered is not None:
+            if now - lowered < self.options.settle_window:
+                settling = f"minMember lowered {now - lowered:.1f}s ago: scaling down"
+            else:
+                del self._lowered_at[key]
+        counts = gang_counts(desired.members)
+        grace, grace_why = rules.grace_period_for([actual, *desired.workloads],
+                                                  self.settings.staleness_grace_period, self.settings)
+        verdict = self.tracker.observe(stale.GangObservation(
+            group=key, min_member=min_member, active=counts.active, succeeded=counts.succeeded,
+            workload_settling=settling is not None, grace_period=grace,
+        ))
+        action = verdict.action
+        if action == stale.STALE:
+            self.metrics.stale_gangs.inc()
+            self.events.emit(actual, "GangStale", verdict.message)
+            self._decision(key, "stale", verdict.message, started, active=counts.active, minMember=min_member,
+                           grace=grace_why)
+        elif action == stale.RECOVERED:
+            self.metrics.recovered_gangs.inc()
+            self.events.emit(actual, "GangRecovered", verdict.message)
+            self._decision(key, "recovered", verdict.message, started, active=counts.active, minMember=min_member)
+        elif action == stale.EVICT:
+            if key not in self._evicting:
+                self._evicting[key] = asyncio.create_task(self._evict(key, verdict.message), name=f"evict {key}")
+        if verdict.deadline is not None:
+            self.queue.add((GROUP, key), max(verdict.deadline - self.clock(), 0.0) + 0.01)
+        self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
+
+    async def _evict(self, key: str, why: str) -> None:
+        started = time.perf_counter()
+        retry = False
+        try:
+            from grouper import eviction  # the Eviction API helper (policy/v1, PDB-aware retries)
+
+            desired = desired_group(self.cache, key)
+            pods = list(gang_counts(desired.members).remaining)
+            result = await eviction.evict_pods(
+                self.api_client, pods, timeout=self.options.eviction_timeout,
+                attempts=self.options.eviction_attempts, backoff=self.options.eviction_backoff,
+            )
+            actual = self.cache.podgroups.get(key)
+            if result.evicted:
+                self.metrics.evictions.labels(result="evicted").inc(len(result.evicted))
+                names = ", ".join(result.evicted[:10]) + (" …" if len(result.evicted) > 10 else "")
+                message = f"{why}: evicted {len(result.evicted)} pod{'s' if len(result.evicted) != 1 else ''} ({names})"
+                if actual is not None:
+                    self.events.emit(actual, "GangEvicted", message)
+                self._decision(key, "evict", message, started, evicted=len(result.evicted))
+            if result.refused:
+                self.metrics.evictions.labels(result="refused").inc(len(result.refused))
+                detail = "; ".join(f"{pod}: {reason}" for pod, reason in result.refused[:5])
+                message = (f"could not evict {len(result.refused)} member{'s' if len(result.refused) != 1 else ''} "
+                           f"of the stale gang: {detail}; retrying in "
+                           f"{stale.format_duration(self.options.eviction_retry)}")
+                if actual is not None:
+                    self.events.emit(actual, "GangEvictionRefused", message, "Warning")
+                self._decision(key, "evict-refused", message, started, refused=len(result.refused))
+                retry = True
+            else:
+                self.tracker.evicted(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("eviction failed: retrying", extra={"fields": {"group": key, "error": status_reason(exc)}})
+            retry = True
+        finally:
+            self._evicting.pop(key, None)
+            self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
+        if retry:
+            self.queue.add((GROUP, key), self.options.eviction_retry)
+        else:
+            self.queue.add((GROUP, key))
+
+    # ------------------------------------------------------------------ backfill
+
+    async def backfill_pod(self, key: str) -> None:
+        started = time.perf_counter()
+        pod = self.cache.pods.get(key)
+        if pod is None or rules.is_terminating(pod):
+            return
+        d = self.settings.dialect
+        md = pod["metadata"]
+        notes, labels = md.get("annotations") or {}, md.get("labels") or {}
+        if notes.get(d.pod_group_annotation) is not None and labels.get(d.pod_group_label) is not None:
+            return
+        gang = pod_gang(self.cache, pod)
+        if gang is None:
+            self.queue.add((POD_KEY, key), self.options.pending_retry)
+            return
+        if isinstance(gang, rules.Denial):
+            self._warn_once((POD_KEY, key), (gang.message,), [pod], "BackfillFailed")
+            return
+        namespace, name = split_key(key)
+        patch = {"metadata": {"annotations": {d.pod_group_annotation: gang.name},
+                              "labels": {d.pod_group_label: gang.name}}}
+        try:
+            patched = await self.api.merge_patch(POD.path(namespace, name), patch)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            self.metrics.api_errors.labels(action="backfill", code=str(exc.status)).inc()
+            self._warn_once((POD_KEY, key), (f"cannot set the PodGroup of pod {name}: {status_reason(exc)}",),
+                            [pod], "BackfillFailed")
+            raise
+        self.writes += 1
+        self._upsert("Pod", patched)
+        self.metrics.backfilled.inc()
+        message = (f"{d.pod_group_annotation}={gang.name} and {d.pod_group_label}={gang.name} set "
+                   f"(the pod was admitted without them, e.g. while the webhook was unavailable): {gang.reason}")
+        self.events.emit(pod, "Backfilled", message)
+        self._decision(f"{namespace}/{gang.name}", "backfill", message, started, pod=name)
+
+
+def _parse_time(text: Any) -> float | None:
+    if not isinstance(text, str) or not text:
+        return None
+    import calendar
+
+    try:
+        return float(calendar.timegm(time.strptime(text.replace("Z", "")[:19], "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return None
+
+
+def workload_display(obj: Obj) -> str:
+    return display_name(obj)

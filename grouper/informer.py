@@ -1,0 +1,255 @@
+"""List-then-watch for one resource (in one namespace or all), feeding the cache.
+
+- Lists in pages, then watches from the list's resourceVersion with bookmarks.
+- Every event moves the resourceVersion on (BOOKMARKs only do that); a watch the
+  server ends is resumed from there.
+- 410 Gone (an expired resourceVersion, as an HTTP status or an ERROR event)
+  relists; the relist is diffed against the store, so nothing that happened
+  while disconnected is lost and deletions are noticed.
+- Errors back off exponentially with jitter, capped; every restart is counted.
+- A resource that is not served (a CRD that is not installed) is logged once and
+  probed again only rarely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from typing import Any, Callable, Mapping
+
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from podgang.kinds import Resource
+from podgang.kube import status_reason
+
+from grouper.api import RawApi
+from grouper.model import Obj, is_newer, key_of, resource_version
+
+log = logging.getLogger("podgang.grouper.informer")
+
+Handler = Callable[[str, Obj | None, Obj | None], None]
+
+
+class Gone(Exception):
+    """The resourceVersion expired (410): relist."""
+
+
+class Informer:
+    def __init__(
+        self,
+        api: RawApi,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        store: dict[str, Obj],
+        slim: Callable[[Mapping[str, Any]], Obj | None],
+        keep: Callable[[Obj], bool],
+        handler: Handler,
+        metrics: Any = None,
+        watch_timeout: int = 300,
+        page_size: int = 500,
+        backoff_base: float = 0.2,
+        backoff_cap: float = 30.0,
+        optional: bool = False,
+        absent_probe_interval: float = 600.0,
+    ):
+        self.api = api
+        self.resource = resource
+        self.namespace = namespace
+        self.store = store
+        self.slim = slim
+        self.keep = keep
+        self.handler = handler
+        self.metrics = metrics
+        self.watch_timeout = watch_timeout
+        self.page_size = page_size
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.optional = optional
+        self.absent_probe_interval = absent_probe_interval
+        self.resource_version: str | None = None
+        self.synced = asyncio.Event()
+        self.absent = False
+        self.on_presence: Callable[[bool], None] | None = None
+        self.lists = 0
+        self.watches = 0
+        self.name = resource.plural if not resource.group else f"{resource.plural}.{resource.group}"
+        if namespace:
+            self.name += f" in {namespace}"
+
+    @property
+    def path(self) -> str:
+        return self.resource.path(self.namespace)
+
+    def _restart(self, reason: str) -> None:
+        if self.metrics is not None:
+            self.metrics.watch_restarts.labels(resource=self.resource.plural, reason=reason).inc()
+
+    def _backoff(self, failures: int) -> float:
+        ceiling = min(self.backoff_cap, self.backoff_base * (2 ** min(failures, 16)))
+        return random.uniform(ceiling / 2, ceiling)
+
+    async def run(self) -> None:
+        failures = 0
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._relist()
+                    if self.absent:
+                        self.absent = False
+                        log.info("resource is served now: watching it", extra={"fields": {"resource": self.name}})
+                        if self.on_presence:
+                            self.on_presence(True)
+                    self.synced.set()
+                started = time.monotonic()
+                got = await self._watch()
+                if got or time.monotonic() - started > 1.0:
+                    failures = 0
+                    self._restart("closed")
+                    continue
+                failures += 1  # closed at once with nothing in it: do not spin
+                self._restart("closed")
+            except asyncio.CancelledError:
+                raise
+            except Gone:
+                log.info("resourceVersion expired: relisting",
+                         extra={"fields": {"resource": self.name, "resourceVersion": self.resource_version}})
+                self.resource_version = None
+                self._restart("expired")
+                failures = 0
+                continue
+            except ApiException as exc:
+                if exc.status == 410:
+                    self.resource_version = None
+                    self._restart("expired")
+                    continue
+                if exc.status == 404:
+                    if self.resource_version is None:
+                        await self._absent(exc)
+                    else:
+                        self.resource_version = None  # stopped being served? relist to find out
+                        self._restart("http_404")
+                    continue
+                failures += 1
+                self._restart(f"http_{exc.status}")
+                log.warning("watch failed: backing off", extra={"fields": {
+                    "resource": self.name, "error": status_reason(exc), "failures": failures}})
+            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+                failures += 1
+                self._restart("error")
+                log.warning("watch failed: backing off", extra={"fields": {
+                    "resource": self.name, "error": status_reason(exc), "failures": failures}})
+            await asyncio.sleep(self._backoff(failures))
+
+    async def _absent(self, exc: ApiException) -> None:
+        if not self.absent:
+            self.absent = True
+            level = logging.INFO if self.optional else logging.ERROR
+            log.log(level, f"{self.name} is not served (CRD not installed?): not watching it; "
+                           f"probing again every {int(self.absent_probe_interval)}s",
+                    extra={"fields": {"resource": self.name, "error": status_reason(exc)}})
+            if self.on_presence:
+                self.on_presence(False)
+            # everything we had is gone
+            for key in [k for k in self.store if self._mine(k)]:
+                old = self.store.pop(key)
+                self.handler(self.resource.kind, old, None)
+        self.synced.set()
+        await asyncio.sleep(self.absent_probe_interval)
+
+    def _mine(self, key: str) -> bool:
+        return self.namespace is None or key.startswith(self.namespace + "/")
+
+    async def _relist(self) -> None:
+        self.lists += 1
+        fresh: dict[str, Obj] = {}
+        cont: str | None = None
+        list_rv = ""
+        while True:
+            body = await self.api.get(self.path, limit=str(self.page_size), **({"continue": cont} if cont else {}))
+            meta = body.get("metadata") or {}
+            list_rv = str(meta.get("resourceVersion") or list_rv)
+            for raw in body.get("items") or ():
+                if not raw.get("kind"):
+                    raw["kind"] = self.resource.kind
+                    raw["apiVersion"] = self.resource.api_version
+                slim = self.slim(raw)
+                if slim is not None and self.keep(slim):
+                    md = slim["metadata"]
+                    fresh[key_of(md.get("namespace") or "", md.get("name") or "")] = slim
+            cont = meta.get("continue")
+            if not cont:
+                break
+        # diff against what we had: adds, changes and deletions since the last watch
+        for key in [k for k in self.store if self._mine(k) and k not in fresh]:
+            old = self.store.pop(key)
+            self.handler(self.resource.kind, old, None)
+        for key, new in fresh.items():
+            old = self.store.get(key)
+            if old is not None and resource_version(old) == resource_version(new):
+                continue
+            self.store[key] = new
+            self.handler(self.resource.kind, old, new)
+        self.resource_version = list_rv
+        log.debug("listed", extra={"fields": {"resource": self.name, "count": len(fresh), "resourceVersion": list_rv}})
+
+    async def _watch(self) -> int:
+        self.watches += 1
+        count = 0
+        async for event in self.api.watch(self.path, resource_version=self.resource_version or "",
+                                          timeout_seconds=self.watch_timeout):
+            kind = event.get("type")
+            obj = event.get("object") or {}
+            if kind == "ERROR":
+                code = obj.get("code")
+                if code == 410:
+                    raise Gone(obj.get("message"))
+                raise ApiException(status=code or 500, reason=str(obj.get("message") or obj.get("reason")))
+            rv = resource_version(obj)
+            if rv:
+                self.resource_version = rv
+            count += 1
+            if kind == "BOOKMARK":
+                continue
+            if not obj.get("kind"):
+                obj["kind"] = self.resource.kind
+                obj["apiVersion"] = self.resource.api_version
+            if kind == "DELETED":
+                self.remove(obj)
+            elif kind in ("ADDED", "MODIFIED"):
+                self.upsert(obj)
+        return count
+
+    # -- also used for write-through of the grouper's own writes
+
+    def upsert(self, raw: Mapping[str, Any]) -> None:
+        """Put a (full) object from the API into the store, unless the store
+        already holds a newer version."""
+        slim = self.slim(raw)
+        md = (slim or raw).get("metadata") or {}
+        key = key_of(md.get("namespace") or "", md.get("name") or "")
+        old = self.store.get(key)
+        if slim is None or not self.keep(slim):
+            if old is not None:
+                del self.store[key]
+                self.handler(self.resource.kind, old, None)
+            return
+        if old is not None and not is_newer(resource_version(slim), resource_version(old)):
+            return
+        self.store[key] = slim
+        self.handler(self.resource.kind, old, slim)
+
+    def remove(self, raw: Mapping[str, Any]) -> None:
+        md = raw.get("metadata") or {}
+        key = key_of(md.get("namespace") or "", md.get("name") or "")
+        old = self.store.get(key)
+        if old is None:
+            return
+        uid = md.get("uid")
+        if uid and old["metadata"].get("uid") and uid != old["metadata"].get("uid"):
+            return  # an older incarnation
+        del self.store[key]
+        self.handler(self.resource.kind, old, None)

@@ -1,0 +1,155 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease with
+``kubernetes_asyncio.leaderelection``: one replica reconciles, the others wait.
+
+Losing the Lease stops reconciling and makes :func:`run_as_leader` return
+non-zero, so the pod restarts clean (no half-stopped controller keeps writing).
+On a clean shutdown the leader hands the Lease back so a standby takes over at
+once instead of after the lease duration.
+
+The library's LeaseLock makes its API calls without a timeout; the lock here is
+the same with a timeout on every call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import os
+import socket
+import uuid
+from typing import Awaitable, Callable
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+log = logging.getLogger("podgang.grouper.leader")
+
+LOST = 1
+
+
+def default_identity() -> str:
+    return f"{os.environ.get('HOSTNAME') or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+class TimedLeaseLock(LeaseLock):
+    """LeaseLock with ``_request_timeout`` on every call."""
+
+    def __init__(self, name: str, namespace: str, identity: str, api_client: client.ApiClient, timeout: float):
+        super().__init__(name, namespace, identity, api_client)
+        self.timeout = timeout
+
+    async def get(self, name, namespace):
+        try:
+            lease = await self.api_instance.read_namespaced_lease(name, namespace, _request_timeout=self.timeout)
+        except ApiException as e:
+            return False, e
+        except (asyncio.TimeoutError, OSError) as e:  # surface as "could not read": retried
+            return False, ApiException(status=0, reason=f"{type(e).__name__}: {e}")
+        self.lease_reference = lease
+        return True, self.election_record(lease)
+
+    async def create(self, name, namespace, election_record):
+        body = client.V1Lease(metadata=client.V1ObjectMeta(name=name), spec=self.update_lease(election_record))
+        try:
+            await self.api_instance.create_namespaced_lease(namespace, body, _request_timeout=self.timeout)
+            return True
+        except (ApiException, asyncio.TimeoutError, OSError) as e:
+            log.info("could not create the Lease", extra={"fields": {"lease": name, "error": str(e)[:200]}})
+            return False
+
+    async def update(self, name, namespace, updated_record):
+        try:
+            assert self.lease_reference is not None
+            self.lease_reference.spec = self.update_lease(updated_record, self.lease_reference.spec)
+            await self.api_instance.replace_namespaced_lease(
+                name=name, namespace=namespace, body=self.lease_reference, _request_timeout=self.timeout
+            )
+            return True
+        except (ApiException, asyncio.TimeoutError, OSError) as e:
+            log.debug("could not update the Lease", extra={"fields": {"lease": name, "error": str(e)[:200]}})
+            return False
+
+    async def release(self) -> None:
+        """Give the Lease up if we hold it (a standby takes over at its next try)."""
+        try:
+            lease = await self.api_instance.read_namespaced_lease(self.name, self.namespace,
+                                                                  _request_timeout=self.timeout)
+            if lease.spec is None or lease.spec.holder_identity != self.identity:
+                return
+            lease.spec.holder_identity = None
+            lease.spec.renew_time = None
+            lease.spec.acquire_time = None
+            await self.api_instance.replace_namespaced_lease(self.name, self.namespace, lease,
+                                                             _request_timeout=self.timeout)
+            log.info("released the Lease", extra={"fields": {"lease": f"{self.namespace}/{self.name}"}})
+        except Exception as exc:  # best effort: the Lease expires anyway
+            log.info("could not release the Lease", extra={"fields": {"error": str(exc)[:200]}})
+
+
+async def run_as_leader(
+    api_client: client.ApiClient,
+    lead: Callable[[], Awaitable[None]],
+    *,
+    name: str,
+    namespace: str,
+    identity: str | None = None,
+    lease_duration: int = 15,
+    renew_deadline: int = 10,
+    retry_period: int = 2,
+    timeout: float = 5.0,
+    on_leading: Callable[[bool], None] | None = None,
+) -> int:
+    """Wait for the Lease, then run ``lead()`` while holding it.
+
+    Returns 1 when the Lease is lost (``lead()`` is cancelled first) or when
+    ``lead()`` ends on its own; raises what ``lead()`` raises. Cancelling this
+    coroutine stops ``lead()`` and releases the Lease.
+    """
+    identity = identity or default_identity()
+    lock = TimedLeaseLock(name, namespace, identity, api_client, timeout)
+    leading = asyncio.Event()
+
+    async def started() -> None:
+        leading.set()
+        await asyncio.Event().wait()  # parked; the elector cancels it when the Lease is lost
+
+    async def stopped() -> None:
+        log.error("lost the leader Lease: stopping", extra={"fields": {"lease": f"{namespace}/{name}",
+                                                                     "identity": identity}})
+
+    config = electionconfig.Config(
+        lock, lease_duration=int(lease_duration), renew_deadline=int(renew_deadline),
+        retry_period=int(retry_period), onstarted_leading=started, onstopped_leading=stopped,
+    )
+    log.info("waiting for the leader Lease", extra={"fields": {"lease": f"{namespace}/{name}", "identity": identity}})
+    elector = asyncio.create_task(leaderelection.LeaderElection(config).run(), name="leader-election")
+    waiter = asyncio.create_task(leading.wait())
+    work: asyncio.Task | None = None
+    try:
+        await asyncio.wait([elector, waiter], return_when=asyncio.FIRST_COMPLETED)
+        if not leading.is_set():
+            elector.result()  # raises if the elector failed
+            return LOST
+        log.info("became the leader", extra={"fields": {"lease": f"{namespace}/{name}", "identity": identity,
+                                                         "at": datetime.datetime.now(datetime.timezone.utc).isoformat()}})
+        if on_leading:
+            on_leading(True)
+        work = asyncio.create_task(lead(), name="leading")
+        done, _ = await asyncio.wait([elector, work], return_when=asyncio.FIRST_COMPLETED)
+        if work in done:
+            work.result()  # raises what the controller raised
+            log.error("the controller stopped while leading")
+            return LOST
+        return LOST  # the elector returned: the Lease is lost
+    finally:
+        if on_leading:
+            on_leading(False)
+        for task in (work, elector, waiter):
+            if task is not None and not task.done():
+                task.cancel()
+        await asyncio.gather(*(t for t in (work, elector, waiter) if t is not None), return_exceptions=True)
+        if leading.is_set():
+            await lock.release()

@@ -1,0 +1,308 @@
+"""What each PodGroup should look like, computed purely from the cache through
+the rules, and the smallest set of writes that gets the actual PodGroup there.
+
+:func:`desired_group` answers "what should ``namespace/group`` be?" (its kind of
+group, owner, minMember and why, the workloads and pods behind it) and
+:func:`plan_writes` compares that with the PodGroup in the cache. Both are pure:
+the controller does the I/O. The same state twice plans no writes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from podgang import rules
+from podgang.dialect import OwnerRef
+from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
+from podgang.settings import Settings
+
+from grouper.model import (
+    Cache,
+    Obj,
+    display_name,
+    is_finished,
+    pod_ref,
+    rolling_out,
+    split_key,
+    workload_ref,
+)
+
+
+@dataclass(frozen=True)
+class Desired:
+    """What one PodGroup should be."""
+
+    namespace: str
+    name: str
+    source: str | None  # rules.OWNED | OWNER_LESS | HAND_MADE | None (nothing references it)
+    min_member: MinMember | None = None  # None: podgang leaves the size alone
+    owner: OwnerRef | None = None  # the ownerReference a podgang group carries
+    may_create: bool = False  # podgang creates it when missing (never a hand-made group)
+    workloads: tuple[Obj, ...] = ()  # the workloads behind the group
+    members: tuple[Obj, ...] = ()  # the pods that name the group
+    contributions: tuple[tuple[str, int], ...] = ()  # ("deployment model-1", 2) ...
+    problems: tuple[str, ...] = ()  # what a user should fix (Warning events)
+    pending: str | None = None  # cannot decide yet (an owner is not in the cache): why
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _md(obj: Any) -> Mapping[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def is_managed(podgroup: Any, settings: Settings) -> bool:
+    return (_md(podgroup).get("labels") or {}).get(settings.managed_by_label) == settings.managed_by_value
+
+
+def _strip_membership(pod: Obj, settings: Settings) -> Obj:
+    """The pod as it was before anyone set its group (to find its natural gang)."""
+    d = settings.dialect
+    md = dict(_md(pod))
+    md["labels"] = {k: v for k, v in (md.get("labels") or {}).items() if k != d.pod_group_label}
+    md["annotations"] = {k: v for k, v in (md.get("annotations") or {}).items() if k != d.pod_group_annotation}
+    return {**pod, "metadata": md}
+
+
+def natural_gang(cache: Cache, pod: Obj) -> rules.Gang | rules.Denial | None:
+    """The gang the rules give a pod from its owners alone (ignoring the group it
+    names), or None while an owner is missing from the cache."""
+    chain, complete = cache.owner_chain(pod)
+    if not complete:
+        return None
+    return rules.gang_for_pod(_strip_membership(pod, cache.settings), chain, settings=cache.settings)
+
+
+def pod_gang(cache: Cache, pod: Obj) -> rules.Gang | rules.Denial | None:
+    """The gang a pod joins per spec §2 (its own keys first), or None while an
+    owner is missing from the cache. Owner-less pods are named (the grouper only
+    sees created pods), so no random suffix is ever needed."""
+    chain, complete = cache.owner_chain(pod)
+    if not complete:
+        return None
+    return rules.gang_for_pod(pod, chain, settings=cache.settings)
+
+
+def _live(pods: list[Obj]) -> list[Obj]:
+    return [p for p in pods if not rules.is_terminating(p)]
+
+
+def _standalone(pods: list[Obj]) -> list[Obj]:
+    return [p for p in _live(pods) if rules.controller_ref(p) is None]
+
+
+def desired_group(cache: Cache, group_key: str) -> Desired:
+    """What PodGroup ``group_key`` ("namespace/name") should be, from the cache."""
+    settings = cache.settings
+    namespace, name = split_key(group_key)
+    actual = cache.podgroups.get(group_key)
+    members = cache.members(group_key)
+
+    # 1. A top workload owns it (spec §2.2), found from the workload itself.
+    owner_workload = cache.group_owner_workload(group_key)
+    if owner_workload is not None:
+        mm = rules.min_member_for(owner_workload, actual, settings)
+        return Desired(
+            namespace, name, OWNED, mm, workload_ref(owner_workload), True,
+            workloads=(owner_workload,), members=tuple(members),
+            contributions=((display_name(owner_workload), mm.value),),
+            problems=_pin_problems([actual, owner_workload], settings),
+        )
+
+    # 2. Workloads name it in their pod templates: a hand-made group (§3 last row).
+    hand = cache.template_workloads(group_key)
+    if hand:
+        standalone = _standalone(members)
+        mm = rules.shared_min_member(hand, len(standalone), actual, settings)
+        contributions = []
+        for w in hand:
+            own, _ = rules.pinned_min_member(w, settings)
+            contributions.append((display_name(w), own if own is not None else rules.desired_size(w)[0]))
+        if standalone:
+            contributions.append(("standalone pods", len(standalone)))
+        problems = _pin_problems([actual, *hand], settings)
+        if actual is None:
+            problems += (
+                f"PodGroup {name} not found in namespace {namespace}: "
+                f"{', '.join(display_name(w) for w in hand)} name it in their pod templates and their pods "
+                f"stay Pending until it exists; create it (podgang keeps its minMember at {mm.value})",
+            )
+        return Desired(
+            namespace, name, HAND_MADE, mm, None, False,
+            workloads=tuple(hand), members=tuple(members), contributions=tuple(contributions), problems=problems,
+        )
+
+    # 3. Only pods name it: what would the rules give them from their owners?
+    live = _live(members) or members
+    if not live:
+        return Desired(namespace, name, None, members=tuple(members))
+    probe = live[0]
+    natural = natural_gang(cache, probe)
+    if natural is None:
+        return Desired(namespace, name, None, members=tuple(members),
+                       pending=f"an owner of pod {_md(probe).get('name')} is not in the cache yet")
+    podgangs = isinstance(natural, rules.Gang) and (
+        natural.name == name or (actual is not None and is_managed(actual, settings))
+    )
+    if not podgangs or isinstance(natural, rules.Denial):
+        # a hand-made group that only standalone pods (or pods whose workloads we
+        # do not follow) name: the user's size stands
+        problems: tuple[str, ...] = ()
+        if actual is None:
+            problems = (
+                f"PodGroup {name} not found in namespace {namespace}: pod {_md(probe).get('name')} names it "
+                f"and stays Pending until it exists",
+            )
+        return Desired(namespace, name, HAND_MADE, None, None, False, members=tuple(members), problems=problems)
+    assert isinstance(natural, rules.Gang)
+    if natural.source == OWNER_LESS:
+        mm = rules.min_member_for(probe, actual, settings)
+        return Desired(
+            namespace, name, OWNER_LESS, mm, pod_ref(probe), not rules.is_terminating(probe),
+            members=tuple(members), contributions=((display_name(probe), mm.value),),
+            problems=_pin_problems([actual, probe], settings),
+        )
+    # owned by a top owner podgang does not derive from a workload (an unwatched
+    # kind, a CronJob's Job run seen first through its pods, an LWS group)
+    top = natural.owner
+    assert top is not None
+    top_obj = cache.by_uid.get(top.uid)
+    if top_obj is None:
+        top_obj = {"apiVersion": top.api_version, "kind": top.kind, "metadata": {"name": top.name, "uid": top.uid}}
+    mm = rules.min_member_for(top_obj, actual, settings)
+    workloads = (top_obj,) if top.uid in cache.by_uid else ()
+    return Desired(
+        namespace, name, OWNED, mm, top, not rules.is_terminating(probe),
+        workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
+        problems=_pin_problems([actual, top_obj], settings),
+    )
+
+
+def _pin_problems(objs: list[Any], settings: Settings) -> tuple[str, ...]:
+    out = []
+    for obj in objs:
+        if obj is None:
+            continue
+        _, problem = rules.pinned_min_member(obj, settings)
+        if problem:
+            out.append(problem)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------
+# writes
+
+
+@dataclass(frozen=True)
+class Write:
+    """One API write the controller performs."""
+
+    action: str  # "create" | "patch-min-member" | "adopt" | "delete"
+    body: dict[str, Any] | None = None
+    old: int | None = None  # previous minMember (patch)
+    new: int | None = None  # new minMember (create/patch)
+    note: str = ""
+
+
+def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> list[Write]:
+    """The writes that make ``actual`` what ``desired`` says, and nothing else."""
+    d = settings.dialect
+    if desired.pending:
+        return []
+    if actual is None:
+        if desired.may_create and desired.min_member is not None:
+            manifest = d.manifest(
+                desired.name, desired.namespace, desired.min_member.value,
+                owner=desired.owner, labels=settings.managed_labels,
+            )
+            return [Write("create", manifest, None, desired.min_member.value)]
+        return []
+    if _md(actual).get("deletionTimestamp"):
+        return []
+    managed = is_managed(actual, settings)
+    writes: list[Write] = []
+    rv = _md(actual).get("resourceVersion")
+    current = d.min_member(actual)
+    if desired.min_member is not None and current != desired.min_member.value:
+        if managed or desired.source == HAND_MADE:
+            body = d.min_member_patch(desired.min_member.value)
+            if rv:
+                body["metadata"] = {"resourceVersion": rv}
+            note = "" if managed else "hand-made PodGroup: podgang changes only its minMember"
+            writes.append(Write("patch-min-member", body, current, desired.min_member.value, note))
+    if managed and desired.owner is not None and not _md(actual).get("ownerReferences"):
+        body = {"metadata": {"ownerReferences": [desired.owner.to_dict()]}}
+        if rv:
+            body["metadata"]["resourceVersion"] = rv
+        writes.append(Write("adopt", body, note=f"{desired.owner.kind.lower()} {desired.owner.name}"))
+    return writes
+
+
+def is_orphan_candidate(desired: Desired, actual: Obj | None, settings: Settings) -> bool:
+    """A podgang group with no owner that no pod or workload references: the
+    webhook created it for a pod that never appeared (e.g. the apiserver
+    rejected the pod after admission)."""
+    if actual is None or desired.source is not None or desired.pending or desired.members:
+        return False
+    if _md(actual).get("deletionTimestamp") or _md(actual).get("ownerReferences"):
+        return False
+    return is_managed(actual, settings)
+
+
+# ---------------------------------------------------------------------------
+# stale-gang inputs
+
+
+@dataclass(frozen=True)
+class GangCounts:
+    active: int
+    succeeded: int
+    remaining: tuple[Obj, ...] = field(default=())  # members an eviction would remove
+
+
+def gang_counts(members: tuple[Obj, ...] | list[Obj]) -> GangCounts:
+    active = succeeded = 0
+    remaining = []
+    for pod in members:
+        phase = rules.pod_phase(pod)
+        if phase == "Succeeded":
+            succeeded += 1
+        if rules.is_active(pod):
+            active += 1
+        if not rules.is_terminating(pod) and phase not in ("Succeeded", "Failed"):
+            remaining.append(pod)
+    return GangCounts(active, succeeded, tuple(remaining))
+
+
+def rollout_reason(desired: Desired) -> str | None:
+    for workload in desired.workloads:
+        why = rolling_out(workload)
+        if why:
+            return why
+    return None
+
+
+def describe_change(old: dict[str, int] | None, new: dict[str, int], fallback: str) -> str:
+    """Why minMember moved, from the contributions before and after:
+    ``deployment model-1 scaled 1 → 2``, ``deployment model-3 added (1)``, ..."""
+    if old is None:
+        return fallback
+    parts = []
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        if before is None:
+            parts.append(f"{name} added ({after})")
+        elif after is None:
+            parts.append(f"{name} removed (was {before})")
+        else:
+            parts.append(f"{name} scaled {before} → {after}")
+    return "; ".join(parts) if parts else fallback
+
+
+def finished_workloads(desired: Desired) -> list[Obj]:
+    return [w for w in desired.workloads if is_finished(w)]

@@ -1,0 +1,123 @@
+"""A coalescing work queue in the client-go spirit.
+
+A key added while it waits is not added twice; a key added while a worker holds
+it is handed out again once that worker is done (never to two workers at once).
+``add(key, delay)`` hands it out no earlier than ``delay`` seconds from now
+unless it is (or gets) queued sooner. So a thousand pod events for one gang cost
+one reconcile, not a thousand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections import deque
+from typing import Callable, Hashable
+
+
+class WorkQueue:
+    def __init__(self, clock: Callable[[], float] | None = None):
+        self._clock = clock
+        self._queue: deque[Hashable] = deque()
+        self._dirty: set[Hashable] = set()
+        self._processing: set[Hashable] = set()
+        self._delayed: list[tuple[float, int, Hashable]] = []
+        self._due: dict[Hashable, float] = {}
+        self._counter = itertools.count()
+        self._wakeup = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def _now(self) -> float:
+        return self._clock() if self._clock else asyncio.get_running_loop().time()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def delayed(self) -> int:
+        return len(self._due)
+
+    def add(self, key: Hashable, delay: float = 0.0) -> None:
+        if delay > 0:
+            self._add_later(key, delay)
+            return
+        self._due.pop(key, None)
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        self._idle.clear()
+        if key not in self._processing:
+            self._queue.append(key)
+            self._wakeup.set()
+
+    def _add_later(self, key: Hashable, delay: float) -> None:
+        if key in self._dirty and key not in self._processing:
+            return  # already queued for now
+        when = self._now() + delay
+        due = self._due.get(key)
+        if due is not None and due <= when:
+            return
+        self._due[key] = when
+        heapq.heappush(self._delayed, (when, next(self._counter), key))
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._delayed and self._due.get(self._delayed[0][2]) != self._delayed[0][0]:
+            heapq.heappop(self._delayed)  # superseded entries
+        if not self._delayed:
+            return
+        loop = asyncio.get_running_loop()
+        wait = max(self._delayed[0][0] - self._now(), 0.0)
+        self._timer = loop.call_later(wait, self._release)
+
+    def _release(self) -> None:
+        self._timer = None
+        now = self._now()
+        while self._delayed and self._delayed[0][0] <= now:
+            when, _, key = heapq.heappop(self._delayed)
+            if self._due.get(key) == when:
+                del self._due[key]
+                self.add(key)
+        self._arm()
+        self._check_idle()
+
+    async def get(self) -> Hashable:
+        while not self._queue:
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        key = self._queue.popleft()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key
+
+    def done(self, key: Hashable) -> None:
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._queue.append(key)
+            self._wakeup.set()
+        self._check_idle()
+
+    def _check_idle(self) -> None:
+        if not self._queue and not self._processing and not self._dirty:
+            self._idle.set()
+
+    def busy(self) -> bool:
+        """Something is queued or being worked on now (delayed keys do not count)."""
+        return bool(self._queue or self._processing or self._dirty)
+
+    async def wait_idle(self) -> None:
+        """Until nothing is queued or processing (delayed keys do not count)."""
+        while self.busy():
+            self._idle.clear()
+            await self._idle.wait()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -1,0 +1,332 @@
+"""The grouper's pure parts: the slim cache and its indexes, the desired PodGroup
+computed from it through the rules, the writes planned from desired vs actual,
+change messages, rollout detection and the coalescing work queue."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from podgang.settings import DEFAULT
+
+from grouper.model import Cache, Slimmer, obj_key, rolling_out
+from grouper.podgroups import (
+    describe_change,
+    desired_group,
+    gang_counts,
+    is_orphan_candidate,
+    plan_writes,
+)
+from grouper.workqueue import WorkQueue
+from tests.grouper_support import (
+    ANN,
+    LABEL,
+    MANAGED,
+    NS,
+    deployment,
+    owned_group,
+    owner_ref,
+    pod,
+    podgroup,
+    replicaset,
+    uid,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures" / "api"
+
+
+def feed(cache: Cache, *objs: dict) -> Cache:
+    """Put full API objects into the cache the way an informer does."""
+    for obj in objs:
+        kind = obj["kind"]
+        slim = cache.slimmer_for(kind)(obj)
+        if slim is None or not cache.keep(kind, slim):
+            continue
+        store = cache.store_for(kind)
+        key = obj_key(slim)
+        old = store.get(key)
+        store[key] = slim
+        cache.apply(kind, old, slim)
+    return cache
+
+
+def remove(cache: Cache, obj: dict) -> None:
+    store = cache.store_for(obj["kind"])
+    old = store.pop(obj_key(obj))
+    cache.apply(obj["kind"], old, None)
+
+
+def with_status(obj: dict, **status) -> dict:
+    return {**obj, "status": {**obj.get("status", {}), **status}}
+
+
+# ---------------------------------------------------------------------------- slim records
+
+
+def test_slim_pod_keeps_only_what_the_grouper_reads():
+    raw = pod("p", group="g", labels={"app": "x", "podgang.io/skip": "false"},
+              annotations={"kubectl.kubernetes.io/last-applied-configuration": "x" * 5000, "gpu-memory": "4000"})
+    raw["spec"]["volumes"] = [{"name": "v", "emptyDir": {}}] * 20
+    raw["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    slim = Slimmer().pod(raw)
+    assert slim["metadata"]["labels"] == {LABEL: "g", "podgang.io/skip": "false"}
+    assert slim["metadata"]["annotations"] == {ANN: "g"}
+    assert set(slim["spec"]) == {"schedulerName", "nodeName"}
+    assert slim["status"] == {"phase": "Running"}
+    assert len(json.dumps(slim)) < 400
+
+
+def test_slim_workloads_keep_sizes_templates_and_rollout_status():
+    dep = deployment("web", 3, group="shared", status={"observedGeneration": 1, "updatedReplicas": 2,
+                                                      "conditions": [{"type": "Progressing", "status": "True"}]})
+    slim = Slimmer().workload(dep)
+    assert slim["spec"]["replicas"] == 3
+    assert slim["spec"]["template"]["metadata"]["labels"] == {LABEL: "shared"}
+    assert slim["spec"]["template"]["spec"] == {"schedulerName": "kai-scheduler"}
+    assert slim["status"] == {"observedGeneration": 1, "updatedReplicas": 2}
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": NS, "uid": uid()},
+           "spec": {"parallelism": 4, "completions": 2, "template": {"spec": {"schedulerName": "kai-scheduler"}}},
+           "status": {"conditions": [{"type": "Complete", "status": "True"}, {"type": "X", "status": "True"}]}}
+    slim = Slimmer().workload(job)
+    assert slim["spec"]["parallelism"] == 4 and slim["spec"]["completions"] == 2
+    assert slim["status"]["conditions"] == [{"type": "Complete", "status": "True"}]
+
+
+def test_pods_out_of_scope_stay_out_of_the_cache():
+    cache = feed(Cache(), pod("other", scheduler="default-scheduler"), pod("sys", ns="kube-system"),
+                 pod("skipped", labels={"podgang.io/skip": "true"}), pod("mine", group="g"))
+    assert list(cache.pods) == [f"{NS}/mine"]
+
+
+# ---------------------------------------------------------------------------- desired groups
+
+
+def three_deployments(cache: Cache, sizes=(1, 1, 1), group: str = "shared-app-podgroup") -> list[dict]:
+    deps = [deployment(n, s, group=group) for n, s in zip(("app-server", "model-1", "model-2"), sizes)]
+    feed(cache, *deps)
+    return deps
+
+
+def test_shared_hand_made_group_is_the_sum_of_its_deployments():
+    cache = Cache()
+    deps = three_deployments(cache)
+    feed(cache, podgroup("shared-app-podgroup", 3))
+    desired = desired_group(cache, f"{NS}/shared-app-podgroup")
+    assert desired.source == "hand-made" and not desired.may_create
+    assert desired.min_member.value == 3
+    assert dict(desired.contributions) == {"deployment app-server": 1, "deployment model-1": 1, "deployment model-2": 1}
+    assert plan_writes(desired, cache.podgroups[f"{NS}/shared-app-podgroup"], DEFAULT) == []
+
+    feed(cache, {**deps[1], "spec": {**deps[1]["spec"], "replicas": 2}})
+    desired = desired_group(cache, f"{NS}/shared-app-podgroup")
+    assert desired.min_member.value == 4
+    [write] = plan_writes(desired, cache.podgroups[f"{NS}/shared-app-podgroup"], DEFAULT)
+    assert (write.action, write.old, write.new) == ("patch-min-member", 3, 4)
+    assert write.body["spec"] == {"minMember": 4}
+    assert "hand-made" in write.note
+
+
+def test_replicasets_of_a_shared_deployment_are_not_counted_twice():
+    cache = Cache()
+    deps = three_deployments(cache, (1, 2, 1))
+    feed(cache, *[replicaset(d) for d in deps])
+    assert desired_group(cache, f"{NS}/shared-app-podgroup").min_member.value == 4
+
+
+def test_standalone_pods_add_to_a_shared_group_and_a_deleted_workload_leaves_it():
+    cache = Cache()
+    deps = three_deployments(cache)
+    feed(cache, pod("sidecar", group="shared-app-podgroup"))
+    assert desired_group(cache, f"{NS}/shared-app-podgroup").min_member.value == 4
+    remove(cache, deps[2])
+    desired = desired_group(cache, f"{NS}/shared-app-podgroup")
+    assert desired.min_member.value == 3
+    assert dict(desired.contributions) == {"deployment app-server": 1, "deployment model-1": 1, "standalone pods": 1}
+
+
+def test_a_missing_hand_made_group_is_never_created_but_reported():
+    cache = Cache()
+    three_deployments(cache)
+    desired = desired_group(cache, f"{NS}/shared-app-podgroup")
+    assert plan_writes(desired, None, DEFAULT) == []
+    assert any("not found in namespace team" in p and "stay Pending" in p for p in desired.problems)
+
+
+def test_hand_made_group_named_only_by_standalone_pods_keeps_the_users_size():
+    cache = Cache()
+    feed(cache, podgroup("app-with-models", 3), *[pod(n, group="app-with-models") for n in ("a", "b")])
+    desired = desired_group(cache, f"{NS}/app-with-models")
+    assert desired.source == "hand-made" and desired.min_member is None
+    assert plan_writes(desired, cache.podgroups[f"{NS}/app-with-models"], DEFAULT) == []
+
+
+def test_a_deployment_owns_its_group_and_it_follows_replicas():
+    cache = Cache()
+    dep = deployment("web", 3)
+    rs = replicaset(dep)
+    feed(cache, dep, rs, *[pod(f"web-{i}", owner=rs, group=owned_group(dep)) for i in range(3)])
+    key = f"{NS}/{owned_group(dep)}"
+    desired = desired_group(cache, key)
+    assert desired.source == "owner" and desired.owner.uid == dep["metadata"]["uid"]
+    [create] = plan_writes(desired, None, DEFAULT)
+    assert create.action == "create"
+    assert create.body["metadata"]["labels"] == MANAGED
+    assert create.body["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
+    assert create.body["spec"] == {"minMember": 3}
+    feed(cache, {**create.body, "metadata": {**create.body["metadata"], "uid": uid(), "resourceVersion": "7"}})
+    assert plan_writes(desired_group(cache, key), cache.podgroups[key], DEFAULT) == []
+
+
+def test_an_unmanaged_group_with_a_podgang_name_is_left_alone():
+    cache = Cache()
+    dep = deployment("web", 3)
+    feed(cache, dep, podgroup(owned_group(dep), 1))  # e.g. made by someone else first
+    key = f"{NS}/{owned_group(dep)}"
+    assert plan_writes(desired_group(cache, key), cache.podgroups[key], DEFAULT) == []
+
+
+def test_jobs_statefulsets_and_cronjob_runs():
+    cache = Cache()
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS, "uid": uid()},
+           "spec": {"parallelism": 8, "completions": 4, "template": {"spec": {"schedulerName": "kai-scheduler"}}}}
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": NS, "uid": uid()},
+           "spec": {"replicas": 5, "template": {"spec": {"schedulerName": "kai-scheduler"}}}}
+    cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly", "namespace": NS, "uid": uid()},
+            "spec": {"jobTemplate": {"spec": {"parallelism": 2,
+                                              "template": {"spec": {"schedulerName": "kai-scheduler"}}}}}}
+    run = {"apiVersion": "batch/v1", "kind": "Job",
+           "metadata": {"name": "nightly-29000000", "namespace": NS, "uid": uid(), "ownerReferences": [owner_ref(cron)]},
+           "spec": {"parallelism": 2, "template": {"spec": {"schedulerName": "kai-scheduler"}}}}
+    feed(cache, job, sts, cron, run)
+    assert desired_group(cache, f"{NS}/{owned_group(job)}").min_member.value == 4
+    assert desired_group(cache, f"{NS}/{owned_group(sts)}").min_member.value == 5
+    run_group = desired_group(cache, f"{NS}/{owned_group(run)}")
+    assert run_group.min_member.value == 2 and run_group.owner.name == "nightly-29000000"
+    assert desired_group(cache, f"{NS}/{owned_group(cron)}").source is None  # the CronJob has no group itself
+
+
+def test_pinning_on_the_workload_or_the_podgroup():
+    cache = Cache()
+    dep = deployment("web", 3, annotations={"podgang.io/min-member": "2"})
+    feed(cache, dep)
+    key = f"{NS}/{owned_group(dep)}"
+    desired = desired_group(cache, key)
+    assert desired.min_member.value == 2 and desired.min_member.pinned
+    feed(cache, podgroup(owned_group(dep), 2, managed=True, annotations={"podgang.io/min-member": "5"}))
+    assert desired_group(cache, key).min_member.value == 5
+    bad = deployment("bad", 3, annotations={"podgang.io/min-member": "many"})
+    feed(cache, bad)
+    desired = desired_group(cache, f"{NS}/{owned_group(bad)}")
+    assert desired.min_member.value == 3 and any("is ignored" in p for p in desired.problems)
+
+
+def test_owner_less_pod_group_is_adopted_and_orphans_are_found():
+    cache = Cache()
+    feed(cache, podgroup("pg-solo", 1, managed=True), podgroup("pg-ghost", 1, managed=True),
+         podgroup("users-own", 1), pod("solo", group="pg-solo"))
+    desired = desired_group(cache, f"{NS}/pg-solo")
+    assert desired.source == "owner-less"
+    [adopt] = plan_writes(desired, cache.podgroups[f"{NS}/pg-solo"], DEFAULT)
+    assert adopt.action == "adopt"
+    assert adopt.body["metadata"]["ownerReferences"][0]["uid"] == cache.pods[f"{NS}/solo"]["metadata"]["uid"]
+    ghost = desired_group(cache, f"{NS}/pg-ghost")
+    assert is_orphan_candidate(ghost, cache.podgroups[f"{NS}/pg-ghost"], DEFAULT)
+    assert not is_orphan_candidate(desired_group(cache, f"{NS}/users-own"), cache.podgroups[f"{NS}/users-own"], DEFAULT)
+    assert not is_orphan_candidate(desired, cache.podgroups[f"{NS}/pg-solo"], DEFAULT)
+
+
+def test_a_pod_whose_owner_is_not_cached_yet_waits():
+    cache = Cache()
+    dep = deployment("web", 2)
+    rs = replicaset(dep)
+    feed(cache, pod("web-0", owner=rs, group=owned_group(dep)))
+    desired = desired_group(cache, f"{NS}/{owned_group(dep)}")
+    assert desired.pending and plan_writes(desired, None, DEFAULT) == []
+    feed(cache, rs, dep)
+    assert desired_group(cache, f"{NS}/{owned_group(dep)}").min_member.value == 2
+
+
+def test_changes_point_at_the_groups_to_reconcile():
+    cache = Cache()
+    dep = deployment("web", 2, group="shared")
+    changes = cache.apply("Deployment", None, cache.slim.workload(dep))
+    assert changes.urgent and changes.groups == {f"{NS}/shared"}
+    cache.store_for("Pod")[f"{NS}/p"] = slim = cache.slim.pod(pod("p"))
+    changes = cache.apply("Pod", None, slim)
+    assert not changes.urgent and changes.pods == {f"{NS}/p"}  # no membership: backfill
+
+
+# ---------------------------------------------------------------------------- messages, counts, rollout
+
+
+def test_change_messages_name_the_cause():
+    assert describe_change({"deployment model-1": 1, "deployment model-2": 1}, {"deployment model-1": 2,
+                           "deployment model-2": 1}, "x") == "deployment model-1 scaled 1 → 2"
+    assert describe_change({"deployment a": 1}, {"deployment a": 1, "deployment b": 2}, "x") == "deployment b added (2)"
+    assert describe_change({"deployment a": 1, "deployment b": 2}, {"deployment a": 1}, "x") == (
+        "deployment b removed (was 2)")
+    assert describe_change(None, {"deployment a": 1}, "fallback") == "fallback"
+
+
+def test_gang_counts():
+    pods = [pod("a"), pod("b", phase="Pending", node=None), pod("c", phase="Succeeded"), pod("d", phase="Failed")]
+    pods[0]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    counts = gang_counts(pods)
+    assert (counts.active, counts.succeeded) == (0, 1)
+    assert [p["metadata"]["name"] for p in counts.remaining] == ["b"]
+
+
+def test_rollout_detection_follows_the_recorded_deployment_scale():
+    events = [json.loads(line) for line in (FIXTURES / "watch-deployments-scale.jsonl").read_text().splitlines()]
+    verdicts = [rolling_out(Slimmer().workload(e["object"])) is not None for e in events if e["type"] != "BOOKMARK"]
+    # 3 → 5: observedGeneration lags, then updatedReplicas lags, then it is done
+    assert verdicts == [True, True, True, False]
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "generation": 2},
+           "spec": {"replicas": 2}, "status": {"observedGeneration": 2, "updatedReplicas": 2,
+                                               "currentRevision": "db-1", "updateRevision": "db-2"}}
+    assert "revision" in rolling_out(sts)
+
+
+# ---------------------------------------------------------------------------- work queue
+
+
+async def test_queue_coalesces_and_never_hands_a_key_to_two_workers():
+    q = WorkQueue()
+    for _ in range(1000):
+        q.add("a")
+    q.add("b")
+    assert len(q) == 2
+    key = await q.get()
+    assert key == "a"
+    q.add("a")  # while processing: queued again after done
+    assert await q.get() == "b"
+    assert len(q) == 0
+    q.done("a")
+    assert await q.get() == "a"
+    q.done("a")
+    q.done("b")
+    await asyncio.wait_for(q.wait_idle(), 1)
+
+
+async def test_queue_delays_and_keeps_the_earliest_time():
+    q = WorkQueue()
+    q.add("x", 0.05)
+    q.add("x", 5.0)  # later: ignored
+    assert q.delayed == 1 and len(q) == 0
+    assert await asyncio.wait_for(q.get(), 1) == "x"
+    q.done("x")
+    q.add("y", 5.0)
+    q.add("y")  # now wins
+    assert await asyncio.wait_for(q.get(), 1) == "y"
+    q.close()
+
+
+@pytest.mark.parametrize("field", ["min-member", "grace"])
+def test_slim_podgroup_keeps_podgang_annotations(field):
+    note = {"min-member": "podgang.io/min-member", "grace": "podgang.io/staleness-grace-period"}[field]
+    slim = Slimmer().podgroup(podgroup("g", 2, annotations={note: "5", "other": "x"}, managed=True))
+    assert slim["metadata"]["annotations"] == {note: "5"}
+    assert slim["metadata"]["labels"] == MANAGED and slim["spec"] == {"minMember": 2}
