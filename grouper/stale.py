@@ -1,0 +1,214 @@
+"""Stale gangs (spec §5): a gang that was satisfied and then lost members.
+
+Pure: no I/O, the clock is injected. The grouper feeds one
+:class:`GangObservation` per reconcile of a group into
+:meth:`StaleGangTracker.observe` and acts on the :class:`StaleVerdict`:
+
+- ``"stale"``: the gang just became stale; emit ``GangStale`` and observe again
+  at ``deadline`` (None: never, the grace period is "never evict").
+- ``"waiting"``: still stale, the grace period has not run out; observe again at
+  ``deadline``.
+- ``"evict"``: the grace period ran out; evict the remaining members, emit
+  ``GangEvicted`` and, once the evictions succeeded, call :meth:`evicted`. Until
+  then every observation of the still-stale gang says ``"evict"`` again (retry).
+- ``"recovered"``: the gang is no longer stale (members came back, a member
+  succeeded, its workload started settling, its minMember dropped to 1): emit
+  ``GangRecovered``; any pending eviction is cancelled.
+- ``"none"``: nothing to do.
+
+The rules:
+
+- *satisfied*: active ≥ minMember. The tracker remembers the minMember of the
+  last observation at which the gang was satisfied ("satisfied at").
+- *stale*: active < satisfied-at. A gang waiting for capacity after a scale-up
+  (minMember rose above a still-intact gang) is therefore not stale.
+- never stale: any member Succeeded (and the remembered level is dropped, so a
+  finishing job is never mistaken for a lost gang later), a settling workload
+  (rolling out or scaling down: its controller removes pods on purpose; the
+  remembered level follows a lowered minMember down so the finished scale-down
+  is not mistaken for loss), a minMember ≤ 1 (no gang constraint).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from podgang.settings import DEFAULT, Settings
+
+NONE = "none"
+STALE = "stale"
+RECOVERED = "recovered"
+EVICT = "evict"
+WAITING = "waiting"
+
+
+@dataclass(frozen=True)
+class GangObservation:
+    group: str  # "namespace/name"
+    min_member: int
+    active: int  # rules.is_active pods
+    succeeded: int  # pods in phase Succeeded
+    workload_settling: bool  # rolling out or scaling down
+    grace_period: float | None  # seconds; None = never evict
+
+
+@dataclass(frozen=True)
+class StaleVerdict:
+    action: str  # "none" | "stale" | "recovered" | "evict" | "waiting"
+    deadline: float | None  # clock time at which the caller must observe again
+    message: str  # event / log message
+
+
+@dataclass
+class _History:
+    satisfied_at: int | None = None  # minMember when last satisfied
+    stale_since: float | None = None  # clock time the gang became stale
+
+
+def format_duration(seconds: float) -> str:
+    """``60s``, ``5m``, ``1m30s``, ``1h30m``, ``500ms``, ``1.5s``.
+
+    Up to a minute in seconds (the default grace period reads ``60s``), above it
+    in hours, minutes and seconds with the zero parts left out.
+    """
+    if not math.isfinite(seconds):
+        return "forever"
+    millis = round(max(seconds, 0.0) * 1000)
+    if millis == 0:
+        return "0s"
+    if millis < 1000:
+        return f"{millis}ms"
+    if millis <= 60_000:
+        return _seconds(millis)
+    hours, rest = divmod(millis, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    parts = []
+    if hours:
+        parts.append(f"{hours}h")
+    if minutes:
+        parts.append(f"{minutes}m")
+    if rest:
+        parts.append(_seconds(rest))
+    return "".join(parts)
+
+
+def _seconds(millis: int) -> str:
+    whole, frac = divmod(millis, 1000)
+    if not frac:
+        return f"{whole}s"
+    return f"{whole}.{frac:03d}".rstrip("0") + "s"
+
+
+def _sane_grace(grace: float | None) -> float | None:
+    """None, NaN and infinity: never evict; a negative period: evict at once."""
+    if grace is None or grace != grace or grace == math.inf:
+        return None
+    return max(float(grace), 0.0)
+
+
+class StaleGangTracker:
+    """Remembers, per group, the level it was satisfied at and since when it is stale."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic, *, settings: Settings = DEFAULT) -> None:
+        self._clock = clock
+        self._settings = settings
+        self._groups: dict[str, _History] = {}
+
+    # -- queries and resets
+
+    def forget(self, group: str) -> None:
+        """The group was deleted: drop everything about it."""
+        self._groups.pop(group, None)
+
+    def evicted(self, group: str) -> None:
+        """The remaining members were evicted: start over (the gang must be
+        satisfied again before it can go stale again)."""
+        self._groups.pop(group, None)
+
+    def stale_groups(self) -> list[str]:
+        return sorted(g for g, h in self._groups.items() if h.stale_since is not None)
+
+    def satisfied_at(self, group: str) -> int | None:
+        """The minMember the group was last satisfied at (for logs and tests)."""
+        h = self._groups.get(group)
+        return h.satisfied_at if h else None
+
+    # -- the decision
+
+    def observe(self, obs: GangObservation) -> StaleVerdict:
+        now = self._clock()
+        h = self._groups.setdefault(obs.group, _History())
+        min_member = max(obs.min_member, 1)
+        active = max(obs.active, 0)
+
+        # Cases that can never be stale.
+        if min_member <= 1:
+            h.satisfied_at = None
+            return self._not_stale(h, f"minMember {min_member} puts no gang constraint")
+        if obs.succeeded > 0:
+            h.satisfied_at = None
+            return self._not_stale(h, f"{obs.succeeded} member{'s' if obs.succeeded != 1 else ''} succeeded")
+        if obs.workload_settling:
+            if active >= min_member:
+                h.satisfied_at = min_member
+            elif h.satisfied_at is not None:
+                # a scale-down lowers the level; a rollout keeps it
+                h.satisfied_at = min(h.satisfied_at, min_member)
+            return self._not_stale(h, "its workload is rolling out or scaling down")
+
+        if active >= min_member:
+            h.satisfied_at = min_member
+        level = h.satisfied_at
+        if level is None or active >= level:
+            if h.stale_since is not None:
+                h.stale_since = None
+                return StaleVerdict(
+                    RECOVERED, None, f"{active} of {level} members active again, minMember {min_member}"
+                )
+            if level is None:
+                why = f"{active} of {min_member} members active, minMember {min_member}: not satisfied yet"
+            elif active < min_member:
+                why = (
+                    f"{active} of {min_member} members active, minMember {min_member}: "
+                    f"waiting for capacity (satisfied at {level})"
+                )
+            else:
+                why = f"{active} of {min_member} members active, minMember {min_member}: satisfied"
+            return StaleVerdict(NONE, None, why)
+
+        # Stale: active < the level it was satisfied at.
+        grace = _sane_grace(obs.grace_period)
+        counts = f"{active} of {level} members active"
+        tail = f"minMember {min_member}"
+        if grace is None:
+            action = STALE if h.stale_since is None else WAITING
+            if h.stale_since is None:
+                h.stale_since = now
+            note = f"{self._settings.grace_period_annotation} is -1"
+            return StaleVerdict(action, None, f"{counts}, {tail}: not evicting ({note})")
+        if h.stale_since is None:
+            h.stale_since = now
+            message = f"{counts}, {tail}: evicting the rest in {format_duration(grace)} unless it recovers"
+            return StaleVerdict(STALE, now + grace, message)
+        deadline = h.stale_since + grace
+        if now >= deadline:
+            return StaleVerdict(
+                EVICT,
+                None,
+                f"evicting {active} remaining {'member' if active == 1 else 'members'}: "
+                f"{counts} for {format_duration(now - h.stale_since)}, {tail}",
+            )
+        return StaleVerdict(
+            WAITING,
+            deadline,
+            f"{counts}, {tail}: evicting the rest in {format_duration(deadline - now)} unless it recovers",
+        )
+
+    def _not_stale(self, h: _History, why: str) -> StaleVerdict:
+        if h.stale_since is not None:
+            h.stale_since = None
+            return StaleVerdict(RECOVERED, None, f"no longer stale: {why}")
+        return StaleVerdict(NONE, None, f"not stale: {why}")
