@@ -1,0 +1,192 @@
+"""Evicting the remaining members of a stale gang through the Eviction API (spec §5).
+
+``POST /api/v1/namespaces/{ns}/pods/{name}/eviction`` with a policy/v1 Eviction, so
+PodDisruptionBudgets are respected. Per pod:
+
+- 200/201: evicted.
+- 404: already gone; counts as success.
+- 409 with the pod's uid as a precondition: the pod was deleted and recreated under
+  the same name (a StatefulSet pod, or an earlier attempt that timed out had worked);
+  a GET tells: a different uid or none means the pod we meant is gone.
+  Otherwise (a PDB update conflict) it is retried.
+- 429 (a PDB refuses), any other error, timeouts and connection failures: retried
+  with exponential backoff, ``attempts`` tries in all; then refused with the
+  API's message and causes.
+
+Pods are evicted concurrently, at most ``concurrency`` at a time. ``sleep`` is
+injectable so tests need not wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping
+
+import orjson
+from kubernetes_asyncio.client import CoreV1Api
+from kubernetes_asyncio.client.rest import ApiException
+
+from grouper.stale import format_duration
+from podgang.kube import status_reason
+
+MAX_BACKOFF = 30.0
+
+
+@dataclass
+class EvictionResult:
+    evicted: list[str] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (pod name, reason)
+    gone: list[str] = field(default_factory=list)  # 404: already gone counts as success
+
+    @property
+    def ok(self) -> bool:
+        """Every pod is evicted or gone."""
+        return not self.refused
+
+
+def eviction_body(name: str, namespace: str, uid: str | None = None) -> dict[str, Any]:
+    """A policy/v1 Eviction; with ``uid`` it only applies to that incarnation of the pod."""
+    body: dict[str, Any] = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    }
+    if uid:
+        body["deleteOptions"] = {"preconditions": {"uid": uid}}
+    return body
+
+
+def refusal_reason(exc: BaseException) -> str:
+    """``HTTP 429 TooManyRequests: <message>: <cause>; <cause>`` from an API Status,
+    else :func:`podgang.kube.status_reason`."""
+    if not isinstance(exc, ApiException):
+        return status_reason(exc)
+    try:
+        status = orjson.loads(exc.body or b"{}")
+    except (orjson.JSONDecodeError, TypeError):
+        status = None
+    if not isinstance(status, Mapping):
+        return status_reason(exc)
+    message = str(status.get("message") or "").strip()
+    details = status.get("details") if isinstance(status.get("details"), Mapping) else {}
+    causes = [
+        str(c.get("message")).strip()
+        for c in details.get("causes") or []
+        if isinstance(c, Mapping) and c.get("message")
+    ]
+    text = f"HTTP {exc.status} {status.get('reason') or exc.reason or ''}".strip()
+    if message:
+        text += f": {message}"
+    if causes:
+        text += (" " if message.endswith(".") else ": ") + "; ".join(causes)
+    return text
+
+
+def _pod_key(pod: Any) -> tuple[str, str, str | None]:
+    md = pod.get("metadata") if isinstance(pod, Mapping) else None
+    md = md if isinstance(md, Mapping) else {}
+    name, namespace, uid = md.get("name"), md.get("namespace"), md.get("uid")
+    return (
+        name if isinstance(name, str) else "",
+        namespace if isinstance(namespace, str) else "",
+        uid if isinstance(uid, str) and uid else None,
+    )
+
+
+EVICTED, GONE, REFUSED = "evicted", "gone", "refused"
+
+
+async def _evict_one(
+    api: CoreV1Api,
+    name: str,
+    namespace: str,
+    uid: str | None,
+    *,
+    timeout: float,
+    attempts: int,
+    backoff: float,
+    sleep: Callable[[float], Awaitable[Any]],
+) -> tuple[str, str]:
+    body = eviction_body(name, namespace, uid)
+    last = "not attempted"
+    for attempt in range(1, attempts + 1):
+        try:
+            await api.create_namespaced_pod_eviction(name, namespace, body, _request_timeout=timeout)
+            return EVICTED, ""
+        except ApiException as exc:
+            if exc.status == 404:
+                return GONE, ""
+            last = refusal_reason(exc)
+            if exc.status == 409 and uid and await _replaced(api, name, namespace, uid, timeout):
+                return GONE, ""
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            last = f"no answer within {format_duration(timeout)}"
+        except Exception as exc:  # connection errors: retried like the API's 5xx
+            last = status_reason(exc)
+        if attempt < attempts:
+            await sleep(min(backoff * 2 ** (attempt - 1), MAX_BACKOFF))
+    return REFUSED, f"{last} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})"
+
+
+async def _replaced(api: CoreV1Api, name: str, namespace: str, uid: str, timeout: float) -> bool:
+    """After a 409: is the pod with ``uid`` gone (deleted, or recreated under its name)?"""
+    try:
+        pod = await api.read_namespaced_pod(name, namespace, _request_timeout=timeout)
+    except ApiException as exc:
+        return exc.status == 404
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        return False  # cannot tell: retry the eviction
+    current = getattr(getattr(pod, "metadata", None), "uid", None)
+    return current != uid
+
+
+async def evict_pods(
+    api_client: Any,
+    pods: list[dict],
+    *,
+    timeout: float,
+    attempts: int = 5,
+    backoff: float = 1.0,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    concurrency: int = 10,
+) -> EvictionResult:
+    """Evict ``pods`` (objects as the API serves them; name, namespace and uid are
+    used). Results keep the order of ``pods``; a pod listed twice is evicted once."""
+    api = CoreV1Api(api_client)
+    attempts = max(int(attempts), 1)
+    limit = asyncio.Semaphore(max(int(concurrency), 1))
+    targets: list[tuple[str, str, str | None]] = []
+    seen: set[tuple[str, str]] = set()
+    result = EvictionResult()
+    for pod in pods:
+        name, namespace, uid = _pod_key(pod)
+        if not name or not namespace:
+            result.refused.append((name or "?", "the pod has no metadata.name or metadata.namespace"))
+            continue
+        if (namespace, name) in seen:
+            continue
+        seen.add((namespace, name))
+        targets.append((name, namespace, uid))
+
+    async def one(name: str, namespace: str, uid: str | None) -> tuple[str, str]:
+        async with limit:
+            return await _evict_one(
+                api, name, namespace, uid, timeout=timeout, attempts=attempts, backoff=backoff, sleep=sleep
+            )
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(one(*t), name=f"evict {t[1]}/{t[0]}") for t in targets]
+    for (name, _ns, _uid), task in zip(targets, tasks):
+        outcome, reason = task.result()
+        if outcome == EVICTED:
+            result.evicted.append(name)
+        elif outcome == GONE:
+            result.gone.append(name)
+        else:
+            result.refused.append((name, reason))
+    return result
