@@ -132,7 +132,7 @@ def deploy_with_pods(emu, name: str, replicas: int, *, group: str | None = None,
     Deployment's own group (as the webhook would have set it) when ``annotate``."""
     dep = emu.put(deployment(name, replicas, group=group, ns=ns, **kw))
     rs = emu.put(replicaset(dep))
-    pods = [emu.put(pod(f"{rs['metadata']['name']}-{i}", owner=rs, ns=ns, phase=phase,
+    pods = [emu.put(pod(f"{rs['metadata']['name']}-{i}", owner=rs, ns=ns, phase=phase, labels={"app": name},
                         group=(group or owned_group(dep)) if annotate else None))
             for i in range(replicas)]
     return dep, rs, pods

@@ -1,0 +1,459 @@
+"""``podgang grouper`` end to end against the HTTP API emulator: real JSON over
+HTTP, resourceVersions, watch events and bookmarks, 409 on stale writes, 410 on
+expired watches. The tests play the workload controllers and the kubelet."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from tests.grouper_support import (
+    ANN,
+    LABEL,
+    MANAGED,
+    NS,
+    deploy_with_pods,
+    deployment,
+    events,
+    min_member,
+    owned_group,
+    owner_ref,
+    pod,
+    podgroup,
+    podgroup_writes,
+    replicaset,
+    running_grouper,
+    scale,
+    settle_status,
+    uid,
+)
+from tests.kube_emulator import KubeEmulator, kube_emulator_fixture
+
+SHARED = "shared-app-podgroup"
+
+
+@pytest.fixture
+async def emu():
+    async for e in kube_emulator_fixture():
+        yield e
+
+
+def three_deployments(emu, sizes=(1, 1, 1)):
+    emu.put(podgroup(SHARED, sum(sizes)))
+    return {n: deploy_with_pods(emu, n, s, group=SHARED)[0] for n, s in zip(("app-server", "model-1", "model-2"), sizes)}
+
+
+async def wait_event(emu, reason, text=None, timeout=5.0, name=None):
+    def found():
+        return [e for e in events(emu, reason, name=name) if text is None or text in e["message"]]
+
+    return await emu.wait_for(found, timeout, f"no {reason} event{' with ' + repr(text) if text else ''}: "
+                              f"{[(e['reason'], e['message']) for e in events(emu)]}")
+
+
+# ---------------------------------------------------------------------------- minMember
+
+
+async def test_shared_group_follows_three_deployments_scaled_up_and_down(emu):
+    deps = three_deployments(emu)
+    async with running_grouper(emu):
+        assert podgroup_writes(emu) == []  # 1 + 1 + 1 = 3 already: nothing to write
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        scale(emu, deps["model-1"], 2)
+        await emu.wait_for(lambda: min_member(emu, SHARED) == 4, 1.0, "minMember did not become 4 within 1s")
+        assert loop.time() - started < 1.0
+        await wait_event(emu, "MinMemberChanged", "minMember 3 → 4: deployment model-1 scaled 1 → 2")
+        scale(emu, deps["model-1"], 1)
+        await emu.wait_for(lambda: min_member(emu, SHARED) == 3, 1.0, "minMember did not go back to 3")
+        await wait_event(emu, "MinMemberChanged", "minMember 4 → 3: deployment model-1 scaled 2 → 1")
+        pg = emu.get("podgroups", NS, SHARED)
+        # the user's group: only minMember changed, no label or owner added
+        assert "labels" not in pg["metadata"] and "ownerReferences" not in pg["metadata"]
+        assert "hand-made" in (await wait_event(emu, "MinMemberChanged", "scaled 2 → 1"))[0]["message"]
+        assert len(podgroup_writes(emu, SHARED, "PATCH")) == 2
+        patch = podgroup_writes(emu, SHARED, "PATCH")[0]
+        assert patch.content_type == "application/merge-patch+json"
+
+
+async def test_shared_group_follows_a_new_workload_and_a_deleted_one(emu):
+    three_deployments(emu)
+    async with running_grouper(emu):
+        extra, _, _ = deploy_with_pods(emu, "model-3", 2, group=SHARED)
+        await emu.wait_for(lambda: min_member(emu, SHARED) == 5, 1.0)
+        await wait_event(emu, "MinMemberChanged", "deployment model-3 added (2)")
+        emu.delete("deployments", NS, "model-3")
+        await emu.wait_for(lambda: min_member(emu, SHARED) == 3, 1.0)
+        await wait_event(emu, "MinMemberChanged", "deployment model-3 removed (was 2)")
+
+
+async def test_shared_group_that_does_not_exist_is_not_created_but_warned_about(emu):
+    deploy_with_pods(emu, "app-server", 1, group="nowhere")
+    async with running_grouper(emu):
+        ev = await wait_event(emu, "PodGroupMissing", "PodGroup nowhere not found in namespace team")
+        assert ev[0]["type"] == "Warning" and ev[0]["involvedObject"]["kind"] == "Deployment"
+        assert emu.get("podgroups", NS, "nowhere") is None
+        assert podgroup_writes(emu) == []
+
+
+async def test_a_deployments_own_group_follows_kubectl_scale_with_one_patch(emu):
+    dep, rs, pods = deploy_with_pods(emu, "web", 2)
+    name = owned_group(dep)
+    async with running_grouper(emu) as g:
+        await emu.wait_for(lambda: min_member(emu, name) == 2, 2.0)
+        pg = emu.get("podgroups", NS, name)
+        assert pg["metadata"]["labels"] == MANAGED
+        assert pg["metadata"]["ownerReferences"][0]["uid"] == dep["metadata"]["uid"]
+        await wait_event(emu, "PodGroupCreated", "created for deployment web: minMember 2")
+        writes_before = len(podgroup_writes(emu, name))
+        scale(emu, dep, 50)
+        emu.patch_object("replicasets", NS, rs["metadata"]["name"], {"spec": {"replicas": 50}})
+        for i in range(2, 50):  # the scale-up's pods arrive in a burst
+            emu.put(pod(f"web-{i}", owner=rs, group=name, phase="Pending", node=None))
+        settle_status(emu, dep)
+        await emu.wait_for(lambda: min_member(emu, name) == 50, 1.0)
+        await emu.wait_for(lambda: not g.controller.queue.busy() and not g.controller.queue.delayed, 2.0)
+        assert len(podgroup_writes(emu, name)) == writes_before + 1, [r.body for r in podgroup_writes(emu, name)]
+
+
+async def test_job_statefulset_and_cronjob_run(emu):
+    job = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
+                   "spec": {"parallelism": 6, "completions": 4, "template": {
+                       "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+    sts = emu.put({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": NS},
+                   "spec": {"replicas": 3, "template": {
+                       "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+    cron = emu.put({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly", "namespace": NS},
+                    "spec": {"schedule": "0 0 * * *", "jobTemplate": {"spec": {"parallelism": 2, "template": {
+                        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}}}})
+    async with running_grouper(emu):
+        await emu.wait_for(lambda: min_member(emu, owned_group(job)) == 4, 2.0)
+        await emu.wait_for(lambda: min_member(emu, owned_group(sts)) == 3, 2.0)
+        assert emu.get("podgroups", NS, owned_group(cron)) is None  # a CronJob has no group; its runs do
+        run = emu.put({"apiVersion": "batch/v1", "kind": "Job",
+                       "metadata": {"name": "nightly-2900", "namespace": NS, "ownerReferences": [owner_ref(cron)]},
+                       "spec": {"parallelism": 2, "template": {"spec": {
+                           "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+        emu.put(pod("nightly-2900-x", owner=run, group=owned_group(run), phase="Pending", node=None))
+        await emu.wait_for(lambda: min_member(emu, owned_group(run)) == 2, 2.0)
+        assert emu.get("podgroups", NS, owned_group(run))["metadata"]["ownerReferences"][0]["name"] == "nightly-2900"
+        emu.patch_object("statefulsets", NS, "db", {"spec": {"replicas": 5}})
+        await emu.wait_for(lambda: min_member(emu, owned_group(sts)) == 5, 1.0)
+
+
+async def test_min_member_annotation_pins_the_value(emu):
+    dep, _, _ = deploy_with_pods(emu, "web", 3, annotations={"podgang.io/min-member": "2"})
+    name = owned_group(dep)
+    async with running_grouper(emu):
+        await emu.wait_for(lambda: min_member(emu, name) == 2, 2.0)
+        scale(emu, dep, 6)
+        await emu.wait_for(lambda: emu.get("deployments", NS, "web")["spec"]["replicas"] == 6)
+        # a pinned group does not follow the scale
+        emu.patch_object("podgroups", NS, name, {"metadata": {"annotations": {"podgang.io/min-member": "4"}}})
+        await emu.wait_for(lambda: min_member(emu, name) == 4, 1.0)
+        await wait_event(emu, "MinMemberChanged", "pinned by podgang.io/min-member on podgroup/")
+        assert min_member(emu, name) == 4
+        # shared groups can be pinned too
+        three_deployments(emu)
+        emu.patch_object("podgroups", NS, SHARED, {"metadata": {"annotations": {"podgang.io/min-member": "2"}}})
+        await emu.wait_for(lambda: min_member(emu, SHARED) == 2, 1.0)
+
+
+# ---------------------------------------------------------------------------- adoption, orphans, recreation
+
+
+async def test_adoption_and_orphan_deletion(emu):
+    emu.put(podgroup("pg-solo", 1, managed=True))  # the webhook made these at admission
+    emu.put(podgroup("pg-never", 1, managed=True))
+    emu.put(podgroup("mine", 1))  # not podgang's: never deleted
+    solo = emu.put(pod("solo", group="pg-solo"))
+    async with running_grouper(emu, orphan_timeout=1.0):
+        await emu.wait_for(lambda: (emu.get("podgroups", NS, "pg-solo")["metadata"].get("ownerReferences") or [{}])[0]
+                           .get("uid") == solo["metadata"]["uid"], 2.0)
+        assert emu.get("podgroups", NS, "pg-never") is not None  # not before the timeout
+        await emu.wait_for(lambda: emu.get("podgroups", NS, "pg-never") is None, 4.0)
+        assert emu.get("podgroups", NS, "mine") is not None
+        emu.delete("pods", NS, "solo")  # GC deletes its adopted group
+        assert emu.get("podgroups", NS, "pg-solo") is None
+
+
+async def test_a_group_deleted_under_its_pods_comes_back(emu):
+    dep, _, _ = deploy_with_pods(emu, "web", 2)
+    name = owned_group(dep)
+    async with running_grouper(emu):
+        await emu.wait_for(lambda: min_member(emu, name) == 2, 2.0)
+        emu.delete("podgroups", NS, name)
+        await emu.wait_for(lambda: min_member(emu, name) == 2, 2.0)
+        await wait_event(emu, "PodGroupCreated", "2 pods already name it")
+
+
+# ---------------------------------------------------------------------------- backfill
+
+
+async def test_backfill_pods_admitted_while_the_webhook_was_down(emu):
+    dep, rs, pods = deploy_with_pods(emu, "web", 2, annotate=False)
+    emu.put(pod("lonely"))  # owner-less, no group
+    emu.put(pod("half", labels={LABEL: "shared"}))  # label only: gets the annotation
+    async with running_grouper(emu):
+        group = owned_group(dep)
+        for p in pods:
+            await emu.wait_for(lambda p=p: emu.get("pods", NS, p["metadata"]["name"])["metadata"]
+                               .get("annotations", {}).get(ANN) == group, 2.0)
+            got = emu.get("pods", NS, p["metadata"]["name"])
+            assert got["metadata"]["labels"][LABEL] == group
+            assert got["metadata"]["labels"]["app"] == "web"  # merge patch: nothing else touched
+        await emu.wait_for(lambda: min_member(emu, group) == 2, 2.0)
+        await emu.wait_for(lambda: emu.get("pods", NS, "lonely")["metadata"].get("annotations", {}).get(ANN)
+                           == "pg-lonely", 2.0)
+        await emu.wait_for(lambda: min_member(emu, "pg-lonely") == 1, 2.0)
+        assert emu.get("podgroups", NS, "pg-lonely")["metadata"]["ownerReferences"][0]["name"] == "lonely"
+        await emu.wait_for(lambda: emu.get("pods", NS, "half")["metadata"].get("annotations", {}).get(ANN)
+                           == "shared", 2.0)
+        ev = await wait_event(emu, "Backfilled", f"{ANN}={group}")
+        assert ev[0]["involvedObject"]["kind"] == "Pod"
+        patches = [r for r in emu.find_requests("PATCH", r"/pods/") if r.path.endswith("web-abc12-0")]
+        assert patches[0].content_type == "application/merge-patch+json"
+
+
+# ---------------------------------------------------------------------------- stale gangs
+
+
+def set_phase(emu, name, phase, node="node-1"):
+    patch = {"status": {"phase": phase}}
+    if node:
+        patch["spec"] = {"nodeName": node}
+    emu.patch_object("pods", NS, name, patch)
+
+
+async def stale_gang(emu, n=3, **kw):
+    dep, rs, pods = deploy_with_pods(emu, "gang", n, **kw)
+    return dep, rs, [p["metadata"]["name"] for p in pods]
+
+
+async def test_a_gang_that_loses_a_member_is_evicted_after_the_grace_period(emu):
+    dep, rs, names = await stale_gang(emu)
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=0.6):
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        loop = asyncio.get_running_loop()
+        emu.delete("pods", NS, names[0])
+        lost = loop.time()
+        ev = await wait_event(emu, "GangStale", "2 of 3 members active, minMember 3: evicting the rest in")
+        assert ev[0]["involvedObject"]["kind"] == "PodGroup"
+        await emu.wait_for(lambda: all(emu.get("pods", NS, n) is None for n in names[1:]), 4.0)
+        assert loop.time() - lost >= 0.6
+        assert len(emu.find_requests("POST", r"/eviction$")) == 2
+        await wait_event(emu, "GangEvicted", "evicted 2 pods")
+
+
+async def test_a_gang_that_recovers_within_the_grace_period_is_not_evicted(emu):
+    dep, rs, names = await stale_gang(emu)
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=1.0) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        emu.delete("pods", NS, names[0])
+        await wait_event(emu, "GangStale")
+        emu.put(pod("gang-abc12-new", owner=rs, group=group))  # the ReplicaSet replaced it, it runs
+        await wait_event(emu, "GangRecovered", "3 of 3 members active again")
+        await watch_a_while(emu, g, group, 1.5)  # well past the grace period
+        assert emu.find_requests("POST", r"/eviction$") == []
+        assert all(emu.get("pods", NS, n) is not None for n in names[1:])
+
+
+async def test_scale_up_waiting_for_capacity_is_not_stale(emu):
+    dep, rs, names = await stale_gang(emu)
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        scale(emu, dep, 5)
+        settle_status(emu, dep)
+        for i in (3, 4):
+            emu.put(pod(f"gang-abc12-{i}", owner=rs, group=group, phase="Pending", node=None))
+        await emu.wait_for(lambda: min_member(emu, group) == 5, 1.0)
+        await watch_a_while(emu, g, group, 1.0)
+        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+
+
+async def test_a_gang_with_a_succeeded_member_is_never_stale(emu):
+    job = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
+                   "spec": {"parallelism": 3, "template": {"spec": {
+                       "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+    group = owned_group(job)
+    for i in range(3):
+        emu.put(pod(f"train-{i}", owner=job, group=group))
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        set_phase(emu, "train-0", "Succeeded")
+        emu.delete("pods", NS, "train-1")
+        await watch_a_while(emu, g, group, 1.0)
+        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+
+
+async def test_a_rolling_out_or_scaling_down_workload_is_not_stale(emu):
+    dep, rs, names = await stale_gang(emu, 4)
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 4, 2.0)
+        # scale down 4 → 3: the controller removes a pod on purpose
+        scale(emu, dep, 3)
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 1.0)
+        emu.delete("pods", NS, names[3])
+        settle_status(emu, dep)
+        # a rollout: new template, observedGeneration behind, a pod replaced
+        emu.patch_object("deployments", NS, "gang", {"spec": {"template": {"metadata": {"labels": {"v": "2"}}}}})
+        emu.delete("pods", NS, names[2])
+        await watch_a_while(emu, g, group, 1.0)
+        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+
+
+async def test_grace_period_minus_one_never_evicts(emu):
+    dep, rs, names = await stale_gang(emu, annotations={"podgang.io/staleness-grace-period": "-1"})
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=0.2) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        emu.delete("pods", NS, names[0])
+        await wait_event(emu, "GangStale", "not evicting")
+        await watch_a_while(emu, g, group, 0.8)
+        assert emu.find_requests("POST", r"/eviction$") == []
+
+
+async def test_a_pdb_refusing_eviction_is_reported_and_retried(emu):
+    dep, rs, names = await stale_gang(emu)
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=0.2) as g:
+        g.controller.options.eviction_retry = 0.3
+        g.controller.options.eviction_backoff = 0.01
+        g.controller.options.eviction_attempts = 1
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        emu.put({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                 "metadata": {"name": "gang", "namespace": NS},
+                 "spec": {"minAvailable": 2, "selector": {"matchLabels": {LABEL: group}}}})
+        emu.delete("pods", NS, names[0])
+        ev = await wait_event(emu, "GangEvictionRefused", "disruption budget", timeout=5.0)
+        assert ev[0]["type"] == "Warning"
+        assert emu.get("pods", NS, names[1]) is not None and emu.get("pods", NS, names[2]) is not None
+        emu.delete("poddisruptionbudgets", NS, "gang")
+        await emu.wait_for(lambda: all(emu.get("pods", NS, n) is None for n in names[1:]), 5.0)
+        await wait_event(emu, "GangEvicted")
+
+
+async def watch_a_while(emu, g, group, seconds):
+    """Let the grouper reconcile ``group`` for ``seconds`` (several grace periods)."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + seconds
+    start = g.controller.reconciles
+    await emu.wait_for(lambda: loop.time() >= until, seconds + 1)
+    assert g.controller.reconciles >= start
+
+
+# ---------------------------------------------------------------------------- watches
+
+
+async def test_watch_410_relists_without_losing_an_update(emu):
+    dep, _, _ = deploy_with_pods(emu, "web", 2)
+    name = owned_group(dep)
+    async with running_grouper(emu) as g:
+        await emu.wait_for(lambda: min_member(emu, name) == 2, 2.0)
+        lists_before = sum(i.lists for i in g.controller.informers["Deployment"])
+        emu.fail("GET", r"/deployments$", 503, times=2)  # the reconnects fail for a while
+        emu.close_watches()
+        scale(emu, dep, 7)  # happens while nobody watches
+        emu.compact()  # and the history is gone: the resume answers 410
+        await emu.wait_for(lambda: min_member(emu, name) == 7, 5.0)
+        assert sum(i.lists for i in g.controller.informers["Deployment"]) > lists_before
+        restarts = g.controller.metrics.render().decode()
+        assert 'podgang_grouper_watch_restarts_total{reason="expired",resource="deployments"}' in restarts
+
+
+async def test_watches_use_bookmarks_timeouts_and_resume_from_the_last_version(emu):
+    dep, _, _ = deploy_with_pods(emu, "web", 2)
+    async with running_grouper(emu, watch_timeout=30) as g:
+        watches = emu.find_requests("GET", r"/deployments$")
+        watch = [r for r in watches if r.query.get("watch") == "true"][0]
+        assert watch.query["allowWatchBookmarks"] == "true" and watch.query["timeoutSeconds"] == "30"
+        assert watch.query["resourceVersion"]
+        emu.put(deployment("unrelated", 1, scheduler="default-scheduler"))
+        await emu.send_bookmarks()
+        informer = g.controller.informers["Deployment"][0]
+        await emu.wait_for(lambda: informer.resource_version == emu.resource_version, 2.0)
+        emu.clear_requests()
+        emu.close_watches()
+        await emu.wait_for(lambda: [r for r in emu.find_requests("GET", r"/deployments$")
+                                    if r.query.get("watch") == "true"], 2.0)
+        resumed = [r for r in emu.find_requests("GET", r"/deployments$") if r.query.get("watch") == "true"][0]
+        assert resumed.query["resourceVersion"] == informer.resource_version
+        assert not [r for r in emu.find_requests("GET", r"/deployments$") if r.query.get("watch") != "true"]
+
+
+async def test_missing_crds_are_logged_once_and_not_retried(caplog):
+    caplog.set_level(logging.INFO, logger="podgang.grouper")
+    async with KubeEmulator(crds=["podgroups.scheduling.run.ai"]) as emu:
+        dep, _, _ = deploy_with_pods(emu, "web", 1)
+        async with running_grouper(emu) as g:
+            await emu.wait_for(lambda: min_member(emu, owned_group(dep)) == 1, 2.0)
+            for i in range(3):
+                emu.close_watches()
+                await emu.wait_for(lambda: emu.watch_count >= 7, 2.0)
+            assert emu.count("GET", r"/leaderworkersets") == 1
+            assert emu.count("GET", r"/jobsets") == 1
+        assert len([r for r in caplog.records if "leaderworkersets" in r.getMessage()]) == 1
+
+
+# ---------------------------------------------------------------------------- leader election
+
+
+def holder(emu, name="podgang-grouper", ns="default"):
+    lease = emu.get("leases", ns, name)
+    return lease and lease["spec"].get("holderIdentity")
+
+
+async def test_two_groupers_one_leader(emu):
+    dep, _, _ = deploy_with_pods(emu, "web", 2)
+    name = owned_group(dep)
+    opts = dict(leader_elect=True, leader_election_lease_duration=3.0, leader_election_renew_deadline=2.0,
+                leader_election_retry_period=1.0)
+    async with running_grouper(emu, ready=False, leader_election_identity="a", **opts) as a:
+        await emu.wait_for(lambda: holder(emu) == "a", 5.0)
+        async with running_grouper(emu, ready=False, leader_election_identity="b", **opts) as b:
+            await a.wait_ready(emu)
+            await emu.wait_for(lambda: min_member(emu, name) == 2, 2.0)
+            await emu.wait_for(lambda: emu.count("GET", r"/leases/podgang-grouper") >= 6, 5.0)  # b keeps trying
+            assert b.controller is None and holder(emu) == "a"
+            writers = {r.headers.get("User-Agent") for r in podgroup_writes(emu)}
+            assert len(writers) == 1
+            await a.stop()  # hands the Lease over
+            await emu.wait_for(lambda: holder(emu) == "b", 5.0)
+            await b.wait_ready(emu)
+            scale(emu, dep, 4)
+            await emu.wait_for(lambda: min_member(emu, name) == 4, 2.0)
+
+
+async def test_losing_the_lease_stops_reconciling_and_exits_nonzero(emu):
+    deploy_with_pods(emu, "web", 2)
+    opts = dict(leader_elect=True, leader_election_lease_duration=3.0, leader_election_renew_deadline=2.0,
+                leader_election_retry_period=1.0)
+    async with running_grouper(emu, ready=False, leader_election_identity="a", **opts) as a:
+        await a.wait_ready(emu)
+        lease = emu.get("leases", "default", "podgang-grouper")
+        spec = {**lease["spec"], "holderIdentity": "intruder", "leaseDurationSeconds": 3600}
+        emu.patch_object("leases", "default", "podgang-grouper", {"spec": spec})
+        code = await asyncio.wait_for(a.task, 10)
+        assert code == 1
+        assert holder(emu) == "intruder"
+
+
+# ---------------------------------------------------------------------------- conflicts
+
+
+async def test_a_stale_write_is_re_read_and_retried(emu):
+    three_deployments(emu)
+    async with running_grouper(emu):
+        emu.fail("PATCH", rf"/podgroups/{SHARED}$", 409, times=1, body={
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Conflict",
+            "message": "the object has been modified", "code": 409})
+        emu.patch_object("deployments", NS, "model-2", {"spec": {"replicas": 3}})
+        await emu.wait_for(lambda: min_member(emu, SHARED) == 5, 2.0)
+        assert emu.count("GET", rf"/podgroups/{SHARED}$") >= 1  # re-read after the conflict
+        assert len(podgroup_writes(emu, SHARED, "PATCH")) == 2
