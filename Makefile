@@ -20,5 +20,9 @@ run: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
 
+# The grouper against the HTTP API emulator: 10,000 pods in 1,000 gangs (see bench/README.md).
+bench-grouper: $(BIN)/.installed
+	$(BIN)/python bench/grouper/bench.py
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

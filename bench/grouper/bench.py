@@ -1,0 +1,234 @@
+"""Benchmark ``podgang grouper`` against the HTTP API emulator.
+
+10,000 pods in 1,000 gangs (1,000 Deployments × 10 replicas, each with its
+ReplicaSet; pods already carry their group, as the webhook sets it; no PodGroup
+exists yet). The grouper runs as its own process (``python -m grouper``), so its
+memory is its own. Measured:
+
+- first complete reconcile: from starting the process until all 1,000 PodGroups
+  exist with minMember 10 (and the grouper's own figure from its log);
+- reaction: from a Deployment scale being served by the API (``kubectl scale``)
+  to the PodGroup patch arriving at the API, p50/p99 over many scales, and the
+  number of patches per scale;
+- peak RSS of the grouper process (VmHWM).
+
+Usage: python bench/grouper/bench.py [--gangs 1000] [--pods-per-gang 10] [--scales 300]
+Writes bench/out/grouper.json and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.kube_emulator import KubeEmulator  # noqa: E402
+
+from podgang.dialect import OwnerRef  # noqa: E402
+from podgang.rules import owned_group_name  # noqa: E402
+
+NS = "bench"
+
+
+def populate(emu: KubeEmulator, gangs: int, per_gang: int) -> list[tuple[str, str]]:
+    """Deployments, ReplicaSets and pods; returns (deployment name, group name)."""
+    out = []
+    for g in range(gangs):
+        name = f"gang-{g:04d}"
+        dep_uid = str(uuid.uuid4())
+        tmpl = {"metadata": {"labels": {"app": name}},
+                "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "busybox"}]}}
+        emu.put({"apiVersion": "apps/v1", "kind": "Deployment",
+                 "metadata": {"name": name, "namespace": NS, "uid": dep_uid},
+                 "spec": {"replicas": per_gang, "selector": {"matchLabels": {"app": name}}, "template": tmpl},
+                 "status": {"observedGeneration": 1, "replicas": per_gang, "updatedReplicas": per_gang}})
+        rs_uid = str(uuid.uuid4())
+        rs_name = f"{name}-7c9f8d"
+        owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": name, "uid": dep_uid, "controller": True}
+        emu.put({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                 "metadata": {"name": rs_name, "namespace": NS, "uid": rs_uid, "ownerReferences": [owner]},
+                 "spec": {"replicas": per_gang, "template": tmpl}, "status": {"replicas": per_gang}})
+        group = owned_group_name(OwnerRef("apps/v1", "Deployment", name, dep_uid))
+        rs_owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs_name, "uid": rs_uid, "controller": True}
+        for i in range(per_gang):
+            emu.put({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": f"{rs_name}-{i:03d}", "namespace": NS, "ownerReferences": [rs_owner],
+                                  "labels": {"app": name, "kai.scheduler/podgroup": group},
+                                  "annotations": {"pod-group-name": group}},
+                     "spec": {"schedulerName": "kai-scheduler", "nodeName": f"node-{i % 50}",
+                              "containers": [{"name": "c", "image": "busybox",
+                                              "resources": {"requests": {"cpu": "100m"}}}]},
+                     "status": {"phase": "Running"}})
+        out.append((name, group))
+    return out
+
+
+def vm_hwm_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def main(args: argparse.Namespace) -> dict:
+    emu = KubeEmulator(history_limit=1_000_000)
+    await emu.start()
+    t = time.perf_counter()
+    gangs = populate(emu, args.gangs, args.pods_per_gang)
+    print(f"populated {args.gangs * args.pods_per_gang} pods in {args.gangs} gangs "
+          f"in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+    podgroups = emu._table("podgroups")
+
+    def complete() -> bool:
+        if len(podgroups.objects) < len(gangs):
+            return False
+        return all((pg.get("spec") or {}).get("minMember") == args.pods_per_gang for pg in podgroups.objects.values())
+
+    fd, kubeconfig = tempfile.mkstemp(suffix=".kubeconfig")
+    os.close(fd)
+    emu.write_kubeconfig(kubeconfig)
+    log_path = ROOT / "bench" / "out" / "grouper-bench.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    loop = asyncio.get_running_loop()
+    with open(log_path, "w") as log:
+        started = loop.time()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "grouper", "--kubeconfig", kubeconfig, "--metrics-port", "0",
+             "--log-format", "json", "--log-level", "INFO", "--staleness-grace-period", "60s"],
+            stdout=log, stderr=log, env=env, cwd=str(ROOT),
+        )
+        try:
+            await emu.wait_for(complete, args.timeout, "the first reconcile did not complete")
+            first = loop.time() - started
+            print(f"first complete reconcile: {first:.2f}s", file=sys.stderr)
+            # the grouper's own view (from cache sync start, without interpreter start-up)
+            own = None
+            for _ in range(100):
+                for line in log_path.read_text().splitlines():
+                    if "first complete reconcile done" in line:
+                        own = json.loads(line).get("duration_ms")
+                if own is not None:
+                    break
+                await asyncio.sleep(0.05)
+            rss_after_sync = vm_hwm_mb(proc.pid)
+
+            # reactions: scale one Deployment at a time, wait for its PodGroup patch
+            latencies = []
+            patch_count_before = len([r for r in emu.requests if r.method == "PATCH" and "/podgroups/" in r.path])
+            for n in range(args.scales):
+                dep, group = gangs[(n * 7) % len(gangs)]
+                current = emu.get("deployments", NS, dep)["spec"]["replicas"]
+                target = current + 1 if current == args.pods_per_gang else args.pods_per_gang
+                t0 = loop.time()
+                emu.patch_object("deployments", NS, dep, {"spec": {"replicas": target}})
+                await emu.wait_for(lambda: (emu.get("podgroups", NS, group) or {}).get("spec", {})
+                                   .get("minMember") == target, 5.0, f"no patch for {dep}")
+                latencies.append((loop.time() - t0) * 1000)
+            patches = len([r for r in emu.requests if r.method == "PATCH" and "/podgroups/" in r.path])
+            patches -= patch_count_before
+
+            # a scale-up that brings its pods in a burst: still one patch
+            dep, group = gangs[1]
+            rs_name = f"{dep}-7c9f8d"
+            before = len([r for r in emu.requests if r.method == "PATCH" and r.path.endswith(f"/{group}")])
+            t0 = loop.time()
+            emu.patch_object("deployments", NS, dep, {"spec": {"replicas": 1000}})
+            rs = emu.get("replicasets", NS, rs_name)
+            for i in range(args.pods_per_gang, 1000):
+                emu.put({"apiVersion": "v1", "kind": "Pod",
+                         "metadata": {"name": f"{rs_name}-{i:03d}", "namespace": NS,
+                                      "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                                           "name": rs_name, "uid": rs["metadata"]["uid"],
+                                                           "controller": True}],
+                                      "labels": {"app": dep, "kai.scheduler/podgroup": group},
+                                      "annotations": {"pod-group-name": group}},
+                         "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]},
+                         "status": {"phase": "Pending"}})
+            await emu.wait_for(lambda: emu.get("podgroups", NS, group)["spec"]["minMember"] == 1000, 5.0)
+            burst_ms = (loop.time() - t0) * 1000
+            # give stray reconciles a moment to show up, then count
+            await emu.wait_for(lambda: False if loop.time() - t0 < 2.0 else True, 5.0)
+            burst_patches = len([r for r in emu.requests if r.method == "PATCH" and r.path.endswith(f"/{group}")])
+            burst_patches -= before
+            peak = vm_hwm_mb(proc.pid)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+            os.unlink(kubeconfig)
+            await emu.stop()
+    result = {
+        "gangs": args.gangs,
+        "pods": args.gangs * args.pods_per_gang,
+        "first_reconcile_s": round(first, 3),
+        "first_reconcile_grouper_ms": own,
+        "reaction_p50_ms": round(statistics.median(latencies), 2),
+        "reaction_p99_ms": round(percentile(latencies, 99), 2),
+        "reaction_max_ms": round(max(latencies), 2),
+        "scales": len(latencies),
+        "patches_per_scale": round(patches / max(1, len(latencies)), 3),
+        "burst_1000_pods_ms": round(burst_ms, 1),
+        "burst_patches": burst_patches,
+        "rss_after_first_reconcile_mb": rss_after_sync and round(rss_after_sync, 1),
+        "peak_rss_mb": peak and round(peak, 1),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+    }
+    return result
+
+
+def markdown(r: dict) -> str:
+    ok = lambda cond: "✅" if cond else "❌"  # noqa: E731
+    return "\n".join([
+        "| measure | target | result |",
+        "|---|---|---|",
+        f"| first complete reconcile ({r['pods']:,} pods, {r['gangs']:,} gangs; process start → all PodGroups right) "
+        f"| ≤ 10 s | {r['first_reconcile_s']:.2f} s {ok(r['first_reconcile_s'] <= 10)} "
+        f"(grouper's own log: {(r['first_reconcile_grouper_ms'] or 0) / 1000:.2f} s) |",
+        f"| scale served → PodGroup patch, p50 | | {r['reaction_p50_ms']:.1f} ms |",
+        f"| scale served → PodGroup patch, p99 ({r['scales']} scales) | ≤ 200 ms | {r['reaction_p99_ms']:.1f} ms "
+        f"{ok(r['reaction_p99_ms'] <= 200)} |",
+        f"| PodGroup patches per scale | 1 | {r['patches_per_scale']} |",
+        f"| scale to 1,000 replicas with the pods arriving in a burst → patch | | {r['burst_1000_pods_ms']:.0f} ms, "
+        f"{r['burst_patches']} patch(es) |",
+        f"| peak RSS of the grouper | ≤ 200 MB | {r['peak_rss_mb']} MB {ok((r['peak_rss_mb'] or 0) <= 200)} |",
+    ])
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gangs", type=int, default=1000)
+    parser.add_argument("--pods-per-gang", type=int, default=10)
+    parser.add_argument("--scales", type=int, default=300)
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parsed = parser.parse_args()
+    res = asyncio.run(main(parsed))
+    out = ROOT / "bench" / "out" / "grouper.json"
+    out.write_text(json.dumps(res, indent=2) + "\n")
+    print(json.dumps(res, indent=2))
+    print()
+    print(markdown(res))
