@@ -402,14 +402,14 @@ class Cache:
     def template_group_name(self, workload: Mapping[str, Any]) -> str | None:
         """The hand-made group a workload's templates name, when it counts toward
         that group's size: a top workload (not a ReplicaSet of a Deployment, not
-        a CronJob whose runs are Jobs), in scope, not finished, not being deleted."""
+        a CronJob: its runs, the Jobs, count), in scope, not finished, not being deleted."""
         if workload.get("kind") == "CronJob":
             return None
         if _d(workload.get("metadata")).get("deletionTimestamp"):
             return None
-        owner = rules.next_owner(workload)
-        if owner is not None and owner.kind in OWNER_KINDS:
-            return None
+        owner = rules.controller_ref(workload)
+        if owner is not None and owner.kind in OWNER_KINDS and owner.kind not in rules.RUN_OWNERS:
+            return None  # counted through its owner (a Deployment's ReplicaSet, a JobSet's Job)
         named = rules.template_group(workload, self.settings)
         if not isinstance(named, str):
             return None

@@ -457,3 +457,80 @@ async def test_a_stale_write_is_re_read_and_retried(emu):
         await emu.wait_for(lambda: min_member(emu, SHARED) == 5, 2.0)
         assert emu.count("GET", rf"/podgroups/{SHARED}$") >= 1  # re-read after the conflict
         assert len(podgroup_writes(emu, SHARED, "PATCH")) == 2
+
+
+# ---------------------------------------------------------------------------- seed 003 scenarios
+
+
+async def test_seed_003_standalone_pods_member_deleted_from_a_running_gang(emu):
+    emu.put(podgroup("app-with-models", 3))  # hand-made, only standalone pods name it
+    for name in ("app-server", "model-1", "model-2"):
+        emu.put(pod(name, group="app-with-models"))
+    async with running_grouper(emu, staleness_grace_period=0.5):
+        emu.delete("pods", NS, "model-1")
+        await wait_event(emu, "GangStale", "2 of 3 members active, minMember 3")
+        await emu.wait_for(lambda: emu.get("pods", NS, "app-server") is None and emu.get("pods", NS, "model-2")
+                           is None, 4.0)
+        await wait_event(emu, "GangEvicted")
+        assert min_member(emu, "app-with-models") == 3  # the user's size is never touched
+        assert podgroup_writes(emu) == []
+
+
+async def test_seed_003_shared_deployments_lose_a_member_that_is_not_replaced(emu):
+    deps = three_deployments(emu)
+    async with running_grouper(emu, staleness_grace_period=0.5):
+        victim = [p for p in emu.list("pods", NS) if p["metadata"]["name"].startswith("model-1")][0]
+        emu.delete("pods", NS, victim["metadata"]["name"])
+        await wait_event(emu, "GangStale", "2 of 3 members active, minMember 3")
+        await emu.wait_for(lambda: emu.list("pods", NS) == [], 4.0)
+        assert min_member(emu, SHARED) == 3
+
+
+async def test_a_cronjob_run_counts_in_a_shared_group_while_it_runs(emu):
+    emu.put(podgroup(SHARED, 1))
+    deploy_with_pods(emu, "app-server", 1, group=SHARED)
+    cron = emu.put({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "batch", "namespace": NS},
+                    "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"parallelism": 2, "template": {
+                        "metadata": {"labels": {LABEL: SHARED}},
+                        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}}}})
+    async with running_grouper(emu):
+        run = emu.put({"apiVersion": "batch/v1", "kind": "Job",
+                       "metadata": {"name": "batch-1", "namespace": NS, "ownerReferences": [owner_ref(cron)]},
+                       "spec": {"parallelism": 2, "template": {"metadata": {"labels": {LABEL: SHARED}}, "spec": {
+                           "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+        await emu.wait_for(lambda: min_member(emu, SHARED) == 3, 2.0)
+        emu.patch_object("jobs", NS, "batch-1", {"status": {"completionTime": "2026-01-01T00:00:00Z",
+                                                          "conditions": [{"type": "Complete", "status": "True"}]}})
+        await emu.wait_for(lambda: min_member(emu, SHARED) == 1, 2.0)
+        assert run["metadata"]["name"] == "batch-1"
+
+
+async def test_leaderworkerset_groups_and_jobset_group(emu):
+    lws = emu.put({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                   "metadata": {"name": "llm", "namespace": NS},
+                   "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 4, "workerTemplate": {
+                       "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}}})
+    sts = emu.put({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                   "metadata": {"name": "llm", "namespace": NS, "ownerReferences": [owner_ref(lws)]},
+                   "spec": {"replicas": 2, "template": {"spec": {"schedulerName": "kai-scheduler",
+                                                                 "containers": [{"name": "c", "image": "x"}]}}}})
+    from podgang.dialect import OwnerRef
+    from podgang.rules import owned_group_name
+
+    group0 = owned_group_name(OwnerRef.from_dict(owner_ref(lws)), "-group-0")
+    emu.put(pod("llm-0", owner=sts, group=group0, labels={"leaderworkerset.sigs.k8s.io/group-index": "0"}))
+    jobset = emu.put({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                      "metadata": {"name": "train", "namespace": NS},
+                      "spec": {"replicatedJobs": [
+                          {"name": "workers", "replicas": 2, "template": {"spec": {"parallelism": 3, "template": {
+                              "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}}},
+                          {"name": "driver", "replicas": 1, "template": {"spec": {"parallelism": 1, "template": {
+                              "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}}},
+                      ]}})
+    async with running_grouper(emu):
+        await emu.wait_for(lambda: min_member(emu, group0) == 4, 2.0)
+        assert emu.get("podgroups", NS, group0)["metadata"]["ownerReferences"][0]["kind"] == "LeaderWorkerSet"
+        assert emu.get("podgroups", NS, owned_group(sts)) is None  # the LWS's StatefulSet has no group of its own
+        await emu.wait_for(lambda: min_member(emu, owned_group(jobset)) == 7, 2.0)
+        emu.patch_object("leaderworkersets", NS, "llm", {"spec": {"leaderWorkerTemplate": {"size": 8}}})
+        await emu.wait_for(lambda: min_member(emu, group0) == 8, 2.0)
