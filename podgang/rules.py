@@ -147,14 +147,15 @@ def in_scope(pod: Any, namespace: str | None = None, settings: Settings = DEFAUL
 # names
 
 MAX_NAME = 253
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")  # ASCII digits only; more than 18 is nonsense here
 _NOT_NAME_CHARS = re.compile(r"[^a-z0-9.-]+")
 HASH_LEN = 8
 
 
 def is_valid_group_name(name: str) -> bool:
     """A DNS-1123 subdomain of at most 253 characters (what a PodGroup name must be)."""
-    return isinstance(name, str) and 0 < len(name) <= MAX_NAME and bool(_DNS_SUBDOMAIN.match(name))
+    return isinstance(name, str) and 0 < len(name) <= MAX_NAME and _DNS_SUBDOMAIN.fullmatch(name) is not None
 
 
 def _short_hash(text: str) -> str:
@@ -165,26 +166,29 @@ def _trim_edges(text: str) -> str:
     return text.strip("-.")
 
 
+def _clean_name(text: str) -> str:
+    """``text`` with what a DNS-1123 subdomain cannot hold replaced or trimmed."""
+    clean = _NOT_NAME_CHARS.sub("-", text.lower())
+    clean = re.sub(r"[-.]*\.[-.]*", ".", clean)  # no empty labels, no '-' next to '.'
+    return _trim_edges(clean)
+
+
 def group_name(base: str, suffix: str = "", settings: Settings = DEFAULT) -> str:
     """``<prefix>-<base><suffix>`` as a valid DNS-1123 subdomain.
 
-    Characters a name cannot hold are replaced; a name longer than 253 characters
-    keeps its suffix and is cut in the middle of ``base``, with a short hash of
-    the whole to keep it unique and stable.
+    A name that is already valid is kept as it is (KAI-compatible names stay
+    exact). Any other is cleaned and cut to fit, and ends in a short hash of the
+    whole so that different inputs keep different names: ``<head>-<hash>-<suffix>``
+    (a suffix such as ``-group-3`` is kept readable at the end).
     """
-    full = f"{settings.group_prefix}-{base}{suffix}" if settings.group_prefix else f"{base}{suffix}"
-    clean = _NOT_NAME_CHARS.sub("-", full.lower())
-    clean = re.sub(r"\.{2,}", ".", clean)
-    clean = re.sub(r"-*\.-*", ".", clean)
-    clean = _trim_edges(clean) or "x"
-    if clean == full and len(clean) <= MAX_NAME:
-        return clean
+    prefix = f"{settings.group_prefix}-" if settings.group_prefix else ""
+    full = f"{prefix}{base}{suffix}"
+    if is_valid_group_name(full):
+        return full
     digest = _short_hash(full)
-    if len(clean) <= MAX_NAME - HASH_LEN - 1 and clean != full:
-        return _trim_edges(f"{clean}-{digest}")
-    tail = _trim_edges(_NOT_NAME_CHARS.sub("-", suffix.lower()))
-    keep = MAX_NAME - HASH_LEN - 1 - (len(tail) + 1 if tail else 0)
-    head = _trim_edges(clean[:keep])
+    tail = _trim_edges(_clean_name(suffix)[: MAX_NAME // 4])
+    budget = MAX_NAME - HASH_LEN - 1 - (len(tail) + 1 if tail else 0)
+    head = _trim_edges(_clean_name(f"{prefix}{base}")[:budget])
     return "-".join(part for part in (head, digest, tail) if part)
 
 
@@ -396,21 +400,23 @@ def group_of(pod: Any, settings: Settings = DEFAULT) -> str | None:
 
 
 def group_change_problem(old_pod: Any, new_pod: Any, settings: Settings = DEFAULT) -> str | None:
-    """An UPDATE may add a pod's group but never change or remove it."""
+    """An UPDATE may add a pod's group but never change or remove it: neither key
+    may change or disappear, nor may the other key be added with another value.
+    """
     old = group_of(old_pod, settings)
     if old is None:
         return None
     d = settings.dialect
-    new_annotation = annotations(new_pod).get(d.pod_group_annotation)
-    new_label = labels(new_pod).get(d.pod_group_label)
-    changed = [
-        f"{key} {_q(was)} → {'removed' if value is None else _q(value)}"
-        for key, value, was in (
-            (f"annotation {d.pod_group_annotation}", new_annotation, annotations(old_pod).get(d.pod_group_annotation)),
-            (f"label {d.pod_group_label}", new_label, labels(old_pod).get(d.pod_group_label)),
-        )
-        if was is not None and value != was
-    ]
+    changed = []
+    for key, was, now in (
+        (f"annotation {d.pod_group_annotation}", annotations(old_pod).get(d.pod_group_annotation),
+         annotations(new_pod).get(d.pod_group_annotation)),
+        (f"label {d.pod_group_label}", labels(old_pod).get(d.pod_group_label), labels(new_pod).get(d.pod_group_label)),
+    ):
+        if was is not None and now != was:
+            changed.append(f"{key} {_q(was)} → {'removed' if now is None else _q(now)}")
+        elif was is None and now is not None and now != old:
+            changed.append(f"{key} added as {_q(now)} while the pod is in {_q(old)}")
     if not changed:
         return None
     return (
@@ -477,7 +483,7 @@ def pinned_min_member(obj: Any, settings: Settings = DEFAULT) -> tuple[int | Non
     if raw is None:
         return None, None
     text = raw.strip()
-    if text.isdigit() and int(text) >= 1:
+    if _WHOLE_NUMBER.fullmatch(text) and int(text) >= 1:
         return int(text), None
     return None, f"{kind_name(obj)}: {settings.min_member_annotation}={_q(raw)} is ignored: it must be a whole number ≥ 1"
 
@@ -575,7 +581,7 @@ MSG_FRACTION_AND_GPU = "cannot have both GPU fraction request and whole GPU reso
 MSG_BAD_MEMORY = "gpu-memory annotation value must be a positive integer greater than 0"
 MSG_BAD_FRACTION = "gpu-fraction annotation value must be a positive number smaller than 1.0"
 
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eE][+-]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
+_QUANTITY = re.compile(r"([+-]?[0-9.]+)([KMGTPE]i|[eE][+-]?[0-9]+|[numkMGTPE])?")
 _DECIMAL = re.compile(r"^[0-9]*\.?[0-9]+$")
 _SUFFIX = {
     "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal(1000),
@@ -593,7 +599,7 @@ def quantity(value: Any) -> Decimal | None:
         return Decimal(str(value)) if math.isfinite(value) else None
     if not isinstance(value, str):
         return None
-    match = _QUANTITY.match(value.strip())
+    match = _QUANTITY.fullmatch(value.strip())
     if not match:
         return None
     try:
@@ -603,9 +609,12 @@ def quantity(value: Any) -> Decimal | None:
     suffix = match.group(2)
     if not suffix:
         return number
-    if suffix[0] in "eE":
-        return number * (Decimal(10) ** int(suffix[1:]))
-    return number * _SUFFIX[suffix]
+    if suffix in _SUFFIX:
+        return number * _SUFFIX[suffix]
+    try:
+        return number.scaleb(int(suffix[1:]))  # a decimal exponent: 1e3
+    except ArithmeticError:  # an exponent no quantity can have
+        return None
 
 
 def _containers(pod_spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -656,7 +665,7 @@ def gpu_problem(pod: Any, settings: Settings = DEFAULT) -> str | None:
         )
     if memory is not None:
         text = memory.strip()
-        if not (text.isdigit() and int(text) > 0):
+        if not (_WHOLE_NUMBER.fullmatch(text) and int(text) > 0):
             return (
                 f"{MSG_BAD_MEMORY}: {mem_key}: {_q(memory)}; give the GPU memory in MiB as a whole number, "
                 f'e.g. {mem_key}: "4000"'
