@@ -146,6 +146,11 @@ class Controller:
 
     def _on_change(self, kind: str, old: Obj | None, new: Obj | None) -> None:
         changes = self.cache.apply(kind, old, new)
+        if new is not None and kind in self.cache.workloads:
+            named = rules.template_group(new, self.settings)
+            if isinstance(named, rules.Denial) or (old is not None and ("w", old["metadata"].get("uid")) in self._warned):
+                problems = (named.message,) if isinstance(named, rules.Denial) else ()
+                self._warn_once(("w", new["metadata"].get("uid")), problems, [new], "InvalidPodGroupReference")
         delay = 0.0 if changes.urgent else self.options.pod_debounce
         for key in changes.groups:
             self.queue.add((GROUP, key), delay)

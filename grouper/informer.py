@@ -98,9 +98,10 @@ class Informer:
             try:
                 if self.resource_version is None:
                     await self._relist()
-                    if self.absent:
+                    if self.absent or not self.synced.is_set():
+                        if self.absent:
+                            log.info("resource is served now: watching it", extra={"fields": {"resource": self.name}})
                         self.absent = False
-                        log.info("resource is served now: watching it", extra={"fields": {"resource": self.name}})
                         if self.on_presence:
                             self.on_presence(True)
                     self.synced.set()

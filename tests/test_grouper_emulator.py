@@ -534,3 +534,18 @@ async def test_leaderworkerset_groups_and_jobset_group(emu):
         await emu.wait_for(lambda: min_member(emu, owned_group(jobset)) == 7, 2.0)
         emu.patch_object("leaderworkersets", NS, "llm", {"spec": {"leaderWorkerTemplate": {"size": 8}}})
         await emu.wait_for(lambda: min_member(emu, group0) == 8, 2.0)
+
+
+async def test_a_workload_whose_templates_name_two_groups_is_warned_about(emu):
+    emu.put({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+             "metadata": {"name": "confused", "namespace": NS},
+             "spec": {"replicas": 1, "leaderWorkerTemplate": {
+                 "size": 2,
+                 "leaderTemplate": {"metadata": {"labels": {LABEL: "one"}},
+                                    "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}},
+                 "workerTemplate": {"metadata": {"labels": {LABEL: "two"}},
+                                    "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}}})
+    async with running_grouper(emu):
+        ev = await wait_event(emu, "InvalidPodGroupReference", "names different PodGroups")
+        assert ev[0]["type"] == "Warning" and ev[0]["involvedObject"]["name"] == "confused"
+        assert podgroup_writes(emu) == []
