@@ -31,7 +31,7 @@ from grouper.api import RawApi, error_reason
 from grouper.events import EventSink
 from grouper.informer import Informer
 from grouper.metrics import GrouperMetrics
-from grouper.model import Cache, Obj, display_name, split_key
+from grouper.model import Cache, Obj, split_key
 from grouper.podgroups import (
     Desired,
     Write,
@@ -380,7 +380,6 @@ class Controller:
 
     async def _write_failed(self, key: str, write: Write, exc: ApiException, actual: Obj | None) -> bool:
         namespace, name = split_key(key)
-        d = self.settings.dialect
         reason = error_reason(exc)
         self.metrics.api_errors.labels(action=write.action, code=str(exc.status)).inc()
         if exc.status == 409 or (exc.status == 404 and write.action != "create"):
@@ -590,7 +589,3 @@ def _parse_time(text: Any) -> float | None:
         return float(calendar.timegm(time.strptime(text.replace("Z", "")[:19], "%Y-%m-%dT%H:%M:%S")))
     except ValueError:
         return None
-
-
-def workload_display(obj: Obj) -> str:
-    return display_name(obj)

@@ -156,7 +156,7 @@ async def test_real_apiserver_shared_group_and_deployment_group(apiserver):
 
     from grouper.api import RawApi
     from podgang.kube import make_api_client
-    from tests.grouper_support import deployment, owned_group, pod, podgroup, replicaset, running_grouper, args
+    from tests.grouper_support import args, deployment, owned_group, pod, podgroup, replicaset
     from grouper import cli
 
     api_client = await make_api_client(apiserver)
@@ -214,7 +214,6 @@ async def test_real_apiserver_shared_group_and_deployment_group(apiserver):
         for i in range(2):
             await put(pod(f"web-{i}", owner=web_rs, group=owned_group(web), ns=NS, node=None, phase="Pending"))
 
-        from tests.kube_emulator import KubeEmulator  # noqa: F401  (only for the helper types)
         stop = asyncio.Event()
         task = asyncio.create_task(cli.serve(args(kubeconfig=apiserver, namespaces=[NS]), stop=stop))
         try:

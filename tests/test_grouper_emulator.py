@@ -23,11 +23,9 @@ from tests.grouper_support import (
     pod,
     podgroup,
     podgroup_writes,
-    replicaset,
     running_grouper,
     scale,
     settle_status,
-    uid,
 )
 from tests.kube_emulator import KubeEmulator, kube_emulator_fixture
 
@@ -391,7 +389,7 @@ async def test_missing_crds_are_logged_once_and_not_retried(caplog):
     caplog.set_level(logging.INFO, logger="podgang.grouper")
     async with KubeEmulator(crds=["podgroups.scheduling.run.ai"]) as emu:
         dep, _, _ = deploy_with_pods(emu, "web", 1)
-        async with running_grouper(emu) as g:
+        async with running_grouper(emu):
             await emu.wait_for(lambda: min_member(emu, owned_group(dep)) == 1, 2.0)
             for i in range(3):
                 emu.close_watches()
@@ -477,7 +475,7 @@ async def test_seed_003_standalone_pods_member_deleted_from_a_running_gang(emu):
 
 
 async def test_seed_003_shared_deployments_lose_a_member_that_is_not_replaced(emu):
-    deps = three_deployments(emu)
+    three_deployments(emu)
     async with running_grouper(emu, staleness_grace_period=0.5):
         victim = [p for p in emu.list("pods", NS) if p["metadata"]["name"].startswith("model-1")][0]
         emu.delete("pods", NS, victim["metadata"]["name"])
