@@ -221,7 +221,13 @@ def build_plan(
     for key in sorted(shared):
         ns, name = key
         pg = defined.get(key)
-        mm = rules.shared_min_member([*shared[key], *standalone.get(key, [])], 0, pg.obj if pg else None, settings)
+        pods = standalone.get(key, [])
+        written = dialect.min_member(pg.obj) if pg else None
+        if not shared[key] and written is not None:
+            # only standalone pods name it: the user's size stands (as the grouper does)
+            mm = rules.MinMember(written, f"as written: only standalone pods use it ({len(pods)} here)")
+        else:
+            mm = rules.shared_min_member([*shared[key], *pods], 0, pg.obj if pg else None, settings)
         group = PlannedGroup(ns, name, mm, "hand-made", exists=pg is not None)
         if pg is not None:
             group.defined_at, group.defined_obj = pg.source, pg.obj

@@ -48,7 +48,7 @@ def test_examples_print_every_scenario_and_exit_1_for_the_denied_pod():
     out = result.stdout
     # seed 003 trio: three pods, one hand-made group of 3
     assert "pod models-pods/app-server  → app-with-models" in out
-    assert "minMember 3  pod/app-server 1 + pod/model-1 1 + pod/model-2 1 = 3" in group_line(out, "models-pods/app-with-models")
+    assert "minMember 3  as written: only standalone pods use it (3 here)" in group_line(out, "models-pods/app-with-models")
     # three Deployments share a group
     line = group_line(out, "models-deploys/shared-app-podgroup")
     assert "minMember 3" in line and "deployment/model-1 1" in line
