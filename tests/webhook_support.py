@@ -74,6 +74,15 @@ def patched(obj: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
     return jsonpatch.apply_patch(obj, decoded_patch(response), in_place=False)
 
 
+def group_after(doc: dict[str, Any], response: dict[str, Any]) -> str | None:
+    """The group the review's pod is in once the response's patch is applied
+    (label and annotation must agree)."""
+    md = patched(doc["request"]["object"], response)["metadata"]
+    label = (md.get("labels") or {}).get("kai.scheduler/podgroup")
+    assert label == (md.get("annotations") or {}).get("pod-group-name"), md
+    return label
+
+
 # ---------------------------------------------------------------------------
 # certificates
 
@@ -103,12 +112,17 @@ def client_context(ca_file: Path | str) -> ssl.SSLContext:
     return ctx
 
 
-def peer_certificate(port: int, ca_file: Path | str, *, host: str = "127.0.0.1") -> x509.Certificate:
-    """The leaf a fresh TLS handshake presents (verified against ``ca_file``)."""
-    ctx = client_context(ca_file)
+def handshake(port: int, ctx: ssl.SSLContext, *, host: str = "127.0.0.1") -> tuple[str, bytes]:
+    """A fresh TLS handshake (blocking): the protocol version and the peer's leaf (DER)."""
     with socket.create_connection((host, port), timeout=5) as raw:
         with ctx.wrap_socket(raw, server_hostname=host) as tls:
-            der = tls.getpeercert(binary_form=True)
+            return tls.version(), tls.getpeercert(binary_form=True)
+
+
+async def peer_certificate(port: int, ca_file: Path | str, *, host: str = "127.0.0.1") -> x509.Certificate:
+    """The leaf a fresh TLS handshake presents (verified against ``ca_file``); the
+    blocking handshake runs in a thread so a server on this loop can answer."""
+    _, der = await asyncio.to_thread(handshake, port, client_context(ca_file), host=host)
     return x509.load_der_x509_certificate(der)
 
 
@@ -146,6 +160,15 @@ class Webhook:
         self.server = server
         self.session = session
         self.ca_file = ca_file
+        self._ssl: ssl.SSLContext | None = None
+
+    @property
+    def ssl(self) -> ssl.SSLContext:
+        """A client context trusting ``ca_file`` (loaded when first needed: it may
+        not exist when the server starts)."""
+        if self._ssl is None:
+            self._ssl = client_context(self.ca_file)
+        return self._ssl
 
     @property
     def port(self) -> int:
@@ -155,7 +178,9 @@ class Webhook:
         return f"https://127.0.0.1:{self.port}{path}"
 
     async def post_raw(self, path: str, data: bytes, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-        async with self.session.post(self.url(path), data=data, headers=headers or {"Content-Type": "application/json"}) as resp:
+        async with self.session.post(
+            self.url(path), data=data, headers=headers or {"Content-Type": "application/json"}, ssl=self.ssl
+        ) as resp:
             return resp.status, await resp.read()
 
     async def review(self, path: str, doc: dict[str, Any]) -> dict[str, Any]:
@@ -172,7 +197,7 @@ class Webhook:
         return await self.review("/validate-pods", doc)
 
     async def get(self, path: str) -> tuple[int, str]:
-        async with self.session.get(self.url(path)) as resp:
+        async with self.session.get(self.url(path), ssl=self.ssl) as resp:
             return resp.status, await resp.text()
 
     async def metric(self, name: str, **labels: str) -> float:
@@ -214,10 +239,62 @@ async def running_webhook(
     cfg = WebhookConfig(host="127.0.0.1", port=0, cert_dir=str(cert_dir), settings=settings, **config)
     server = WebhookServer(cfg, api_client)
     await server.start()
-    connector = aiohttp.TCPConnector(ssl=client_context(ca_file))
-    session = aiohttp.ClientSession(connector=connector)
+    session = aiohttp.ClientSession()
     try:
         yield Webhook(server, session, ca_file)
     finally:
         await session.close()
         await server.stop()
+
+
+class ThreadedWebhook:
+    """A webhook running on its own event loop in a thread, for synchronous tests
+    (hypothesis drives it through ``http.client``)."""
+
+    def __init__(self, tmp_path: Path, **config: Any):
+        import threading
+
+        self.tmp_path = tmp_path
+        self.config = config
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="webhook-under-test", daemon=True)
+        self.server: WebhookServer | None = None
+        self._conn = None
+
+    def __enter__(self) -> "ThreadedWebhook":
+        cert_dir = self.tmp_path / "certs"
+        self.ca_file = podgang_certs_generate(cert_dir)
+        cfg = WebhookConfig(host="127.0.0.1", port=0, cert_dir=str(cert_dir), settings=self.config.pop("settings", TEST_SETTINGS), **self.config)
+        self.server = WebhookServer(cfg, None)
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=30)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+    def request(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        import http.client
+
+        for attempt in (1, 2):
+            if self._conn is None:
+                self._conn = http.client.HTTPSConnection("127.0.0.1", self.server.port, context=client_context(self.ca_file), timeout=10)
+            try:
+                self._conn.request(method, path, body=body, headers=headers or {})
+                resp = self._conn.getresponse()
+                data = resp.read()
+                if resp.will_close:
+                    self._conn.close()
+                    self._conn = None
+                return resp.status, data
+            except (http.client.HTTPException, ConnectionError):
+                self._conn.close()
+                self._conn = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")

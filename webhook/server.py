@@ -86,7 +86,7 @@ class WebhookServer:
         self.port: int | None = None
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
-        self.cert_manager_problem = ""
+        self.keeper = None  # a CertificateKeeper with --manage-certs
 
     # -- lifecycle --------------------------------------------------------
 
@@ -101,12 +101,6 @@ class WebhookServer:
 
     async def start(self) -> None:
         self.certificate = ServingCertificate(self.config.cert_dir, self.metrics)
-        if self.config.manage_certs:
-            from webhook.certificates import CertificateKeeper
-
-            keeper = CertificateKeeper(self)
-            await keeper.first_run()
-            self._tasks.append(asyncio.create_task(keeper.run(), name="podgang-cert-keeper"))
         self._runner = web.AppRunner(
             self.build_app(), access_log=None, shutdown_timeout=self.config.shutdown_timeout, handle_signals=False
         )
@@ -119,6 +113,13 @@ class WebhookServer:
         sockets = getattr(server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else self.config.port
         self._tasks.append(asyncio.create_task(self._watch_certificate(), name="podgang-cert-watch"))
+        if self.config.manage_certs:
+            if self.api_client is None:
+                raise RuntimeError("--manage-certs needs Kubernetes API access")
+            from webhook.certificates import CertificateKeeper
+
+            self.keeper = CertificateKeeper(self)
+            self._tasks.append(asyncio.create_task(self.keeper.run(), name="podgang-cert-keeper"))
         log.info(
             "webhook serving",
             extra={
@@ -167,6 +168,8 @@ class WebhookServer:
         cert = self.certificate
         if cert is None or not cert.loaded:
             problem = cert.problem if cert is not None else "starting"
+            if self.keeper is not None and self.keeper.problem:
+                problem += f"; managing certificates failed: {self.keeper.problem}"
             return web.Response(status=503, text=f"not ready: {problem}\n")
         return web.Response(text="ok\n")
 

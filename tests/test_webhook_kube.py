@@ -1,0 +1,413 @@
+"""The webhook against an HTTP Kubernetes API (tests/kube_emulator.py), over real TLS:
+every recorded AdmissionReview end to end, owner look-ups through the cache,
+PodGroups of owner-less pods, API failures that must never deny a pod, and
+self-managed certificates."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import json
+import re
+import time
+
+import pytest
+
+from podgang import rules
+from tests.kube_emulator import KubeEmulator
+from tests.webhook_support import (
+    api_status,
+    decoded_patch,
+    eventually,
+    group_after,
+    patched,
+    client_context,
+    handshake,
+    review,
+    review_names,
+    running_webhook,
+)
+
+NS = "cap"
+DEPLOYMENT_UID = "2d14ca47-2cb2-410d-8124-0dd58f4b12e1"
+REPLICASET_UID = "92b73ed6-0342-49a0-b17f-2357c512dad2"
+JOB_UID = "c64e554b-f9d2-4870-aa19-0062565c3d59"
+CRON_RUN_UID = "0d893176-6fc7-4b03-9ae5-572233f06285"
+STATEFULSET_UID = "ea1fc0ff-c6c6-4aa9-a3f6-d9d6ed82f23e"
+PODGROUPS = r"/apis/scheduling\.run\.ai/v2alpha2/namespaces/cap/podgroups"
+
+#: recorded review -> the group its pod must end up in (None: nothing to change)
+EXPECTED = {
+    "pod-create-by-replicaset": f"pg-web-{DEPLOYMENT_UID}",
+    "pod-create-by-job": f"pg-train-{JOB_UID}",
+    "pod-create-by-cronjob-job": f"pg-nightly-29922453-{CRON_RUN_UID}",  # one group per CronJob run
+    "pod-create-by-statefulset-gpu": f"pg-db-{STATEFULSET_UID}",
+    "pod-create-bare-gpu": "pg-bare",
+    "pod-create-dry-run": "pg-dryrun-pod",
+    "pod-create-labelled-gpu-memory": "app-with-models",
+    "pod-create-native-scheduling-group": "pg-native-0",
+    "pod-create-that-later-fails-already-exists": "pg-app-server",
+    "pod-create-that-later-fails-validation": rules.owner_less_group_name("Bad_Name"),
+    "deployment-create": None,
+    "deployment-update-scale-subresource": None,
+    "job-create-by-cronjob": None,
+    "pod-delete": None,
+    "pod-update-label": None,
+    "replicaset-create-by-deployment": None,
+    "replicaset-update-scale": None,
+    "statefulset-create": None,
+}
+#: owner-less pods whose PodGroup the webhook creates (not the dry run)
+CREATED = {"pg-bare", "pg-native-0", "pg-app-server", rules.owner_less_group_name("Bad_Name")}
+
+
+def recorded_object(name: str, uid: str) -> dict:
+    obj = copy.deepcopy(review(name)["request"]["object"])
+    obj["metadata"]["uid"] = uid
+    obj["metadata"].pop("managedFields", None)
+    return obj
+
+
+def seed_owners(emu: KubeEmulator) -> None:
+    emu.put(recorded_object("deployment-create", DEPLOYMENT_UID))
+    emu.put(recorded_object("replicaset-create-by-deployment", REPLICASET_UID))
+    emu.put(recorded_object("statefulset-create", STATEFULSET_UID))
+    emu.put(recorded_object("job-create-by-cronjob", CRON_RUN_UID))
+    emu.put(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "train", "namespace": NS, "uid": JOB_UID},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}], "restartPolicy": "Never"}}},
+        }
+    )
+
+
+def managed_podgroup(name: str, *, managed: bool = True) -> dict:
+    labels = {"podgang.io/managed-by": "podgang"} if managed else {"team": "someone-else"}
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
+        "spec": {"minMember": 3},
+    }
+
+
+def owner_less_generate_name_review(uid: str = "gen-1") -> dict:
+    doc = review("pod-create-by-job")
+    doc["request"]["uid"] = uid
+    md = doc["request"]["object"]["metadata"]
+    md.pop("ownerReferences")
+    md["labels"] = {"app": "train"}
+    return doc
+
+
+def owned_pod_review(i: int) -> dict:
+    doc = review("pod-create-by-replicaset")
+    doc["request"]["uid"] = f"scale-up-{i}"
+    return doc
+
+
+@pytest.fixture
+async def kube():
+    async with KubeEmulator() as emu:
+        seed_owners(emu)
+        yield emu
+
+
+@pytest.fixture
+async def api_client(kube):
+    client = kube.api_client()
+    yield client
+    await client.close()
+
+
+async def test_every_recorded_review_end_to_end(tmp_path, kube, api_client):
+    assert set(EXPECTED) == set(review_names()), "a new recording needs an expectation here"
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        for name, group in EXPECTED.items():
+            doc = review(name)
+            obj = doc["request"]["object"]
+            resp = await wh.mutate(doc)
+            assert resp["uid"] == doc["request"]["uid"], name
+            assert resp["allowed"] is True, (name, resp)
+            if group is None:
+                assert "patch" not in resp, name
+                continue
+            pod = patched(obj, resp)
+            before_labels = (obj["metadata"].get("labels") or {})
+            before_notes = (obj["metadata"].get("annotations") or {})
+            assert pod["metadata"]["labels"] == {**before_labels, "kai.scheduler/podgroup": group}, name
+            assert pod["metadata"]["annotations"] == {**before_notes, "pod-group-name": group}, name
+            assert {k: v for k, v in pod.items() if k != "metadata"} == {k: v for k, v in obj.items() if k != "metadata"}
+            # reinvocation sees the patched pod and asks for nothing more
+            again = copy.deepcopy(doc)
+            again["request"]["object"] = pod
+            assert "patch" not in await wh.mutate(again), name
+            # the validating webhook runs after the mutation and lets it through
+            after = copy.deepcopy(doc)
+            after["request"]["object"] = pod
+            checked = await wh.validate(after)
+            assert checked["allowed"] is True and checked["uid"] == doc["request"]["uid"], (name, checked)
+        # hand-made group that does not exist: allowed, with a warning
+        resp = await wh.mutate(review("pod-create-labelled-gpu-memory"))
+        assert resp["warnings"] == [
+            "PodGroup app-with-models not found in namespace cap: the pod stays Pending until it exists"
+        ]
+        # validation of the recorded UPDATE and DELETE
+        assert (await wh.validate(review("pod-update-label")))["allowed"] is True
+        assert (await wh.validate(review("pod-delete")))["allowed"] is True
+    groups = {pg["metadata"]["name"]: pg for pg in kube.list("podgroups", NS)}
+    # owner-less pods got their PodGroup (the dry run and owned pods did not)
+    assert set(groups) == CREATED
+    for name, pg in groups.items():
+        assert pg["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"}
+        assert pg["spec"] == {"minMember": 1}
+        assert "ownerReferences" not in pg["metadata"]
+    # the CronJob above a run is never looked up: every run is its own gang
+    assert kube.count("GET", r"/cronjobs/") == 0
+
+
+async def test_the_dry_run_creates_nothing(tmp_path, kube, api_client):
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(review("pod-create-dry-run"))
+    assert patched(review("pod-create-dry-run")["request"]["object"], resp)["metadata"]["labels"] == {
+        "kai.scheduler/podgroup": "pg-dryrun-pod"
+    }
+    assert kube.count("POST") == 0 and kube.list("podgroups", NS) == []
+
+
+async def test_a_hand_made_group_that_exists_gets_no_warning(tmp_path, kube, api_client):
+    kube.put(managed_podgroup("app-with-models", managed=False))
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(review("pod-create-labelled-gpu-memory"))
+    assert "warnings" not in resp
+    assert decoded_patch(resp) == [{"op": "add", "path": "/metadata/annotations/pod-group-name", "value": "app-with-models"}]
+    assert kube.list("podgroups", NS)[0]["spec"] == {"minMember": 3}  # looked at, not touched
+
+
+async def test_no_false_warning_when_the_podgroup_crd_is_missing(tmp_path, api_client):
+    async with KubeEmulator(crds=[]) as emu:
+        client = emu.api_client()
+        try:
+            async with running_webhook(tmp_path, api_client=client) as wh:
+                resp = await wh.mutate(review("pod-create-labelled-gpu-memory"))
+        finally:
+            await client.close()
+    assert resp["allowed"] is True and "warnings" not in resp
+
+
+async def test_a_scale_up_costs_one_look_up_per_owner(tmp_path, kube, api_client):
+    async with running_webhook(tmp_path, api_client=api_client, owner_cache_ttl=300.0) as wh:
+        answers = await asyncio.gather(*(wh.mutate(owned_pod_review(i)) for i in range(200)))
+        for i, resp in enumerate(answers):
+            assert resp["uid"] == f"scale-up-{i}"
+            assert group_after(owned_pod_review(i), resp) == f"pg-web-{DEPLOYMENT_UID}"
+        assert kube.count("GET", r"/replicasets/web-7887448d46$") == 1
+        assert kube.count("GET", r"/deployments/web$") == 1
+        hits = await wh.metric("podgang_webhook_owner_cache_hits_total")
+        misses = await wh.metric("podgang_webhook_owner_cache_misses_total")
+        assert hits + misses == 400 and kube.count("GET") == 2
+
+
+async def test_cached_owners_expire(tmp_path, kube, api_client):
+    async with running_webhook(tmp_path, api_client=api_client, owner_cache_ttl=0.2) as wh:
+        await wh.mutate(owned_pod_review(0))
+        assert kube.count("GET", r"/replicasets/") == 1
+
+        async def looked_up_again():
+            await wh.mutate(owned_pod_review(1))
+            return kube.count("GET", r"/replicasets/") == 2
+
+        await eventually(looked_up_again, what="owner fetched again after its TTL")
+
+
+async def test_an_owner_that_was_replaced_is_not_guessed(tmp_path, kube, api_client):
+    rs = kube.get("replicasets", NS, "web-7887448d46")
+    kube.delete("replicasets", NS, "web-7887448d46")
+    rs["metadata"]["uid"] = "another-uid"
+    rs["metadata"].pop("resourceVersion", None)
+    kube.put(rs)
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(owned_pod_review(0))
+    assert resp == {"uid": "scale-up-0", "allowed": True}
+
+
+async def test_owner_less_pod_reuses_a_group_podgang_manages(tmp_path, kube, api_client):
+    kube.put(managed_podgroup("pg-bare"))
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(review("pod-create-bare-gpu"))
+        assert await wh.metric("podgang_webhook_podgroups_reused_total") == 1
+    assert group_after(review("pod-create-bare-gpu"), resp) == "pg-bare"
+    assert kube.count("POST", PODGROUPS + "$") == 1  # tried, got 409, read it, reused it
+    assert [pg["metadata"]["name"] for pg in kube.list("podgroups", NS)] == ["pg-bare"]
+    assert kube.get("podgroups", NS, "pg-bare")["spec"] == {"minMember": 3}
+
+
+async def test_owner_less_pod_never_takes_over_a_foreign_group(tmp_path, kube, api_client):
+    foreign = kube.put(managed_podgroup("pg-bare", managed=False))
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(review("pod-create-bare-gpu"))
+    group = group_after(review("pod-create-bare-gpu"), resp)
+    assert re.fullmatch(r"pg-bare-[a-z0-9]{5}", group), group
+    pod = patched(review("pod-create-bare-gpu")["request"]["object"], resp)
+    assert pod["metadata"]["annotations"]["pod-group-name"] == group
+    assert kube.get("podgroups", NS, "pg-bare") == foreign  # untouched
+    created = kube.get("podgroups", NS, group)
+    assert created["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"} and created["spec"] == {"minMember": 1}
+
+
+async def test_recorded_409_and_404_bodies(tmp_path, kube, api_client):
+    """The API's own Status bodies, as recorded from a real apiserver."""
+    conflict = api_status("409-create-exists")
+    conflict["details"] = {"name": "pg-bare", "group": "scheduling.run.ai", "kind": "podgroups"}
+    conflict["message"] = 'podgroups.scheduling.run.ai "pg-bare" already exists'
+    kube.fail("POST", PODGROUPS + "$", 409, body=conflict)
+    missing = api_status("404-get-pod")
+    missing["details"] = {"name": "pg-bare", "group": "scheduling.run.ai", "kind": "podgroups"}
+    missing["message"] = 'podgroups.scheduling.run.ai "pg-bare" not found'
+    kube.fail("GET", PODGROUPS + "/pg-bare$", 404, body=missing)
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(review("pod-create-bare-gpu"))
+    # it "existed", then was gone: another name, created
+    group = group_after(review("pod-create-bare-gpu"), resp)
+    assert re.fullmatch(r"pg-bare-[a-z0-9]{5}", group)
+    assert kube.get("podgroups", NS, group) is not None
+
+
+async def test_generate_name_only_pod_gets_a_random_suffix_written_into_it(tmp_path, kube, api_client):
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        first = await wh.mutate(owner_less_generate_name_review("g1"))
+        second = await wh.mutate(owner_less_generate_name_review("g2"))
+    names = [group_after(owner_less_generate_name_review(), r) for r in (first, second)]
+    for name in names:
+        assert re.fullmatch(r"pg-train-[a-z0-9]{5}", name), name
+        assert kube.get("podgroups", NS, name)["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"}
+    assert names[0] != names[1]
+
+
+async def test_a_podgroup_created_event_is_recorded(tmp_path, kube, api_client):
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        await wh.mutate(review("pod-create-bare-gpu"))
+
+        def created_event():
+            return [
+                e for e in kube.list("events", NS)
+                if e.get("reason") == "PodGroupCreated" and e["involvedObject"].get("name") == "pg-bare"
+            ]
+
+        events = await eventually(created_event, what="PodGroupCreated event")
+    assert events[0]["involvedObject"]["kind"] == "PodGroup"
+    assert events[0]["involvedObject"].get("uid") == kube.get("podgroups", NS, "pg-bare")["metadata"]["uid"]
+    assert "bare" in events[0]["message"]
+
+
+async def test_with_the_api_down_every_pod_is_still_allowed_in_time(tmp_path, kube, api_client):
+    async with running_webhook(tmp_path, api_client=api_client, api_timeout=0.5) as wh:
+        await kube.stop()
+        started = time.monotonic()
+        owned = await wh.mutate(owned_pod_review(0))
+        owner_less = await wh.mutate(review("pod-create-bare-gpu"))
+        hand_made = await wh.mutate(review("pod-create-labelled-gpu-memory"))
+        assert time.monotonic() - started < 3 * 0.5 + 1
+        # owned: the group name needs the owner: no guess, the grouper backfills it
+        assert owned == {"uid": "scale-up-0", "allowed": True}
+        # owner-less: the name is known: written into the pod, the grouper creates the group
+        assert group_after(review("pod-create-bare-gpu"), owner_less) == "pg-bare" and owner_less["allowed"] is True
+        assert hand_made["allowed"] is True and "warnings" not in hand_made
+        assert await wh.metric("podgang_webhook_api_errors_total", call="get_owner") == 1
+        assert await wh.metric("podgang_webhook_api_errors_total", call="create_podgroup") == 1
+        assert await wh.metric("podgang_webhook_owner_lookup_failures_total") == 1
+        assert await wh.metric(
+            "podgang_webhook_admission_requests_total", endpoint="/mutate-pods", operation="CREATE", verdict="degraded"
+        ) == 2
+        # back up: the next pod gets its group
+        await kube.start()
+        assert group_after(owned_pod_review(1), await wh.mutate(owned_pod_review(1))) == f"pg-web-{DEPLOYMENT_UID}"
+
+
+async def test_with_the_api_slow_the_answer_comes_within_the_timeout(tmp_path, kube, api_client):
+    kube.delay(5.0)
+    async with running_webhook(tmp_path, api_client=api_client, api_timeout=0.3) as wh:
+        started = time.monotonic()
+        owned, owner_less = await asyncio.gather(wh.mutate(owned_pod_review(0)), wh.mutate(review("pod-create-bare-gpu")))
+        took = time.monotonic() - started
+    assert took < 2.0, took
+    assert owned == {"uid": "scale-up-0", "allowed": True}
+    assert owner_less["allowed"] is True and group_after(review("pod-create-bare-gpu"), owner_less) == "pg-bare"
+
+
+async def test_the_apiservers_timeout_bounds_the_look_ups(tmp_path, kube, api_client):
+    kube.delay(5.0, r"/replicasets/")
+    async with running_webhook(tmp_path, api_client=api_client, api_timeout=10.0) as wh:
+        started = time.monotonic()
+        status, body = await wh.post_raw("/mutate-pods?timeout=1s", json.dumps(owned_pod_review(0)).encode())
+        took = time.monotonic() - started
+    assert status == 200 and json.loads(body)["response"]["allowed"] is True
+    assert took < 1.0, took
+
+
+async def test_manage_certs_writes_the_secret_and_files_and_becomes_ready(tmp_path, kube, api_client):
+    kube.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "podgang"}})
+    kube.put(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "podgang"},
+            "webhooks": [
+                {
+                    "name": "pods.podgang.io",
+                    "admissionReviewVersions": ["v1"],
+                    "sideEffects": "NoneOnDryRun",
+                    "clientConfig": {"service": {"name": "podgang-webhook", "namespace": "podgang", "path": "/mutate-pods"}},
+                }
+            ],
+        }
+    )
+    cert_dir = tmp_path / "managed"
+    cert_dir.mkdir()
+    async with running_webhook(
+        tmp_path,
+        api_client=api_client,
+        cert_dir=cert_dir,
+        cert_poll_interval=0.05,
+        manage_certs=True,
+        namespace="podgang",
+        secret="podgang-webhook-tls",
+        service="podgang-webhook",
+        webhook_configs=["podgang"],
+    ) as wh:
+        await eventually(lambda: wh.server.certificate.loaded, what="managed certificate loaded")
+        # the leaf names the Service, not 127.0.0.1: check the chain only from here
+        trusting = client_context(cert_dir / "ca.crt")
+        trusting.check_hostname = False
+        wh._ssl = trusting
+        assert await wh.get("/readyz") == (200, "ok\n")
+        secret = kube.get("secrets", "podgang", "podgang-webhook-tls")
+        assert secret is not None and set(secret["data"]) >= {"tls.crt", "tls.key", "ca.crt"}
+        config = kube.get("mutatingwebhookconfigurations", None, "podgang")
+        ca_bundle = config["webhooks"][0]["clientConfig"]["caBundle"]
+        assert base64.b64decode(ca_bundle) == (cert_dir / "ca.crt").read_bytes()
+        from cryptography import x509
+
+        written = x509.load_pem_x509_certificate((cert_dir / "tls.crt").read_bytes())
+        # the leaf served verifies against the CA the webhook configuration now carries
+        _, der = await asyncio.to_thread(handshake, wh.port, trusting)
+        assert x509.load_der_x509_certificate(der).serial_number == written.serial_number
+        dns = written.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+        assert "podgang-webhook.podgang.svc" in dns
+
+
+def test_the_namespace_flag_excludes_podgangs_own_namespace():
+    import argparse
+
+    from webhook import cli
+
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    args = parser.parse_args(["--namespace", "podgang-system", "--scheduler-name", "a", "--scheduler-name", "b"])
+    config = cli.config_from_args(args)
+    assert config.settings.excluded_namespaces == ("kube-system", "podgang-system")
+    assert config.settings.scheduler_names == ("a", "b")
+    assert config.namespace == "podgang-system"

@@ -1,0 +1,77 @@
+"""``--manage-certs``: the webhook keeps its own serving certificate.
+
+At start-up and then every ``--cert-check-interval`` (sooner when the certificate
+asks to be renewed earlier), :func:`certs.ensure` settles the Secret and the
+``caBundle`` of the webhook configurations, and :func:`certs.write_files` puts the
+result into ``--cert-dir``, which the server re-reads. Until the first success the
+server answers ``/readyz`` with 503; failures are retried with a growing delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from webhook.server import WebhookServer
+
+log = logging.getLogger("podgang.webhook")
+
+RETRY_FIRST, RETRY_MAX = 1.0, 60.0
+
+
+class CertificateKeeper:
+    def __init__(self, server: "WebhookServer"):
+        self.server = server
+        self.config = server.config
+        self.problem = ""
+        self.runs = 0
+
+    async def ensure_once(self) -> float:
+        """One ensure + write; the seconds until the next check."""
+        import certs
+
+        cfg = self.config
+        bundle = await certs.ensure(
+            self.server.api_client,
+            namespace=cfg.namespace,
+            secret=cfg.secret,
+            service=cfg.service,
+            webhook_configs=cfg.webhook_configs,
+            request_timeout=max(cfg.api_timeout, 5.0),
+        )
+        written = certs.write_files(bundle, cfg.cert_dir)
+        if self.server.certificate is not None:
+            self.server.certificate.reload()
+        self.runs += 1
+        fields = {"secret": f"{cfg.namespace}/{cfg.secret}", "actions": list(bundle.actions), "files": written}
+        if bundle.errors:
+            fields["errors"] = list(bundle.errors)
+            log.warning("certificates settled, some webhook configurations not patched", extra={"fields": fields})
+        else:
+            log.info("certificates settled", extra={"fields": fields})
+        wait = cfg.cert_check_interval
+        if bundle.renew_at is not None:
+            until = (bundle.renew_at - dt.datetime.now(dt.timezone.utc)).total_seconds()
+            wait = min(wait, max(until, 1.0))
+        return wait
+
+    async def run(self) -> None:
+        retry = RETRY_FIRST
+        while True:
+            try:
+                wait = await self.ensure_once()
+                self.problem = ""
+                retry = RETRY_FIRST
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # EnsureError, transport errors, anything: retry
+                self.problem = f"{type(exc).__name__}: {exc}"
+                log.error(
+                    "cannot settle the serving certificate",
+                    extra={"fields": {"error": self.problem, "retry_in_s": retry}},
+                )
+                wait, retry = retry, min(retry * 2, RETRY_MAX)
+            await asyncio.sleep(wait)
