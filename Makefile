@@ -20,6 +20,11 @@ run: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
 
+# podgang webhook vs a bare aiohttp TLS endpoint (and the Go anchor when a Go toolchain
+# is found), same load generator (wrk if installed), pinned cores (see bench/README.md).
+bench-webhook: $(BIN)/.installed
+	$(BIN)/python bench/webhook/bench.py
+
 # The grouper against the HTTP API emulator: 10,000 pods in 1,000 gangs (see bench/README.md).
 bench-grouper: $(BIN)/.installed
 	$(BIN)/python bench/grouper/bench.py

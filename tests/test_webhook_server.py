@@ -256,3 +256,28 @@ async def test_one_json_log_line_per_decision(tmp_path, caplog):
 
     line = JsonFormatter().format(records[0])
     assert "\n" not in line and json.loads(line)["group"] == "pg-dryrun-pod"
+
+
+async def test_the_fast_decision_log_writes_the_same_json_line_in_batches(tmp_path, caplog):
+    import io
+    import logging
+    import re as regex
+
+    from webhook.decisions import DecisionLog
+
+    caplog.set_level(logging.INFO, logger="podgang.webhook.decision")  # --log-level INFO
+
+    out = io.BytesIO()
+    docs = [review("pod-create-dry-run"), review("deployment-create")]
+    async with running_webhook(tmp_path, decision_log=DecisionLog(out, flush_interval=0.02)) as wh:
+        for doc in docs:
+            await wh.mutate(doc)
+        assert out.getvalue() == b""  # batched: nothing written per request
+        await eventually(lambda: out.getvalue().count(b"\n") == 2, what="two decision lines flushed")
+    entries = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [e["uid"] for e in entries] == [d["request"]["uid"] for d in docs]
+    first = entries[0]
+    assert regex.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", first["ts"])
+    assert (first["level"], first["logger"], first["msg"]) == ("info", "podgang.webhook.decision", "admission")
+    assert (first["pod"], first["group"], first["verdict"], first["dry_run"]) == ("dryrun-pod", "pg-dryrun-pod", "patched", True)
+    assert entries[1]["verdict"] == "skipped" and entries[1]["kind"] == "Deployment"

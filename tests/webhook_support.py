@@ -228,6 +228,7 @@ async def running_webhook(
     api_client: Any = None,
     settings: Settings = TEST_SETTINGS,
     cert_dir: Path | None = None,
+    decision_log: Any = None,
     **config: Any,
 ) -> AsyncIterator[Webhook]:
     """A real webhook on 127.0.0.1 over TLS, with certificates from
@@ -237,7 +238,7 @@ async def running_webhook(
         podgang_certs_generate(cert_dir)
     ca_file = cert_dir / "ca.crt"
     cfg = WebhookConfig(host="127.0.0.1", port=0, cert_dir=str(cert_dir), settings=settings, **config)
-    server = WebhookServer(cfg, api_client)
+    server = WebhookServer(cfg, api_client, decision_log=decision_log)
     await server.start()
     session = aiohttp.ClientSession()
     try:

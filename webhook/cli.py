@@ -111,4 +111,4 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         loop_factory = None
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        return runner.run(serve(config, kubeconfig=args.kubeconfig))
+        return runner.run(serve(config, kubeconfig=args.kubeconfig, json_logs=args.log_format == "json"))

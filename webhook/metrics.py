@@ -10,6 +10,7 @@ never share counts.
 - ``podgang_webhook_api_errors_total{call}``: get_owner, get_podgroup, create_podgroup
 - ``podgang_webhook_owner_lookup_failures_total``: pods admitted without a group
 - ``podgang_webhook_owner_cache_hits_total`` / ``..._misses_total``, ``..._owner_cache_entries``
+- ``podgang_webhook_decisions_replayed_total``: owned pods identical to one decided before
 - ``podgang_webhook_certificate_reloads_total{result}``, ``..._certificate_not_after_seconds``
 """
 
@@ -68,6 +69,11 @@ class WebhookMetrics:
         self.owner_cache_hits = Counter("podgang_webhook_owner_cache_hits", "Owner look-ups served from the cache.", registry=r)
         self.owner_cache_misses = Counter(
             "podgang_webhook_owner_cache_misses", "Owner look-ups that needed the API.", registry=r
+        )
+        self.decisions_replayed = Counter(
+            "podgang_webhook_decisions_replayed",
+            "Owned pods answered like an identical pod decided before (no rules walk, no look-up).",
+            registry=r,
         )
         self.owner_cache_entries = Gauge(
             "podgang_webhook_owner_cache_entries", "Owners held in the cache.", registry=r

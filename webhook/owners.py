@@ -121,6 +121,16 @@ class OwnerCache:
             raise OwnerLookupFailed(f"{what}: found uid {uid}, the pod points at uid {ref.uid} (the owner was replaced)")
         return obj
 
+    def expiry(self, namespace: str, chain: list[dict[str, Any]]) -> float:
+        """When the first of ``chain``'s cached owners expires (a decision derived
+        from them is good until then)."""
+        soonest = self.clock() + self.ttl
+        for obj in chain:
+            md = obj.get("metadata") or {}
+            entry = self._entries.get((namespace, str(obj.get("kind")), str(md.get("name")), str(md.get("uid") or "")))
+            soonest = min(soonest, entry[0]) if entry is not None else self.clock()
+        return soonest
+
     def _store(self, key: Key, obj: dict[str, Any]) -> None:
         self._entries[key] = (self.clock() + self.ttl, obj)
         self._entries.move_to_end(key)

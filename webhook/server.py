@@ -28,6 +28,7 @@ from webhook.admission import (
     pod_label,
 )
 from webhook.api import KubeApi
+from webhook.decisions import DecisionLog
 from webhook.events import BackgroundEvents
 from webhook.metrics import WebhookMetrics
 from webhook.owners import OwnerCache
@@ -35,7 +36,6 @@ from webhook.podgroups import PodGroups
 from webhook.tls import ServingCertificate
 
 log = logging.getLogger("podgang.webhook")
-decisions = logging.getLogger("podgang.webhook.decision")
 
 MAX_BODY = 3 * 1024 * 1024  # 3 MiB: the apiserver's own request limit
 MUTATE, VALIDATE = "/mutate-pods", "/validate-pods"
@@ -66,8 +66,9 @@ class WebhookServer:
     caller closes it), or None for a webhook without API access (owner look-ups
     and PodGroup creation then fail softly, as in an API outage)."""
 
-    def __init__(self, config: WebhookConfig, api_client: Any = None):
+    def __init__(self, config: WebhookConfig, api_client: Any = None, *, decision_log: DecisionLog | None = None):
         self.config = config
+        self.decision_log = decision_log or DecisionLog()
         self.settings = config.settings
         self.metrics = WebhookMetrics()
         self.api_client = api_client
@@ -149,6 +150,7 @@ class WebhookServer:
             self._runner = None
         if self.events is not None:
             await self.events.drain()
+        self.decision_log.flush()
         log.info("webhook stopped")
 
     async def _watch_certificate(self) -> None:
@@ -201,7 +203,7 @@ class WebhookServer:
             return self._bad(400, "invalid", str(exc))
         try:
             if endpoint == MUTATE:
-                verdict = await self.admission.mutate(review, budget=_review_budget(request))
+                verdict = await self.admission.mutate(review, budget=lambda: _review_budget(request))
             else:
                 verdict = self.admission.validate(review)
         except Exception as exc:  # a bug must not block pods: allow, unchanged, and say so loudly
@@ -210,7 +212,7 @@ class WebhookServer:
         payload, patch_size = encode_response(review.uid, verdict)
         seconds = time.perf_counter() - started
         self.metrics.observe(endpoint, review.operation, verdict.verdict, seconds)
-        if decisions.isEnabledFor(logging.INFO):
+        if self.decision_log.enabled:
             fields: dict[str, Any] = {
                 "uid": review.uid,
                 "endpoint": endpoint,
@@ -227,7 +229,7 @@ class WebhookServer:
             }
             if verdict.warnings:
                 fields["warnings"] = verdict.warnings
-            decisions.info("admission", extra={"fields": fields})
+            self.decision_log.write(fields)
         return web.Response(body=payload, content_type="application/json")
 
     def _bad(self, status: int, reason: str, message: str) -> web.Response:
@@ -247,9 +249,15 @@ def _review_budget(request: web.Request) -> float:
     return DEFAULT_REVIEW_TIMEOUT
 
 
-async def serve(config: WebhookConfig, *, kubeconfig: str | None = None) -> int:
-    """Run a webhook until SIGTERM or SIGINT; 0 after a clean shutdown."""
+async def serve(config: WebhookConfig, *, kubeconfig: str | None = None, json_logs: bool = True) -> int:
+    """Run a webhook until SIGTERM or SIGINT; 0 after a clean shutdown.
+
+    ``json_logs``: decision lines take the fast path (see :mod:`webhook.decisions`).
+    """
+    import gc
     import signal
+
+    from webhook.decisions import stderr_stream
 
     from podgang.kube import make_api_client
 
@@ -268,13 +276,18 @@ async def serve(config: WebhookConfig, *, kubeconfig: str | None = None) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)
-    server = WebhookServer(config, api_client)
+    server = WebhookServer(config, api_client, decision_log=DecisionLog(stderr_stream()) if json_logs else None)
     try:
         try:
             await server.start()
         except OSError as exc:
             log.error("cannot listen", extra={"fields": {"address": f"{config.host}:{config.port}", "error": str(exc)}})
             return 1
+        # what start-up built lives as long as the process: keep the collector off it,
+        # and let it run less often (a review allocates a few hundred objects)
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(10_000, 20, 20)
         await stopping.wait()
         log.info("stopping: finishing requests in flight", extra={"fields": {"signal": received[0]}})
     finally:
