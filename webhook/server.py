@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from podgang import rules
+from podgang.kube import EventRecorder
 from podgang.settings import DEFAULT, Settings
 
 from webhook.admission import (
@@ -77,8 +78,6 @@ class WebhookServer:
         self.podgroups = PodGroups(self.api, self.settings, self.metrics)
         self.events: BackgroundEvents | None = None
         if api_client is not None:
-            from podgang.kube import EventRecorder
-
             self.events = BackgroundEvents(EventRecorder(api_client, "webhook", timeout=config.api_timeout))
         self.admission = Admission(
             self.settings, self.owners, self.podgroups, api_timeout=config.api_timeout, events=self.events

@@ -96,9 +96,14 @@ class ServingCertificate:
         self._current: ssl.SSLContext | None = None
         self.context = new_server_context()  # the listening socket's context
         self.context.sni_callback = self._choose_context
+        loaded = False
         if self.reload():  # the same pair serves a handshake that skips the switch
-            self.context.load_cert_chain(self.cert_path, self.key_path)
-        else:
+            try:
+                self.context.load_cert_chain(self.cert_path, self.key_path)
+                loaded = True
+            except (OSError, ssl.SSLError):  # rotated in between: the switch serves the new pair
+                pass
+        if not loaded:
             with tempfile.TemporaryDirectory(prefix="podgang-placeholder-") as tmp:
                 self.context.load_cert_chain(*_placeholder_files(tmp))
 
