@@ -17,6 +17,13 @@ import pytest
 from podgang import rules
 from tests.kube_emulator import KubeEmulator
 from tests.webhook_support import (
+    CRON_RUN_UID,
+    DEPLOYMENT_UID,
+    JOB_UID,
+    NS,
+    STATEFULSET_UID,
+    owned_pod_review,
+    seed_owners,
     api_status,
     decoded_patch,
     eventually,
@@ -29,12 +36,6 @@ from tests.webhook_support import (
     running_webhook,
 )
 
-NS = "cap"
-DEPLOYMENT_UID = "2d14ca47-2cb2-410d-8124-0dd58f4b12e1"
-REPLICASET_UID = "92b73ed6-0342-49a0-b17f-2357c512dad2"
-JOB_UID = "c64e554b-f9d2-4870-aa19-0062565c3d59"
-CRON_RUN_UID = "0d893176-6fc7-4b03-9ae5-572233f06285"
-STATEFULSET_UID = "ea1fc0ff-c6c6-4aa9-a3f6-d9d6ed82f23e"
 PODGROUPS = r"/apis/scheduling\.run\.ai/v2alpha2/namespaces/cap/podgroups"
 
 #: recorded review -> the group its pod must end up in (None: nothing to change)
@@ -62,28 +63,6 @@ EXPECTED = {
 CREATED = {"pg-bare", "pg-native-0", "pg-app-server", rules.owner_less_group_name("Bad_Name")}
 
 
-def recorded_object(name: str, uid: str) -> dict:
-    obj = copy.deepcopy(review(name)["request"]["object"])
-    obj["metadata"]["uid"] = uid
-    obj["metadata"].pop("managedFields", None)
-    return obj
-
-
-def seed_owners(emu: KubeEmulator) -> None:
-    emu.put(recorded_object("deployment-create", DEPLOYMENT_UID))
-    emu.put(recorded_object("replicaset-create-by-deployment", REPLICASET_UID))
-    emu.put(recorded_object("statefulset-create", STATEFULSET_UID))
-    emu.put(recorded_object("job-create-by-cronjob", CRON_RUN_UID))
-    emu.put(
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": "train", "namespace": NS, "uid": JOB_UID},
-            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}], "restartPolicy": "Never"}}},
-        }
-    )
-
-
 def managed_podgroup(name: str, *, managed: bool = True) -> dict:
     labels = {"podgang.io/managed-by": "podgang"} if managed else {"team": "someone-else"}
     return {
@@ -100,12 +79,6 @@ def owner_less_generate_name_review(uid: str = "gen-1") -> dict:
     md = doc["request"]["object"]["metadata"]
     md.pop("ownerReferences")
     md["labels"] = {"app": "train"}
-    return doc
-
-
-def owned_pod_review(i: int) -> dict:
-    doc = review("pod-create-by-replicaset")
-    doc["request"]["uid"] = f"scale-up-{i}"
     return doc
 
 
@@ -358,7 +331,7 @@ async def test_the_apiservers_timeout_bounds_the_look_ups(tmp_path, kube, api_cl
         status, body = await wh.post_raw("/mutate-pods?timeout=1s", json.dumps(owned_pod_review(0)).encode())
         took = time.monotonic() - started
     assert status == 200 and json.loads(body)["response"]["allowed"] is True
-    assert took < 1.0, took
+    assert took < 2.0, took  # well before the 5 s the owner look-up would take
 
 
 async def test_manage_certs_writes_the_secret_and_files_and_becomes_ready(tmp_path, kube, api_client):

@@ -14,8 +14,17 @@ import aiohttp
 import pytest
 
 from tests.kube_emulator import KubeEmulator
-from tests.test_webhook_kube import DEPLOYMENT_UID, owned_pod_review, seed_owners
-from tests.webhook_support import ROOT, client_context, eventually, group_after, podgang_certs_generate, review
+from tests.webhook_support import (
+    DEPLOYMENT_UID,
+    ROOT,
+    client_context,
+    eventually,
+    group_after,
+    owned_pod_review,
+    podgang_certs_generate,
+    review,
+    seed_owners,
+)
 
 
 class WebhookProcess:
@@ -73,7 +82,7 @@ async def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):
     podgang_certs_generate(certs)
     async with KubeEmulator() as kube:
         seed_owners(kube)
-        kube.delay(1.5, r"/replicasets/")  # the first owner look-up is slow: a request stays in flight
+        kube.delay(3.0, r"/replicasets/")  # the first owner look-up is slow: a request stays in flight
         kubeconfig = kube.write_kubeconfig(tmp_path / "kubeconfig")
         async with WebhookProcess(
             "-m", "webhook", "--port", "0", "--bind-address", "127.0.0.1", "--cert-dir", str(certs),

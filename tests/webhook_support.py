@@ -84,6 +84,46 @@ def group_after(doc: dict[str, Any], response: dict[str, Any]) -> str | None:
 
 
 # ---------------------------------------------------------------------------
+# the owners behind the recorded pods, for an API emulator
+
+NS = "cap"
+DEPLOYMENT_UID = "2d14ca47-2cb2-410d-8124-0dd58f4b12e1"
+REPLICASET_UID = "92b73ed6-0342-49a0-b17f-2357c512dad2"
+JOB_UID = "c64e554b-f9d2-4870-aa19-0062565c3d59"
+CRON_RUN_UID = "0d893176-6fc7-4b03-9ae5-572233f06285"
+STATEFULSET_UID = "ea1fc0ff-c6c6-4aa9-a3f6-d9d6ed82f23e"
+
+
+def recorded_object(name: str, uid: str) -> dict:
+    obj = copy.deepcopy(review(name)["request"]["object"])
+    obj["metadata"]["uid"] = uid
+    obj["metadata"].pop("managedFields", None)
+    return obj
+
+
+def seed_owners(emu: Any) -> None:
+    """Put the recordings' owners into a tests.kube_emulator.KubeEmulator."""
+    emu.put(recorded_object("deployment-create", DEPLOYMENT_UID))
+    emu.put(recorded_object("replicaset-create-by-deployment", REPLICASET_UID))
+    emu.put(recorded_object("statefulset-create", STATEFULSET_UID))
+    emu.put(recorded_object("job-create-by-cronjob", CRON_RUN_UID))
+    emu.put(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "train", "namespace": NS, "uid": JOB_UID},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "x"}], "restartPolicy": "Never"}}},
+        }
+    )
+
+
+def owned_pod_review(i: int) -> dict:
+    doc = review("pod-create-by-replicaset")
+    doc["request"]["uid"] = f"scale-up-{i}"
+    return doc
+
+
+# ---------------------------------------------------------------------------
 # certificates
 
 
