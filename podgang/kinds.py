@@ -31,16 +31,15 @@ POD = Resource("", "v1", "pods", "Pod")
 REPLICA_SET = Resource("apps", "v1", "replicasets", "ReplicaSet")
 DEPLOYMENT = Resource("apps", "v1", "deployments", "Deployment")
 STATEFUL_SET = Resource("apps", "v1", "statefulsets", "StatefulSet")
-DAEMON_SET = Resource("apps", "v1", "daemonsets", "DaemonSet")
 JOB = Resource("batch", "v1", "jobs", "Job")
 CRON_JOB = Resource("batch", "v1", "cronjobs", "CronJob")
 LEADER_WORKER_SET = Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", optional=True)
 JOB_SET = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True)
 
-#: Owner kinds podgang can look up, by kind.
+#: Owner kinds podgang looks up to walk to the top owner, by kind. An owner of any
+#: other kind (a DaemonSet, a custom controller's object) is taken as the top.
 OWNER_KINDS: dict[str, Resource] = {
-    r.kind: r
-    for r in (POD, REPLICA_SET, DEPLOYMENT, STATEFUL_SET, DAEMON_SET, JOB, CRON_JOB, LEADER_WORKER_SET, JOB_SET)
+    r.kind: r for r in (POD, REPLICA_SET, DEPLOYMENT, STATEFUL_SET, JOB, CRON_JOB, LEADER_WORKER_SET, JOB_SET)
 }
 
 #: Workloads whose size the grouper follows (it watches these).

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Mapping as AbcMapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -72,11 +73,16 @@ OWNER_LESS = "owner-less"
 
 
 def _dict(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+    if type(value) is dict:  # the common case, and much cheaper than an ABC check
+        return value
+    return value if isinstance(value, AbcMapping) else _EMPTY
 
 
 def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
+    return value if type(value) is list else []
+
+
+_EMPTY: Mapping[str, Any] = {}
 
 
 def _q(value: Any) -> str:
@@ -647,6 +653,12 @@ def gpu_problem(pod: Any, settings: Settings = DEFAULT) -> str | None:
     mem_key, frac_key = settings.gpu_memory_annotation, settings.gpu_fraction_annotation
     memory, fraction = notes.get(mem_key), notes.get(frac_key)
     whole = whole_gpu_requests(pod, settings)
+    # the order of KAI's own checks, so a pod with several problems gets KAI's message
+    if fraction is not None and whole:
+        return (
+            f"{MSG_FRACTION_AND_GPU}: {whole[0]} and annotation {frac_key}: {_q(fraction)}; "
+            f"remove {settings.gpu_resource} to share a GPU, or remove the {frac_key} annotation to use whole GPUs"
+        )
     if whole and memory is not None:
         return (
             f"{MSG_GPU_AND_MEMORY}: {whole[0]} and annotation {mem_key}: {_q(memory)}; "
@@ -657,11 +669,6 @@ def gpu_problem(pod: Any, settings: Settings = DEFAULT) -> str | None:
         return (
             f"{MSG_GPU_AND_MEMORY}: annotations {mem_key}: {_q(memory)} and {frac_key}: {_q(fraction)}; "
             f"keep only one of them"
-        )
-    if fraction is not None and whole:
-        return (
-            f"{MSG_FRACTION_AND_GPU}: {whole[0]} and annotation {frac_key}: {_q(fraction)}; "
-            f"remove {settings.gpu_resource} to share a GPU, or remove the {frac_key} annotation to use whole GPUs"
         )
     if memory is not None:
         text = memory.strip()

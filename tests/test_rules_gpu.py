@@ -107,10 +107,16 @@ def test_memory_and_fraction():
     )
 
 
-def test_all_three_reports_gpu_and_memory_first():
+def test_all_three_report_what_kai_reports_first_fraction_and_whole_gpu():
+    # KAI's own validation checks gpu-fraction + whole GPU before gpu-memory
     assert gpu_problem(gpu_pod(requests="1", memory="4000", fraction="0.5")).startswith(
-        'cannot request both GPU and GPU memory: container "app" requests nvidia.com/gpu: 1'
+        'cannot have both GPU fraction request and whole GPU resource request/limit: '
+        'container "app" requests nvidia.com/gpu: 1'
     )
+
+
+def test_a_conflict_is_reported_before_a_malformed_value():
+    assert gpu_problem(gpu_pod(limits="1", memory="abc")).startswith("cannot request both GPU and GPU memory: ")
 
 
 # ---------------------------------------------------------------------------
