@@ -4,6 +4,7 @@ that records the backoff it was asked for."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -59,7 +60,9 @@ class FakeSleep:
     async def __call__(self, seconds: float) -> None:
         self.delays.append(seconds)
         if self.hook is not None:
-            self.hook(len(self.delays))
+            result = self.hook(len(self.delays))
+            if inspect.isawaitable(result):
+                await result
 
 
 def pod(name: str, **labels: str) -> dict:
@@ -118,7 +121,10 @@ async def test_pdb_refusing_then_allowing_is_retried_until_it_succeeds(emu, api)
     pods = put_pods(emu, "w-0", "w-1", "w-2")
     put_pdb(emu, 3)  # 3 healthy needed, 3 there: every eviction refused
 
-    def relax(calls: int) -> None:
+    async def relax(calls: int) -> None:
+        # the evictions run concurrently: relax the budget only once every pod has
+        # been refused, so the count below does not depend on scheduling
+        await emu.wait_for(lambda: emu.count("POST", EVICTION) >= 3, timeout=5)
         if calls == 1:
             put_pdb(emu, 0)  # e.g. the owner relaxed the budget while we backed off
 
