@@ -12,42 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import signal
 import sys
 
-from podgang.options import add_flag
-
-IN_CLUSTER_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+from podgang.options import add_flag, duration, own_namespace, port
 
 log = logging.getLogger("podgang.grouper")
-
-
-def _duration(text: str) -> float:
-    from podgang.rules import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0-65535 (0 turns the server off), not {value}")
-    return value
-
-
-def own_namespace() -> str | None:
-    """The namespace podgang runs in (POD_NAMESPACE, or the service account's)."""
-    if os.environ.get("POD_NAMESPACE"):
-        return os.environ["POD_NAMESPACE"]
-    try:
-        with open(IN_CLUSTER_NAMESPACE, encoding="utf-8") as fh:
-            return fh.read().strip() or None
-    except OSError:
-        return None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,10 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              help="never touch pods in this namespace (repeatable; podgang's own namespace is always excluded)")
     add_flag(parser, "--scheduler-name", repeat=True, default=["kai-scheduler"], dest="scheduler_names",
              help="pods with this spec.schedulerName are in scope (repeatable)")
-    add_flag(parser, "--staleness-grace-period", type=_duration, default=60.0,
+    add_flag(parser, "--staleness-grace-period", type=duration, default=60.0,
              help="how long a stale gang may stay incomplete before the rest is evicted (e.g. 60s, 5m); "
                   "per group: annotation podgang.io/staleness-grace-period")
-    add_flag(parser, "--orphan-timeout", type=_duration, default=120.0,
+    add_flag(parser, "--orphan-timeout", type=duration, default=120.0,
              help="delete a podgang PodGroup whose pod never appeared after this long (e.g. 2m)")
     add_flag(parser, "--leader-elect", switch=True, default=False,
              help="run one active replica: hold a coordination.k8s.io/v1 Lease while reconciling")
@@ -69,19 +39,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--leader-election-namespace", default=None,
              help="namespace of the Lease (default: podgang's own namespace, else 'default')")
     add_flag(parser, "--leader-election-identity", default=None, help="this replica's identity (default: hostname + random)")
-    add_flag(parser, "--leader-election-lease-duration", type=_duration, default=15.0, help="Lease duration")
-    add_flag(parser, "--leader-election-renew-deadline", type=_duration, default=10.0,
+    add_flag(parser, "--leader-election-lease-duration", type=duration, default=15.0, help="Lease duration")
+    add_flag(parser, "--leader-election-renew-deadline", type=duration, default=10.0,
              help="give up leading when the Lease cannot be renewed for this long")
-    add_flag(parser, "--leader-election-retry-period", type=_duration, default=2.0, help="Lease retry period")
-    add_flag(parser, "--metrics-port", type=_port, default=8080,
+    add_flag(parser, "--leader-election-retry-period", type=duration, default=2.0, help="Lease retry period")
+    add_flag(parser, "--metrics-port", type=port, default=8080,
              help="plain-HTTP port for /metrics, /healthz and /readyz (0: off)")
     add_flag(parser, "--metrics-bind-address", default="0.0.0.0", help="address the metrics server binds")
     add_flag(parser, "--log-format", default="json", choices=["json", "text"], help="json (one object per line) or text")
     add_flag(parser, "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     add_flag(parser, "--workers", type=int, default=8, help="PodGroups reconciled concurrently")
-    add_flag(parser, "--request-timeout", type=_duration, default=10.0, help="timeout of every API call")
-    add_flag(parser, "--watch-timeout", type=_duration, default=300.0, help="server-side timeout of each watch request")
-    add_flag(parser, "--resync-period", type=_duration, default=300.0,
+    add_flag(parser, "--request-timeout", type=duration, default=10.0, help="timeout of every API call")
+    add_flag(parser, "--watch-timeout", type=duration, default=300.0, help="server-side timeout of each watch request")
+    add_flag(parser, "--resync-period", type=duration, default=300.0,
              help="re-check every PodGroup this often even without events")
 
 

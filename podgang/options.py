@@ -74,3 +74,40 @@ def add_flag(
         )
     else:
         parser.add_argument(flag, type=type, default=default, help=text, **kwargs)
+
+
+# --- value types and defaults shared by the sub-commands
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def duration(text: str) -> float:
+    """An argparse type: ``90s``, ``5m``, ``1h30m``, ``500ms`` or plain seconds."""
+    from podgang.rules import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 0 meaning "any" or "off" as the flag says."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, not {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"port {value} is outside 0-65535")
+    return value
+
+
+def own_namespace() -> str | None:
+    """The namespace podgang runs in: ``POD_NAMESPACE``, else the service account's."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE, encoding="utf-8") as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None

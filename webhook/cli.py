@@ -8,57 +8,31 @@ from __future__ import annotations
 
 import argparse
 
-from podgang.options import add_flag
-
-SA_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-def _duration(text: str) -> float:
-    from podgang.rules import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port {value} is outside 0-65535")
-    return value
-
-
-def _own_namespace() -> str | None:
-    try:
-        with open(SA_NAMESPACE_FILE) as handle:
-            return handle.read().strip() or None
-    except OSError:
-        return None
+from podgang.options import add_flag, duration, own_namespace, port
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve = parser.add_argument_group("serving")
-    add_flag(serve, "--port", default=9443, type=_port, help="HTTPS port (0: any free port)")
+    add_flag(serve, "--port", default=9443, type=port, help="HTTPS port (0: any free port)")
     add_flag(serve, "--bind-address", default="0.0.0.0", help="address to listen on")
     add_flag(serve, "--cert-dir", default="/etc/podgang/tls", help="directory holding tls.crt and tls.key (re-read when they change)")
-    add_flag(serve, "--cert-poll-interval", default=1.0, type=_duration, help="how often to check the certificate files")
-    add_flag(serve, "--shutdown-timeout", default=15.0, type=_duration, help="on SIGTERM, how long requests in flight may take")
+    add_flag(serve, "--cert-poll-interval", default=1.0, type=duration, help="how often to check the certificate files")
+    add_flag(serve, "--shutdown-timeout", default=15.0, type=duration, help="on SIGTERM, how long requests in flight may take")
     scope = parser.add_argument_group("scope")
     add_flag(scope, "--scheduler-name", default=["kai-scheduler"], repeat=True, help="pods with this schedulerName are in scope (repeatable)")
     add_flag(scope, "--exclude-namespace", default=["kube-system"], repeat=True, help="namespace podgang leaves alone (repeatable); --namespace is always excluded")
     api = parser.add_argument_group("Kubernetes API")
     add_flag(api, "--kubeconfig", default=None, help="kubeconfig file (else in-cluster config, else $KUBECONFIG or ~/.kube/config)")
-    add_flag(api, "--api-timeout", default=2.0, type=_duration, help="timeout of each API call (owner look-up, PodGroup creation)")
+    add_flag(api, "--api-timeout", default=2.0, type=duration, help="timeout of each API call (owner look-up, PodGroup creation)")
     add_flag(api, "--owner-cache-size", default=10_000, type=int, help="owners kept in the look-up cache")
-    add_flag(api, "--owner-cache-ttl", default=300.0, type=_duration, help="how long a looked-up owner is trusted")
+    add_flag(api, "--owner-cache-ttl", default=300.0, type=duration, help="how long a looked-up owner is trusted")
     certs = parser.add_argument_group("self-managed certificates")
     add_flag(certs, "--manage-certs", default=False, switch=True, help="create/rotate the serving certificate in a Secret, inject caBundle, write the files to --cert-dir")
-    add_flag(certs, "--namespace", default=_own_namespace(), help="podgang's namespace (Secret and Service live here; always excluded)")
+    add_flag(certs, "--namespace", default=own_namespace(), help="podgang's namespace (Secret and Service live here; always excluded)")
     add_flag(certs, "--secret", default="podgang-webhook-tls", help="Secret holding the CA and the serving certificate")
     add_flag(certs, "--service", default="podgang-webhook", help="Service in front of the webhook (the certificate's DNS names)")
     add_flag(certs, "--webhook-config", default=[], repeat=True, help="Mutating/ValidatingWebhookConfiguration whose caBundle to keep current (repeatable)")
-    add_flag(certs, "--cert-check-interval", default=3600.0, type=_duration, help="how often to check the certificate for rotation")
+    add_flag(certs, "--cert-check-interval", default=3600.0, type=duration, help="how often to check the certificate for rotation")
     logs = parser.add_argument_group("logging")
     add_flag(logs, "--log-format", default="json", choices=("json", "text"), help="json: one object per line; text: for humans")
     add_flag(logs, "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="")
