@@ -863,3 +863,43 @@ def test_chart_metadata():
     assert chart["apiVersion"] == "v2" and chart["name"] == "podgang"
     assert chart["appVersion"] == "0.1.0"
     assert re.fullmatch(r"\d+\.\d+\.\d+", chart["version"])
+
+
+# ---------------------------------------------------------------------------
+# the chart and the code agree
+
+
+@pytest.mark.parametrize("component", ["webhook", "grouper"])
+def test_container_args_are_accepted_by_the_real_command_line(variant, component):
+    """Every flag the chart passes exists in `podgang <command>`, with a valid value."""
+    from podgang.cli import command_parser
+
+    _name, _values, docs = variant
+    args = args_of(docs, component)
+    assert args[0] == component
+    parser, _run = command_parser(component)
+    errors: list[str] = []
+    parser.error = errors.append  # argparse reports here instead of exiting
+    parsed = parser.parse_args(args[1:])
+    assert errors == [], f"the chart passes {args[1:]} and podgang {component} refuses: {errors}"
+    if component == "grouper":
+        assert parsed.leader_elect == (_values.get("grouper", {}).get("leaderElection", {}).get("enabled", True))
+
+
+def test_webhook_rbac_covers_every_owner_kind_it_looks_up(defaults):
+    """The webhook fetches each kind in podgang.kinds.OWNER_KINDS; a 403 would leave
+    those pods without a gang on every admission."""
+    from podgang.kinds import OWNER_KINDS
+
+    rules = _rules_for(defaults, f"{RELEASE}-webhook")
+    for resource in OWNER_KINDS.values():
+        assert _allowed(rules, resource.group, resource.plural, "get"), f"webhook cannot get {resource.plural}"
+
+
+def test_grouper_rbac_covers_every_kind_it_watches(defaults):
+    from podgang.kinds import POD, WORKLOAD_KINDS
+
+    rules = _rules_for(defaults, f"{RELEASE}-grouper")
+    for resource in (POD, *WORKLOAD_KINDS):
+        for verb in ("list", "watch"):
+            assert _allowed(rules, resource.group, resource.plural, verb), f"grouper cannot {verb} {resource.plural}"
