@@ -328,6 +328,7 @@ def _plan_workload(plan, obj, src, ns, settings, hand_made, shared, add_group) -
         shared[(ns, named)].append(obj)
         return
     mm = rules.min_member_for(obj, None, settings)
+    plan.warnings.extend(Finding(src, what, problem) for problem in _pin_problems([], [obj], settings))
     owner_text = f"{str(obj.get('kind')).lower()}/{rules.metadata(obj).get('name')}"
     kind = obj.get("kind")
     if kind == "LeaderWorkerSet":

@@ -235,3 +235,56 @@ def test_environment_variables_configure_scope(tmp_path):
     result = subprocess.run([sys.executable, "-m", "podgang.cli", "plan", path], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=60)
     assert "→ pg-p" in result.stdout
+
+
+def test_pins_apply_and_a_malformed_pin_is_a_warning(tmp_path):
+    path = write(tmp_path, "pins.yaml", """
+        apiVersion: apps/v1
+        kind: StatefulSet
+        metadata: {name: db, annotations: {podgang.io/min-member: "2"}}
+        spec:
+          replicas: 5
+          template: {spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}}
+        ---
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: bad-pin, annotations: {podgang.io/min-member: "lots"}}
+        spec:
+          replicas: 2
+          template: {spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}}
+    """)
+    result = plan(path)
+    assert result.returncode == 0
+    assert "minMember 2  pinned by podgang.io/min-member on statefulset/db" in group_line(result.stdout, "default/pg-db-<uid>")
+    assert "minMember 2  deployment/bad-pin spec.replicas 2" in group_line(result.stdout, "default/pg-bad-pin-<uid>")
+    assert 'deployment/bad-pin: podgang.io/min-member="lots" is ignored: it must be a whole number ≥ 1' in result.stdout
+
+
+def test_jobset_and_cronjob_sizes(tmp_path):
+    path = write(tmp_path, "batch.yaml", """
+        apiVersion: jobset.x-k8s.io/v1alpha2
+        kind: JobSet
+        metadata: {name: train}
+        spec:
+          replicatedJobs:
+            - name: driver
+              replicas: 1
+              template: {spec: {parallelism: 1, template: {spec: {schedulerName: kai-scheduler}}}}
+            - name: workers
+              replicas: 2
+              template: {spec: {parallelism: 4, completions: 3, template: {spec: {schedulerName: kai-scheduler}}}}
+        ---
+        apiVersion: batch/v1
+        kind: CronJob
+        metadata: {name: nightly}
+        spec:
+          schedule: "0 1 * * *"
+          jobTemplate:
+            spec:
+              parallelism: 3
+              template: {spec: {schedulerName: kai-scheduler, restartPolicy: Never}}
+    """)
+    out = plan(path).stdout
+    assert "minMember 7  jobset/train replicatedJobs driver 1×1 + workers 2×3" in group_line(out, "default/pg-train-<uid>")
+    assert "minMember 3  cronjob/nightly per run: jobTemplate parallelism 3" in group_line(out, "default/pg-nightly-<run>-<uid>")
+    assert "one PodGroup per Job run" in out
