@@ -25,7 +25,6 @@ LABEL org.opencontainers.image.title="podgang" \
       org.opencontainers.image.description="Admission webhook and pod-grouper for gang scheduling on Kubernetes (KAI-Scheduler first)" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0" \
-      org.opencontainers.image.source="https://github.com/podgang/podgang" \
       org.opencontainers.image.base.name="docker.io/library/python:3.11-slim"
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

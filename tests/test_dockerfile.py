@@ -142,7 +142,7 @@ def test_python_environment_and_labels(final):
     env = " ".join(args for keyword, args in final if keyword == "ENV")
     assert "PYTHONDONTWRITEBYTECODE=1" in env and "PYTHONUNBUFFERED=1" in env
     labels = " ".join(args for keyword, args in final if keyword == "LABEL")
-    for label in ("title", "description", "version", "licenses", "source"):
+    for label in ("title", "description", "version", "licenses"):
         assert f"org.opencontainers.image.{label}=" in labels
 
 
