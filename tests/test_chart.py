@@ -474,7 +474,7 @@ def test_webhook_deployment(defaults):
     spread = pod["topologySpreadConstraints"][0]
     assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["labelSelector"]["matchLabels"] == selector
     c = container(defaults, "webhook")
-    assert c["image"] == "ghcr.io/podgang/podgang:0.1.0"
+    assert c["image"] == "podgang:0.1.0"
     assert c["ports"] == [{"name": "https", "containerPort": 9443, "protocol": "TCP"}]
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz"), ("startupProbe", "/healthz")):
         assert c[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
@@ -838,7 +838,7 @@ def test_everything_variant_applies_the_values():
     assert "nodeAffinity" in pod["affinity"] and "podAntiAffinity" not in pod["affinity"]
     meta = deployment(docs, "webhook")["spec"]["template"]["metadata"]
     assert meta["annotations"] == {"example.com/team": "infra"} and meta["labels"]["team"] == "infra"
-    assert container(docs, "webhook")["image"] == "ghcr.io/podgang/podgang@sha256:" + "a" * 64
+    assert container(docs, "webhook")["image"] == "podgang@sha256:" + "a" * 64
     assert flag_values(args_of(docs, "webhook"), "--log-format") == ["text"]
     assert flag_values(args_of(docs, "webhook"), "--exclude-namespace") == ["kube-system", NAMESPACE, "monitoring"]
     gargs = args_of(docs, "grouper")
