@@ -397,3 +397,18 @@ def test_the_namespace_flag_excludes_podgangs_own_namespace():
     assert config.settings.excluded_namespaces == ("kube-system", "podgang-system")
     assert config.settings.scheduler_names == ("a", "b")
     assert config.namespace == "podgang-system"
+
+
+async def test_the_apiservers_timeout_bounds_create_then_read_of_an_owner_less_group(tmp_path, kube, api_client):
+    """A create that answers 409 late, then a slow read of the existing group: the two
+    calls together must still end before the apiserver's ``?timeout=`` (each call used
+    to get the whole time that was left before the first)."""
+    kube.put(managed_podgroup("pg-bare", managed=False))
+    kube.delay(1.0, PODGROUPS + "$")  # the create
+    kube.delay(5.0, PODGROUPS + "/pg-bare$")  # the read after its 409
+    async with running_webhook(tmp_path, api_client=api_client, api_timeout=10.0) as wh:
+        started = time.monotonic()
+        status, body = await wh.post_raw("/mutate-pods?timeout=2s", json.dumps(review("pod-create-bare-gpu")).encode())
+        took = time.monotonic() - started
+    assert status == 200 and json.loads(body)["response"]["allowed"] is True
+    assert took < 1.9, took  # the apiserver gives up at 2 s

@@ -378,7 +378,7 @@ class Admission:
         pod_name = (pod.get("metadata") or {}).get("name")
         taken: list[str] = []
         for _ in range(NAME_ATTEMPTS):
-            result = await self.podgroups.create_for_pod(namespace, name, timeout=self._left(deadline))
+            result = await self.podgroups.create_for_pod(namespace, name, timeout=lambda: self._left(deadline))
             if result.outcome is Outcome.CREATED:
                 verdict.group = name
                 verdict.reason += f"; created PodGroup {name}"

@@ -76,13 +76,21 @@ class PodGroups:
     def manifest_for_owner_less(self, namespace: str, name: str) -> dict[str, Any]:
         return self.dialect.manifest(name, namespace, 1, labels=self.settings.managed_labels)
 
-    async def create_for_pod(self, namespace: str, name: str, *, timeout: float | None = None) -> CreateResult:
-        """Create PodGroup ``name`` for an owner-less pod, or say why not."""
+    async def create_for_pod(
+        self, namespace: str, name: str, *, timeout: float | Callable[[], float] | None = None
+    ) -> CreateResult:
+        """Create PodGroup ``name`` for an owner-less pod, or say why not.
+
+        ``timeout``: seconds per call, or a function giving the seconds left for the
+        next call (a create that answers 409 is followed by a read: the two together
+        must fit the time the review has).
+        """
+        left = timeout if callable(timeout) else (lambda: timeout)
         if self.api is None:
             return CreateResult(Outcome.FAILED, "no Kubernetes API access configured")
         body = self.manifest_for_owner_less(namespace, name)
         try:
-            reply = await self.api.post(self.dialect.path(namespace), body, timeout=timeout)
+            reply = await self.api.post(self.dialect.path(namespace), body, timeout=left())
         except ApiUnavailable as exc:
             self.metrics.api_errors.labels("create_podgroup").inc()
             return CreateResult(Outcome.FAILED, str(exc))
@@ -95,7 +103,7 @@ class PodGroups:
             return CreateResult(Outcome.FAILED, f"create {name}: {reply.describe()}")
         # it exists: ours to reuse, or someone else's?
         try:
-            existing = await self.api.get(self.dialect.path(namespace, name), timeout=timeout)
+            existing = await self.api.get(self.dialect.path(namespace, name), timeout=left())
         except ApiUnavailable as exc:
             self.metrics.api_errors.labels("get_podgroup").inc()
             return CreateResult(Outcome.FAILED, f"{name} exists; reading it failed: {exc}")
