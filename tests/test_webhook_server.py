@@ -88,6 +88,12 @@ BAD_INPUT = [
     (b'{"apiVersion": "admission.k8s.io/v1", "kind": "ConversionReview", "request": {"uid": "u"}}', "kind 'ConversionReview'"),
     (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}', "the AdmissionReview has no request object"),
     (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"operation": "CREATE"}}', "the AdmissionReview request has no uid"),
+    # a lone UTF-16 surrogate is no Unicode text: it can be neither echoed nor logged
+    (b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "\\ud800"}}', "surrogate"),
+    (
+        json.dumps(review("pod-create-bare-gpu")).replace('"bare"', '"\\udc00bare"', 1).encode(),
+        "surrogate",
+    ),
 ]
 
 

@@ -73,9 +73,18 @@ def _loads(body: bytes) -> Any:
     except orjson.JSONDecodeError:
         pass
     try:  # orjson refuses integers beyond 64 bits; the stdlib does not
-        return json.loads(body)
+        doc = json.loads(body)
     except (ValueError, RecursionError) as exc:
         raise BadReview(f"the body is not JSON: {str(exc).splitlines()[0][:200]}") from None
+    # the stdlib also accepts an escaped lone UTF-16 surrogate ("\\ud800"), which is no
+    # Unicode text: a uid, name or namespace holding one could be neither echoed nor logged
+    try:
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadReview("the body is not valid JSON text: it holds a lone UTF-16 surrogate escape") from None
+    except (ValueError, RecursionError):
+        pass
+    return doc
 
 
 def parse_review(body: bytes) -> Review:
