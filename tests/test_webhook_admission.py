@@ -303,3 +303,46 @@ def test_pods_out_of_scope_and_other_requests_are_not_validated():
     for name in ("pod-delete", "deployment-create", "deployment-update-scale-subresource", "replicaset-update-scale"):
         verdict = validate(parsed(review(name)), TEST_SETTINGS)
         assert verdict.allowed and verdict.verdict == "skipped", name
+
+
+# ---------------------------------------------------------------------------
+# memory
+
+
+async def test_remembered_decisions_do_not_keep_the_pods_they_were_made_for():
+    """The decisions replayed for identical owned pods are bounded in count; each must
+    also be small. Keeping the pod's bytes as the key made a full table hold 4,096
+    whole pods (StatefulSet pods are all distinct: every one is an entry)."""
+    import tracemalloc
+
+    from tests.webhook_support import NS, REPLICASET_UID, recorded_object
+    from webhook.admission import Admission
+    from webhook.metrics import WebhookMetrics
+    from webhook.owners import OwnerCache
+    from webhook.podgroups import PodGroups
+
+    metrics = WebhookMetrics()
+    owners = OwnerCache(None, metrics)
+    owners.put(NS, recorded_object("replicaset-create-by-deployment", REPLICASET_UID))
+    owners.put(NS, recorded_object("deployment-create", "2d14ca47-2cb2-410d-8124-0dd58f4b12e1"))
+    admission = Admission(TEST_SETTINGS, owners, PodGroups(None, TEST_SETTINGS, metrics))
+    doc = review("pod-create-by-replicaset")
+    big = "x" * 100_000  # a pod with a large annotation (env, config) ...
+    bodies = []
+    for i in range(40):  # ... and 40 of them, each different
+        one = copy.deepcopy(doc)
+        one["request"]["uid"] = f"u{i}"
+        one["request"]["object"]["metadata"]["annotations"] = {"config": f"{i}{big}"}
+        bodies.append(json.dumps(one).encode())
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for body in bodies:
+            verdict = await admission.mutate(parse_review(body))
+            assert verdict.group == "pg-web-2d14ca47-2cb2-410d-8124-0dd58f4b12e1"
+            del verdict
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(admission._replay) == 40
+    assert held < 1_000_000, f"{held} bytes kept for 40 decisions"

@@ -12,6 +12,7 @@ Nothing here raises on bad input except :func:`parse_review` (with
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import random
@@ -215,13 +216,17 @@ def _replay_key(review: Review) -> tuple[str, bytes] | None:
     namespace. Pods a controller stamps from one template share it; the rules are
     pure, so the same key always yields the same gang while the owners it was
     derived from are cached. None when the object cannot be keyed.
+
+    The pod is kept as a 128-bit digest, not as its bytes: a full table of
+    :data:`REPLAY_SIZE` whole pods (every StatefulSet pod differs) would be
+    hundreds of megabytes.
     """
     pod = review.obj
     md = pod.get("metadata") if pod is not None else None
     if isinstance(md, dict):
         md.pop("managedFields", None)  # our own parsed copy; the patch never touches it
     try:
-        return review.namespace, orjson.dumps(pod)
+        return review.namespace, hashlib.blake2b(orjson.dumps(pod), digest_size=16).digest()
     except (TypeError, orjson.JSONEncodeError):
         return None
 
