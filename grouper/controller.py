@@ -469,6 +469,9 @@ class Controller:
         if settling is None and lowered is not None:
             if now - lowered < self.options.settle_window:
                 settling = f"minMember lowered {now - lowered:.1f}s ago: scaling down"
+                # nothing else may happen when the window closes: look again then, or a
+                # member lost during the scale-down would wait for the next resync
+                self.queue.add((GROUP, key), lowered + self.options.settle_window - now + 0.01)
             else:
                 del self._lowered_at[key]
         counts = gang_counts(desired.members)

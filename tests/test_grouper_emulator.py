@@ -306,6 +306,23 @@ async def test_a_rolling_out_or_scaling_down_workload_is_not_stale(emu):
         assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
 
 
+async def test_a_member_lost_during_a_scale_down_is_stale_once_the_settle_window_closes(emu):
+    # scale 4 → 3 and, meanwhile, a node takes another member away: once the scale-down
+    # has settled the gang is 2 of 3 and stale, without waiting for the 5-minute resync
+    dep, rs, names = await stale_gang(emu, 4)
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        g.controller.options.settle_window = 0.5
+        await emu.wait_for(lambda: min_member(emu, group) == 4, 2.0)
+        scale(emu, dep, 3)
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 1.0)
+        emu.delete("pods", NS, names[3])  # the scale-down
+        settle_status(emu, dep)
+        emu.delete("pods", NS, names[2])  # the loss
+        await wait_event(emu, "GangStale", "2 of 3 members active, minMember 3", timeout=3.0)
+        await emu.wait_for(lambda: all(emu.get("pods", NS, n) is None for n in names[:2]), 4.0)
+
+
 async def test_grace_period_minus_one_never_evicts(emu):
     dep, rs, names = await stale_gang(emu, annotations={"podgang.io/staleness-grace-period": "-1"})
     group = owned_group(dep)
