@@ -31,7 +31,7 @@ from grouper.api import RawApi, error_reason
 from grouper.events import EventSink
 from grouper.informer import Informer
 from grouper.metrics import GrouperMetrics
-from grouper.model import Cache, Obj, split_key
+from grouper.model import Cache, Obj, obj_key, split_key
 from grouper.podgroups import (
     Desired,
     Write,
@@ -146,6 +146,13 @@ class Controller:
 
     def _on_change(self, kind: str, old: Obj | None, new: Obj | None) -> None:
         changes = self.cache.apply(kind, old, new)
+        if new is None and old is not None:
+            # gone: forget the warnings about it (a bounded memory, and a new
+            # object of the same name is warned about afresh)
+            if kind == "Pod":
+                self._warned.pop((POD_KEY, obj_key(old)), None)
+            elif kind in self.cache.workloads:
+                self._warned.pop(("w", old["metadata"].get("uid")), None)
         if new is not None and kind in self.cache.workloads:
             named = rules.template_group(new, self.settings)
             if isinstance(named, rules.Denial) or (old is not None and ("w", old["metadata"].get("uid")) in self._warned):
@@ -310,6 +317,7 @@ class Controller:
         else:
             raise RuntimeError(f"PodGroup {key} kept changing under {self.options.max_write_attempts} writes")
         assert desired is not None
+        self._warned.pop((GROUP, key, "write"), None)  # writes work again: warn about the next failure
         self._contributions[key] = dict(desired.contributions)
         await self._orphans(key, desired, started)
         self._problems(key, desired)
@@ -576,6 +584,7 @@ class Controller:
             raise
         self.writes += 1
         self._upsert("Pod", patched)
+        self._warned.pop((POD_KEY, key), None)
         self.metrics.backfilled.inc()
         message = (f"{d.pod_group_annotation}={gang.name} and {d.pod_group_label}={gang.name} set "
                    f"(the pod was admitted without them, e.g. while the webhook was unavailable): {gang.reason}")

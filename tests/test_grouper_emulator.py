@@ -474,6 +474,30 @@ async def test_a_stale_write_is_re_read_and_retried(emu):
         assert len(podgroup_writes(emu, SHARED, "PATCH")) == 2
 
 
+async def test_a_write_that_fails_again_after_working_is_warned_about_again(emu):
+    dep, _, _ = deploy_with_pods(emu, "web", 2)
+    group = owned_group(dep)
+    async with running_grouper(emu) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 2, 2.0)
+        for replicas in (3, 4):  # the apiserver fails once, recovers; later fails once again
+            emu.fail("PATCH", rf"/podgroups/{group}$", 500, times=1)
+            scale(emu, dep, replicas)
+            await emu.wait_for(lambda: min_member(emu, group) == replicas, 5.0)
+        await emu.wait_for(lambda: sum(e.get("count", 1) for e in events(emu, "PodGroupWriteFailed")) == 2, 3.0,
+                           f"one Warning per failure: {events(emu, 'PodGroupWriteFailed')}")
+        await emu.wait_for(lambda: not [k for k in g.controller._warned if k[-1] == "write"], 2.0)
+
+
+async def test_warnings_about_deleted_pods_are_forgotten(emu):
+    async with running_grouper(emu) as g:
+        emu.fail("PATCH", r"/pods/lonely$", 500, times=1000)
+        emu.put(pod("lonely"))  # to backfill; the API refuses
+        await wait_event(emu, "BackfillFailed")
+        assert g.controller._warned
+        emu.delete("pods", NS, "lonely")
+        await emu.wait_for(lambda: not g.controller._warned, 2.0, f"still remembered: {g.controller._warned}")
+
+
 # ---------------------------------------------------------------------------- seed 003 scenarios
 
 
