@@ -412,3 +412,58 @@ async def test_the_apiservers_timeout_bounds_create_then_read_of_an_owner_less_g
         took = time.monotonic() - started
     assert status == 200 and json.loads(body)["response"]["allowed"] is True
     assert took < 1.9, took  # the apiserver gives up at 2 s
+
+
+async def test_manage_certs_keeps_serving_the_trusted_leaf_while_the_new_ca_is_not_published(tmp_path, kube, api_client):
+    """A CA rotation whose caBundle patch fails must not swap the served leaf: the API
+    server would no longer trust it, and every admission would fail its TLS handshake.
+    The new files are written once the patch goes through."""
+    import datetime as dt
+    import types
+
+    from cryptography import x509
+
+    from certs import pki
+    from certs.kube import decide, service_dns_names
+    from webhook.certificates import CertificateKeeper
+    from webhook.server import WebhookConfig
+
+    kube.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "podgang"}})
+    kube.put(
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "podgang"},
+            "webhooks": [{"name": "pods.podgang.io", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+                          "clientConfig": {"service": {"name": "podgang-webhook", "namespace": "podgang"}}}],
+        }
+    )
+    cert_dir = tmp_path / "managed"
+    config = WebhookConfig(cert_dir=str(cert_dir), manage_certs=True, namespace="podgang", webhook_configs=["podgang"])
+    keeper = CertificateKeeper(types.SimpleNamespace(config=config, api_client=api_client, certificate=None))
+    await keeper.ensure_once()
+    served = (cert_dir / "tls.crt").read_bytes()
+    first_ca = pki.load_certs((cert_dir / "ca.crt").read_bytes())[0]
+
+    # the Secret now holds a CA with less than a third of its validity left: ensure renews it
+    aged = decide(
+        None,
+        dns_names=service_dns_names("podgang-webhook", "podgang"),
+        now=pki.utcnow() - dt.timedelta(days=3000),
+        ca_days=3650,
+        days=3650,
+    )
+    secret = kube.get("secrets", "podgang", "podgang-webhook-tls")
+    secret["data"] = {k: base64.b64encode(v).decode() for k, v in aged.data.items()}
+    kube.put(secret)
+    kube.fail("PATCH", r"/mutatingwebhookconfigurations/podgang$", 403, times=None)
+    with pytest.raises(Exception, match="caBundle|mutatingwebhookconfigurations"):
+        await keeper.ensure_once()
+    assert (cert_dir / "tls.crt").read_bytes() == served  # still the leaf the API server trusts
+
+    kube.clear_faults()
+    await keeper.ensure_once()
+    leaf = x509.load_pem_x509_certificate((cert_dir / "tls.crt").read_bytes())
+    published = base64.b64decode(kube.get("mutatingwebhookconfigurations", None, "podgang")["webhooks"][0]["clientConfig"]["caBundle"])
+    assert not pki.issued_by(leaf, first_ca)  # the renewed CA's leaf ...
+    assert any(pki.issued_by(leaf, ca) for ca in pki.load_certs(published))  # ... whose CA is published

@@ -22,6 +22,31 @@ log = logging.getLogger("podgang.webhook")
 RETRY_FIRST, RETRY_MAX = 1.0, 60.0
 
 
+def _held_back(bundle, cert_dir: str) -> str:
+    """Why the new serving certificate must not replace the one in ``cert_dir`` while
+    the ``caBundle`` could not be patched ('' when it may): a leaf of a CA other than
+    those written with the certificate served now (and published then) is not trusted
+    by the API server until the patch goes through. Before anything was written,
+    anything is better than the placeholder."""
+    from pathlib import Path
+
+    from certs import pki
+    from cryptography import x509
+
+    try:
+        trusted = pki.load_certs((Path(cert_dir) / "ca.crt").read_bytes())
+        (Path(cert_dir) / "tls.crt").stat()
+    except (OSError, pki.CertError):
+        return ""
+    new = x509.load_pem_x509_certificate(bundle.cert_pem)
+    if any(pki.issued_by(new, ca) for ca in trusted):
+        return ""
+    return (
+        f"not serving the new certificate (issued by {new.issuer.rfc4514_string()}) until caBundle carries "
+        f"its CA; the one served now stays"
+    )
+
+
 class CertificateKeeper:
     def __init__(self, server: "WebhookServer"):
         self.server = server
@@ -42,7 +67,11 @@ class CertificateKeeper:
             webhook_configs=cfg.webhook_configs,
             request_timeout=max(cfg.api_timeout, 5.0),
         )
-        written = certs.write_files(bundle, cfg.cert_dir)
+        if bundle.errors:
+            held = _held_back(bundle, cfg.cert_dir)
+            if held:
+                raise RuntimeError(f"{held}: {'; '.join(bundle.errors)}")
+        written = await asyncio.to_thread(certs.write_files, bundle, cfg.cert_dir)
         if self.server.certificate is not None:
             self.server.certificate.reload()
         self.runs += 1
