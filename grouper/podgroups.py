@@ -278,10 +278,16 @@ def gang_counts(members: tuple[Obj, ...] | list[Obj]) -> GangCounts:
 
 
 def rollout_reason(desired: Desired) -> str | None:
+    """Why the workloads behind a gang are removing its pods on purpose right
+    now (rolling out, or finished: a failed Job's controller deletes the rest of
+    its pods), or None."""
     for workload in desired.workloads:
         why = rolling_out(workload)
         if why:
             return why
+    finished = finished_workloads(desired)
+    if finished and len(finished) == len(desired.workloads):
+        return "; ".join(f"{display_name(w)} finished" for w in finished)
     return None
 
 

@@ -289,6 +289,26 @@ async def test_a_gang_with_a_succeeded_member_is_never_stale(emu):
         assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
 
 
+async def test_a_failed_job_whose_controller_deletes_its_pods_is_not_stale(emu):
+    # backoffLimit exceeded: the Job is marked failed and its controller deletes the
+    # other pods on purpose; no GangStale ("evicting the rest in …") for a finished run
+    job = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
+                   "spec": {"parallelism": 3, "backoffLimit": 0, "template": {"spec": {
+                       "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+    group = owned_group(job)
+    for i in range(3):
+        emu.put(pod(f"train-{i}", owner=job, group=group))
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        set_phase(emu, "train-0", "Failed")
+        emu.patch_object("jobs", NS, "train", {"status": {"conditions": [
+            {"type": "FailureTarget", "status": "True"}, {"type": "Failed", "status": "True"}]}})
+        emu.delete("pods", NS, "train-1")
+        emu.delete("pods", NS, "train-2")
+        await watch_a_while(emu, g, group, 1.0)
+        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+
+
 async def test_a_rolling_out_or_scaling_down_workload_is_not_stale(emu):
     dep, rs, names = await stale_gang(emu, 4)
     group = owned_group(dep)
