@@ -20,6 +20,7 @@ import socket
 import uuid
 from typing import Awaitable, Callable
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
@@ -46,7 +47,7 @@ class TimedLeaseLock(LeaseLock):
             lease = await self.api_instance.read_namespaced_lease(name, namespace, _request_timeout=self.timeout)
         except ApiException as e:
             return False, e
-        except (asyncio.TimeoutError, OSError) as e:  # surface as "could not read": retried
+        except (asyncio.TimeoutError, OSError, aiohttp.ClientError) as e:  # surface as "could not read": retried
             return False, ApiException(status=0, reason=f"{type(e).__name__}: {e}")
         self.lease_reference = lease
         return True, self.election_record(lease)
@@ -56,7 +57,7 @@ class TimedLeaseLock(LeaseLock):
         try:
             await self.api_instance.create_namespaced_lease(namespace, body, _request_timeout=self.timeout)
             return True
-        except (ApiException, asyncio.TimeoutError, OSError) as e:
+        except (ApiException, asyncio.TimeoutError, OSError, aiohttp.ClientError) as e:
             log.info("could not create the Lease", extra={"fields": {"lease": name, "error": str(e)[:200]}})
             return False
 
@@ -68,7 +69,7 @@ class TimedLeaseLock(LeaseLock):
                 name=name, namespace=namespace, body=self.lease_reference, _request_timeout=self.timeout
             )
             return True
-        except (ApiException, asyncio.TimeoutError, OSError) as e:
+        except (ApiException, asyncio.TimeoutError, OSError, aiohttp.ClientError) as e:
             log.debug("could not update the Lease", extra={"fields": {"lease": name, "error": str(e)[:200]}})
             return False
 

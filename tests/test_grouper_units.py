@@ -330,3 +330,28 @@ def test_slim_podgroup_keeps_podgang_annotations(field):
     slim = Slimmer().podgroup(podgroup("g", 2, annotations={note: "5", "other": "x"}, managed=True))
     assert slim["metadata"]["annotations"] == {note: "5"}
     assert slim["metadata"]["labels"] == MANAGED and slim["spec"] == {"minMember": 2}
+
+
+async def test_lease_calls_cut_off_mid_answer_are_failed_tries_not_a_crash():
+    # an apiserver restarting drops connections ("Server disconnected"): the elector
+    # must see a failed try and retry, not die (a standby would exit, a leader lose the Lease)
+    import aiohttp
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
+
+    from grouper.leader import TimedLeaseLock
+
+    async def disconnected(*_a, **_kw):
+        raise aiohttp.ServerDisconnectedError()
+
+    async with client.ApiClient(client.Configuration(host="http://127.0.0.1:1")) as api:
+        lock = TimedLeaseLock("podgang-grouper", "default", "me", api, timeout=1.0)
+        for method in ("read_namespaced_lease", "create_namespaced_lease", "replace_namespaced_lease"):
+            setattr(lock.api_instance, method, disconnected)
+        ok, err = await lock.get("podgang-grouper", "default")
+        assert ok is False and err.status != 404
+        record = LeaderElectionRecord("me", "15", "2026-01-01T00:00:00Z", "2026-01-01T00:00:00Z")
+        assert await lock.create("podgang-grouper", "default", record) is False
+        lock.lease_reference = client.V1Lease(metadata=client.V1ObjectMeta(name="podgang-grouper"),
+                                              spec=client.V1LeaseSpec())
+        assert await lock.update("podgang-grouper", "default", record) is False
