@@ -467,3 +467,55 @@ async def test_manage_certs_keeps_serving_the_trusted_leaf_while_the_new_ca_is_n
     published = base64.b64decode(kube.get("mutatingwebhookconfigurations", None, "podgang")["webhooks"][0]["clientConfig"]["caBundle"])
     assert not pki.issued_by(leaf, first_ca)  # the renewed CA's leaf ...
     assert any(pki.issued_by(leaf, ca) for ca in pki.load_certs(published))  # ... whose CA is published
+
+
+def reinvoked(doc: dict, response: dict, uid: str) -> dict:
+    """The review the webhook gets when another mutating webhook changed the pod after
+    it (``reinvocationPolicy: IfNeeded``): its own patch applied, plus that change."""
+    again = copy.deepcopy(doc)
+    again["request"]["uid"] = uid
+    pod = patched(doc["request"]["object"], response)
+    pod["metadata"].setdefault("annotations", {})["sidecar.example.com/injected"] = "true"
+    again["request"]["object"] = pod
+    return again
+
+
+@pytest.mark.parametrize("name", ["pod-create-by-replicaset", "pod-create-dry-run"])
+async def test_reinvocation_does_not_take_podgangs_own_group_for_a_missing_hand_made_one(tmp_path, kube, api_client, name):
+    """The group podgang itself wrote (a Deployment's, which the grouper creates; a dry
+    run's, which is never created) is no hand-made group: no "not found" warning."""
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        first = await wh.mutate(review(name))
+        group = group_after(review(name), first)
+        assert group in (f"pg-web-{DEPLOYMENT_UID}", "pg-dryrun-pod")
+        again = reinvoked(review(name), first, "again-1")
+        second = await wh.mutate(again)
+    assert second["allowed"] is True and "warnings" not in second, second
+    assert decoded_patch(second) == []
+    assert kube.list("podgroups", NS) == []
+
+
+async def test_an_exported_owner_less_pod_applied_again_gets_its_group_back(tmp_path, kube, api_client):
+    """``kubectl get pod bare -o yaml`` carries podgang's keys; applied again after the pod
+    (and with it its group) was deleted, the pod gets its group created, not a warning
+    that it stays Pending until someone else creates it."""
+    doc = review("pod-create-bare-gpu")
+    md = doc["request"]["object"]["metadata"]
+    md.setdefault("annotations", {})["pod-group-name"] = "pg-bare"
+    md.setdefault("labels", {})["kai.scheduler/podgroup"] = "pg-bare"
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(doc)
+    assert resp["allowed"] is True and "warnings" not in resp, resp
+    created = kube.get("podgroups", NS, "pg-bare")
+    assert created is not None and created["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"}
+
+
+async def test_an_owner_less_pod_naming_an_existing_foreign_group_like_podgangs_joins_it(tmp_path, kube, api_client):
+    foreign = kube.put(managed_podgroup("pg-bare", managed=False))
+    doc = review("pod-create-bare-gpu")
+    doc["request"]["object"]["metadata"].setdefault("labels", {})["kai.scheduler/podgroup"] = "pg-bare"
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(doc)
+    assert resp["allowed"] is True and "warnings" not in resp
+    assert group_after(doc, resp) == "pg-bare"
+    assert kube.get("podgroups", NS, "pg-bare") == foreign and len(kube.list("podgroups", NS)) == 1

@@ -231,6 +231,19 @@ def _replay_key(review: Review) -> tuple[str, bytes] | None:
         return None
 
 
+def without_membership(pod: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """``pod`` (a shallow copy) without the dialect's group annotation and label."""
+    d = settings.dialect
+    md = pod.get("metadata")
+    if not isinstance(md, dict):
+        return dict(pod)
+    md = dict(md)
+    for section, key in (("annotations", d.pod_group_annotation), ("labels", d.pod_group_label)):
+        if isinstance(md.get(section), dict) and key in md[section]:
+            md[section] = {k: v for k, v in md[section].items() if k != key}
+    return {**pod, "metadata": md}
+
+
 def missing_group_warning(name: str, namespace: str) -> str:
     return f"PodGroup {name} not found in namespace {namespace}: the pod stays Pending until it exists"
 
@@ -343,20 +356,26 @@ class Admission:
         if isinstance(named, rules.Denial):
             return deny(named.message)
         chain: list[dict[str, Any]] = []
-        if named is None:
-            try:
-                chain = await self._owner_chain(pod, review.namespace, deadline)
-            except OwnerLookupFailed as exc:
-                self.owners.metrics.owner_lookup_failures.inc()
-                return Verdict(True, "degraded", f"owner look-up failed, pod admitted without a group: {exc}")
-        gang = rules.gang_for_pod(pod, chain, settings=settings, name_suffix=random_suffix())
+        gang: rules.Gang | rules.Denial | None = None
+        if named is not None:
+            # the name podgang itself gives this pod (an earlier invocation's patch seen
+            # again on reinvocation, or an exported pod applied again) is no hand-made group
+            gang, chain = await self._own_gang(pod, named, review.namespace, deadline)
+        if gang is None:
+            if named is None:
+                try:
+                    chain = await self._owner_chain(pod, review.namespace, deadline)
+                except OwnerLookupFailed as exc:
+                    self.owners.metrics.owner_lookup_failures.inc()
+                    return Verdict(True, "degraded", f"owner look-up failed, pod admitted without a group: {exc}")
+            gang = rules.gang_for_pod(pod, chain, settings=settings, name_suffix=random_suffix())
         if isinstance(gang, rules.Denial):
             return deny(gang.message)
         verdict = Verdict(True, "patched", gang.reason, group=gang.name)
         if gang.hand_made:
             await self._check_hand_made(gang.name, review.namespace, deadline, verdict)
         elif gang.owner_less and not review.dry_run:
-            await self._create_owner_less(pod, chain, review.namespace, deadline, verdict)
+            await self._create_owner_less(pod, chain, review.namespace, deadline, verdict, named=named is not None)
         if verdict.group is not None:
             verdict.patch = membership_patch(pod, verdict.group, settings)
         if not verdict.patch and verdict.verdict == "patched":
@@ -367,6 +386,41 @@ class Admission:
             if len(self._replay) > REPLAY_SIZE:
                 self._replay.popitem(last=False)
         return verdict
+
+    async def _own_gang(
+        self, pod: dict[str, Any], named: str, namespace: str, deadline: float
+    ) -> tuple[rules.Gang | None, list[dict[str, Any]]]:
+        """The owned or owner-less gang ``named`` is, when it is the very name podgang
+        gives this pod (ignoring the keys it carries); else None."""
+        settings = self.settings
+        prefix = f"{settings.group_prefix}-" if settings.group_prefix else ""
+        if not named.startswith(prefix):
+            return None, []
+        bare = without_membership(pod, settings)
+        if rules.next_owner(bare) is None:
+            md = rules.metadata(bare)
+            name, generate = md.get("name"), md.get("generateName")
+            if isinstance(name, str) and name:
+                # pg-<name>, or pg-<name>-<5 random> when pg-<name> belonged to someone else
+                candidates = (rules.owner_less_group_name(name, settings), rules.group_name(name, named[-6:], settings))
+            elif isinstance(generate, str) and generate:
+                candidates = (rules.group_name(generate, named[-5:], settings),)
+            else:
+                candidates = ()
+            if named not in candidates:
+                return None, []
+            gang = rules.gang_for_pod(bare, settings=settings, name_suffix=named[-5:])
+            if not isinstance(gang, rules.Gang):
+                return None, []
+            return rules.Gang(named, gang.source, f"{gang.reason}; already named {named} by podgang", subgroup=gang.subgroup), []
+        try:
+            chain = await self._owner_chain(bare, namespace, deadline)
+        except OwnerLookupFailed:
+            return None, []
+        gang = rules.gang_for_pod(bare, chain, settings=settings)
+        if isinstance(gang, rules.Gang) and gang.source == rules.OWNED and gang.name == named:
+            return gang, chain
+        return None, []
 
     async def _owner_chain(self, pod: dict[str, Any], namespace: str, deadline: float) -> list[dict[str, Any]]:
         chain: list[dict[str, Any]] = []
@@ -386,8 +440,17 @@ class Admission:
             verdict.reason += f"; could not check that the PodGroup exists: {detail}"
 
     async def _create_owner_less(
-        self, pod: dict[str, Any], chain: list[dict[str, Any]], namespace: str, deadline: float, verdict: Verdict
+        self,
+        pod: dict[str, Any],
+        chain: list[dict[str, Any]],
+        namespace: str,
+        deadline: float,
+        verdict: Verdict,
+        *,
+        named: bool = False,
     ) -> None:
+        """``named``: the pod already names this group itself; one that exists and is
+        not podgang's is then the group the user meant, and the pod joins it."""
         name = verdict.group or ""
         pod_name = (pod.get("metadata") or {}).get("name")
         taken: list[str] = []
@@ -406,6 +469,10 @@ class Admission:
                 verdict.group = name
                 verdict.verdict = "degraded"
                 verdict.reason += f"; PodGroup {name} not created (the grouper creates it): {result.detail}"
+                break
+            if named and not taken:
+                verdict.group = name
+                verdict.reason += f"; PodGroup {name} exists and is not podgang's: the pod joins it as it asks"
                 break
             taken.append(name)
             if isinstance(pod_name, str) and pod_name:
