@@ -35,6 +35,7 @@ from grouper.model import Cache, Obj, obj_key, split_key
 from grouper.podgroups import (
     Desired,
     Write,
+    counted_members,
     describe_change,
     desired_group,
     gang_counts,
@@ -482,7 +483,7 @@ class Controller:
                 self.queue.add((GROUP, key), lowered + self.options.settle_window - now + 0.01)
             else:
                 del self._lowered_at[key]
-        counts = gang_counts(desired.members)
+        counts = gang_counts(counted_members(self.cache, desired))
         grace, grace_why = rules.grace_period_for([actual, *desired.workloads],
                                                   self.settings.staleness_grace_period, self.settings)
         verdict = self.tracker.observe(stale.GangObservation(

@@ -277,6 +277,20 @@ def gang_counts(members: tuple[Obj, ...] | list[Obj]) -> GangCounts:
     return GangCounts(active, succeeded, tuple(remaining))
 
 
+def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
+    """The members that count toward the gang: not the pods of a finished run (a
+    CronJob's past Jobs keep their Succeeded pods around as history; a finished
+    workload no longer counts toward minMember either)."""
+    out = []
+    for pod in desired.members:
+        owner = rules.controller_ref(pod)
+        run = cache.by_uid.get(owner.uid) if owner is not None and owner.uid else None
+        if run is not None and run.get("kind") == owner.kind and is_finished(run):
+            continue
+        out.append(pod)
+    return out
+
+
 def rollout_reason(desired: Desired) -> str | None:
     """Why the workloads behind a gang are removing its pods on purpose right
     now (rolling out, or finished: a failed Job's controller deletes the rest of

@@ -564,6 +564,32 @@ async def test_a_cronjob_run_counts_in_a_shared_group_while_it_runs(emu):
         assert run["metadata"]["name"] == "batch-1"
 
 
+async def test_a_finished_cronjob_run_in_a_shared_group_does_not_shield_the_rest_from_staleness(emu):
+    # seed 003's shared group plus a batch CronJob: the finished run's Succeeded pods stay
+    # (job history) but no longer count, in minMember or in the gang; a Deployment losing
+    # a member afterwards is a stale gang like any other
+    emu.put(podgroup(SHARED, 2))
+    for name in ("app-server", "model-1"):
+        deploy_with_pods(emu, name, 1, group=SHARED)
+    cron = emu.put({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "batch", "namespace": NS},
+                    "spec": {"schedule": "* * * * *", "jobTemplate": {"spec": {"parallelism": 1, "template": {
+                        "metadata": {"labels": {LABEL: SHARED}},
+                        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}}}})
+    run = emu.put({"apiVersion": "batch/v1", "kind": "Job",
+                   "metadata": {"name": "batch-1", "namespace": NS, "ownerReferences": [owner_ref(cron)]},
+                   "spec": {"parallelism": 1, "template": {"metadata": {"labels": {LABEL: SHARED}}, "spec": {
+                       "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}},
+                   "status": {"completionTime": "2026-01-01T00:00:00Z",
+                              "conditions": [{"type": "Complete", "status": "True"}]}})
+    emu.put(pod("batch-1-x", owner=run, group=SHARED, phase="Succeeded"))
+    async with running_grouper(emu, staleness_grace_period=0.3):
+        await emu.wait_for(lambda: min_member(emu, SHARED) == 2, 2.0)
+        victim = [p for p in emu.list("pods", NS) if p["metadata"]["name"].startswith("app-server")][0]
+        emu.delete("pods", NS, victim["metadata"]["name"])
+        await wait_event(emu, "GangStale", "1 of 2 members active, minMember 2")
+        await emu.wait_for(lambda: [p["metadata"]["name"] for p in emu.list("pods", NS)] == ["batch-1-x"], 4.0)
+
+
 async def test_leaderworkerset_groups_and_jobset_group(emu):
     lws = emu.put({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
                    "metadata": {"name": "llm", "namespace": NS},
