@@ -71,7 +71,8 @@ class CertificateKeeper:
             held = _held_back(bundle, cfg.cert_dir)
             if held:
                 raise RuntimeError(f"{held}: {'; '.join(bundle.errors)}")
-        written = await asyncio.to_thread(certs.write_files, bundle, cfg.cert_dir)
+        # on the loop, on purpose: the certificate watcher never sees the new key beside the old leaf
+        written = certs.write_files(bundle, cfg.cert_dir)
         if self.server.certificate is not None:
             self.server.certificate.reload()
         self.runs += 1
