@@ -293,9 +293,11 @@ def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
 
 def rollout_reason(desired: Desired) -> str | None:
     """Why the workloads behind a gang are removing its pods on purpose right
-    now (rolling out, or finished: a failed Job's controller deletes the rest of
+    now (being deleted, rolling out, or finished: a failed Job's controller deletes the rest of
     its pods), or None."""
     for workload in desired.workloads:
+        if _md(workload).get("deletionTimestamp"):
+            return f"{display_name(workload)} is being deleted"
         why = rolling_out(workload)
         if why:
             return why

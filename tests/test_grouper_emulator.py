@@ -309,6 +309,21 @@ async def test_a_failed_job_whose_controller_deletes_its_pods_is_not_stale(emu):
         assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
 
 
+async def test_a_workload_deleted_in_the_foreground_is_not_a_stale_gang(emu):
+    # kubectl delete deployment --cascade=foreground: the Deployment stays (deletionTimestamp,
+    # foregroundDeletion finalizer) while the garbage collector deletes its pods one by one
+    dep, rs, names = await stale_gang(emu)
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        for kind, name in (("deployments", "gang"), ("replicasets", rs["metadata"]["name"])):
+            emu.patch_object(kind, NS, name, {"metadata": {"finalizers": ["foregroundDeletion"]}})
+            emu.delete(kind, NS, name)
+        emu.delete("pods", NS, names[0])
+        await watch_a_while(emu, g, group, 1.0)
+        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+
+
 async def test_a_rolling_out_or_scaling_down_workload_is_not_stale(emu):
     dep, rs, names = await stale_gang(emu, 4)
     group = owned_group(dep)
