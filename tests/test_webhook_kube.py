@@ -519,3 +519,19 @@ async def test_an_owner_less_pod_naming_an_existing_foreign_group_like_podgangs_
     assert resp["allowed"] is True and "warnings" not in resp
     assert group_after(doc, resp) == "pg-bare"
     assert kube.get("podgroups", NS, "pg-bare") == foreign and len(kube.list("podgroups", NS)) == 1
+
+
+async def test_a_pod_of_a_workload_labelled_skip_is_left_alone(tmp_path, kube, api_client):
+    """``podgang.io/skip=true`` on the workload (spec §1: pod *or workload* label): its
+    pods get no group, as the grouper and ``podgang plan`` leave the workload alone."""
+    deployment = kube.get("deployments", NS, "web")
+    deployment["metadata"].setdefault("labels", {})["podgang.io/skip"] = "true"
+    kube.put(deployment)
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        first = await wh.mutate(owned_pod_review(0))
+        second = await wh.mutate(owned_pod_review(1))
+        assert await wh.metric(
+            "podgang_webhook_admission_requests_total", endpoint="/mutate-pods", operation="CREATE", verdict="skipped"
+        ) == 2
+    assert first == {"uid": "scale-up-0", "allowed": True}
+    assert second == {"uid": "scale-up-1", "allowed": True}

@@ -369,6 +369,9 @@ class Admission:
                     self.owners.metrics.owner_lookup_failures.inc()
                     return Verdict(True, "degraded", f"owner look-up failed, pod admitted without a group: {exc}")
             gang = rules.gang_for_pod(pod, chain, settings=settings, name_suffix=random_suffix())
+        skipped = next((o for o in chain if rules.is_skipped(o, settings)), None)
+        if skipped is not None:  # spec §1: a pod *or workload* label
+            return skip(f"{rules.kind_name(skipped)} is labelled {settings.skip_label}=true")
         if isinstance(gang, rules.Denial):
             return deny(gang.message)
         verdict = Verdict(True, "patched", gang.reason, group=gang.name)

@@ -26,13 +26,19 @@ class OwnerLookupFailed(Exception):
     """An owner could not be fetched; the message says which and why (one line)."""
 
 
-def trimmed(obj: dict[str, Any]) -> dict[str, Any]:
-    """The parts of an owner the grouping rules read."""
+def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The parts of an owner the grouping rules read (and the labels ``keep_labels``,
+    e.g. ``podgang.io/skip``)."""
     md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     kept: dict[str, Any] = {"name": md.get("name"), "namespace": md.get("namespace"), "uid": md.get("uid")}
     refs = md.get("ownerReferences")
     if isinstance(refs, list) and refs:
         kept["ownerReferences"] = refs
+    labels = md.get("labels")
+    if keep_labels and isinstance(labels, dict):
+        wanted = {k: labels[k] for k in keep_labels if k in labels}
+        if wanted:
+            kept["labels"] = wanted
     return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
 
 
@@ -47,7 +53,9 @@ class OwnerCache:
         max_size: int = 10_000,
         ttl: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        keep_labels: tuple[str, ...] = ("podgang.io/skip",),
     ):
+        self.keep_labels = tuple(keep_labels)
         self.api = api
         self.metrics = metrics
         self.max_size = max(1, max_size)
@@ -61,7 +69,7 @@ class OwnerCache:
 
     def put(self, namespace: str, obj: dict[str, Any]) -> None:
         """Remember an owner (pre-warming, tests)."""
-        slim = trimmed(obj)
+        slim = trimmed(obj, self.keep_labels)
         md = slim["metadata"]
         self._store((namespace, str(slim.get("kind")), str(md.get("name")), str(md.get("uid") or "")), slim)
 
@@ -115,7 +123,7 @@ class OwnerCache:
         if not reply.ok or not isinstance(reply.body, dict):
             self.metrics.api_errors.labels("get_owner").inc()
             raise OwnerLookupFailed(f"{what}: {reply.describe()}")
-        obj = trimmed(reply.body)
+        obj = trimmed(reply.body, self.keep_labels)
         uid = obj["metadata"].get("uid")
         if ref.uid and uid != ref.uid:
             raise OwnerLookupFailed(f"{what}: found uid {uid}, the pod points at uid {ref.uid} (the owner was replaced)")

@@ -74,7 +74,13 @@ class WebhookServer:
         self.metrics = WebhookMetrics()
         self.api_client = api_client
         self.api = KubeApi(api_client, timeout=config.api_timeout) if api_client is not None else None
-        self.owners = OwnerCache(self.api, self.metrics, max_size=config.owner_cache_size, ttl=config.owner_cache_ttl)
+        self.owners = OwnerCache(
+            self.api,
+            self.metrics,
+            max_size=config.owner_cache_size,
+            ttl=config.owner_cache_ttl,
+            keep_labels=(self.settings.skip_label,),
+        )
         self.podgroups = PodGroups(self.api, self.settings, self.metrics)
         self.events: BackgroundEvents | None = None
         if api_client is not None:
