@@ -71,6 +71,8 @@ class Informer:
         self.optional = optional
         self.absent_probe_interval = absent_probe_interval
         self.resource_version: str | None = None
+        self._watch_started: float | None = None  # when the current watch request began
+        self._delivered = 0  # events the current watch request delivered
         self.synced = asyncio.Event()
         self.absent = False
         self.on_presence: Callable[[bool], None] | None = None
@@ -87,6 +89,16 @@ class Informer:
     def _restart(self, reason: str) -> None:
         if self.metrics is not None:
             self.metrics.watch_restarts.labels(resource=self.resource.plural, reason=reason).inc()
+
+    def _failed(self, failures: int) -> int:
+        """The failure count after an error. A watch that had been working (it
+        delivered events) and then broke, e.g. a load balancer cutting long
+        connections, starts the count afresh: otherwise every such cut would double
+        the wait before the next reconnect, up to the cap."""
+        watching, self._watch_started = self._watch_started, None
+        if watching is not None and self._delivered:
+            return 1
+        return failures + 1
 
     def _backoff(self, failures: int) -> float:
         ceiling = min(self.backoff_cap, self.backoff_base * (2 ** min(failures, 16)))
@@ -106,7 +118,9 @@ class Informer:
                             self.on_presence(True)
                     self.synced.set()
                 started = time.monotonic()
+                self._watch_started = started
                 got = await self._watch()
+                self._watch_started = None
                 if got or time.monotonic() - started > 1.0:
                     failures = 0
                     self._restart("closed")
@@ -134,12 +148,12 @@ class Informer:
                         self.resource_version = None  # stopped being served? relist to find out
                         self._restart("http_404")
                     continue
-                failures += 1
+                failures = self._failed(failures)
                 self._restart(f"http_{exc.status}")
                 log.warning("watch failed: backing off", extra={"fields": {
                     "resource": self.name, "error": status_reason(exc), "failures": failures}})
             except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
-                failures += 1
+                failures = self._failed(failures)
                 self._restart("error")
                 log.warning("watch failed: backing off", extra={"fields": {
                     "resource": self.name, "error": status_reason(exc), "failures": failures}})
@@ -200,6 +214,7 @@ class Informer:
     async def _watch(self) -> int:
         self.watches += 1
         count = 0
+        self._delivered = 0
         async for event in self.api.watch(self.path, resource_version=self.resource_version or "",
                                           timeout_seconds=self.watch_timeout):
             kind = event.get("type")
@@ -213,6 +228,7 @@ class Informer:
             if rv:
                 self.resource_version = rv
             count += 1
+            self._delivered = count
             if kind == "BOOKMARK":
                 continue
             if not obj.get("kind"):

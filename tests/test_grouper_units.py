@@ -355,3 +355,45 @@ async def test_lease_calls_cut_off_mid_answer_are_failed_tries_not_a_crash():
         lock.lease_reference = client.V1Lease(metadata=client.V1ObjectMeta(name="podgang-grouper"),
                                               spec=client.V1LeaseSpec())
         assert await lock.update("podgang-grouper", "default", record) is False
+
+
+async def test_a_watch_cut_after_working_reconnects_at_once_every_time():
+    # a load balancer that cuts every long-lived watch: each cut comes after events, so
+    # the wait before reconnecting must not double with every cut (it did, up to 30 s)
+    import aiohttp
+
+    from grouper.informer import Informer
+    from podgang.kinds import POD
+
+    class CuttingApi:
+        def __init__(self):
+            self.rv = 1
+
+        async def get(self, path, **query):
+            return {"metadata": {"resourceVersion": str(self.rv)}, "items": []}
+
+        async def watch(self, path, *, resource_version, timeout_seconds, query=None):
+            self.rv += 1
+            yield {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": str(self.rv)}}}
+            raise aiohttp.ClientPayloadError("Response payload is not completed")
+
+    informer = Informer(CuttingApi(), POD, None, store={}, slim=lambda raw: raw, keep=lambda obj: True,
+                        handler=lambda *a: None)
+    seen: list[int] = []
+    enough = asyncio.Event()
+
+    def backoff(failures: int) -> float:
+        seen.append(failures)
+        if len(seen) >= 5:
+            enough.set()
+        return 0.0
+
+    informer._backoff = backoff
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(enough.wait(), 5.0)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert seen[:5] == [1, 1, 1, 1, 1]
+    assert informer.lists == 1  # resumed from the bookmark's resourceVersion, never relisted
