@@ -346,3 +346,53 @@ async def test_remembered_decisions_do_not_keep_the_pods_they_were_made_for():
         tracemalloc.stop()
     assert len(admission._replay) == 40
     assert held < 1_000_000, f"{held} bytes kept for 40 decisions"
+
+
+# ---------------------------------------------------------------------------
+# what the apiserver validates after the webhook
+
+import re as _re
+
+_LABEL_VALUE = _re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+
+
+def apiserver_accepts_labels(pod: dict) -> list[str]:
+    """The label problems kube-apiserver's ValidateLabels reports (values: at most 63
+    characters, alphanumeric at both ends)."""
+    problems = []
+    for key, value in ((pod.get("metadata") or {}).get("labels") or {}).items():
+        if len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
+            problems.append(f"{key}={value!r}: must be no more than 63 characters")
+    return problems
+
+
+async def test_a_workload_with_a_long_name_still_gets_pods_the_apiserver_accepts():
+    """``pg-<name>-<uid>`` is 40 characters plus the name: a Job of 24 or more characters
+    gives a group name no label value can hold. The pod must still be valid (the
+    annotation carries the group; KAI reads the annotation), or every pod is refused."""
+    from webhook.admission import Admission
+    from webhook.metrics import WebhookMetrics
+    from webhook.owners import OwnerCache
+    from webhook.podgroups import PodGroups
+
+    uid = "c64e554b-f9d2-4870-aa19-0062565c3d59"
+    name = "nightly-llama-finetune-with-long-name"
+    metrics = WebhookMetrics()
+    owners = OwnerCache(None, metrics)
+    owners.put("cap", {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "cap", "uid": uid}})
+    admission = Admission(TEST_SETTINGS, owners, PodGroups(None, TEST_SETTINGS, metrics))
+    doc = review("pod-create-by-job")
+    ref = doc["request"]["object"]["metadata"]["ownerReferences"][0]
+    ref["name"], ref["uid"] = name, uid
+    verdict = await admission.mutate(parsed(doc))
+    group = f"pg-{name}-{uid}"
+    assert verdict.allowed and verdict.group == group
+    pod = jsonpatch.apply_patch(doc["request"]["object"], verdict.patch)
+    assert pod["metadata"]["annotations"]["pod-group-name"] == group
+    assert apiserver_accepts_labels(pod) == []
+    # reinvoked on its own result: nothing more to change, no denial
+    again = copy.deepcopy(doc)
+    again["request"]["object"] = pod
+    again["request"]["uid"] = "again"
+    assert (await admission.mutate(parsed(again))).patch == []
+    assert validate(parsed(again), TEST_SETTINGS).allowed

@@ -41,6 +41,7 @@ DEFAULT_REVIEW_TIMEOUT = 10.0  # the apiserver's default timeoutSeconds
 TIMEOUT_MARGIN = 0.5  # answer this long before the apiserver gives up
 SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 REPLAY_SIZE = 4096
+MAX_LABEL_VALUE = 63  # what the apiserver accepts as a label value
 
 
 # ---------------------------------------------------------------------------
@@ -194,10 +195,16 @@ def membership_patch(pod: Mapping[str, Any], group: str, settings: Settings) -> 
     annotation and label, creating ``metadata.annotations`` / ``metadata.labels``
     when absent. Keys already holding ``group`` are left alone, so the patch for an
     already-patched pod (a reinvocation) is empty.
+
+    A group name longer than a label value may be (63 characters: ``pg-<name>-<uid>``
+    of a workload whose name has 24 or more) goes into the annotation only, which is
+    what the scheduler reads: with the label the apiserver would refuse the pod.
     """
     d = settings.dialect
     md = pod.get("metadata")
-    wanted = (("annotations", d.pod_group_annotation), ("labels", d.pod_group_label))
+    wanted: tuple[tuple[str, str], ...] = (("annotations", d.pod_group_annotation), ("labels", d.pod_group_label))
+    if len(group) > MAX_LABEL_VALUE:
+        wanted = wanted[:1]
     if not isinstance(md, dict):
         return [{"op": "add", "path": "/metadata", "value": {f: {k: group} for f, k in wanted}}]
     ops: list[dict[str, Any]] = []
