@@ -43,6 +43,7 @@ from grouper.podgroups import (
     plan_writes,
     pod_gang,
     rollout_reason,
+    with_owners,
 )
 from grouper.workqueue import WorkQueue
 
@@ -484,7 +485,7 @@ class Controller:
             else:
                 del self._lowered_at[key]
         counts = gang_counts(counted_members(self.cache, desired))
-        grace, grace_why = rules.grace_period_for([actual, *desired.workloads],
+        grace, grace_why = rules.grace_period_for([actual, *with_owners(self.cache, desired.workloads)],
                                                   self.settings.staleness_grace_period, self.settings)
         verdict = self.tracker.observe(stale.GangObservation(
             group=key, min_member=min_member, active=counts.active, succeeded=counts.succeeded,

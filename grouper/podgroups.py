@@ -291,6 +291,24 @@ def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
     return out
 
 
+def with_owners(cache: Cache, workloads: tuple[Obj, ...] | list[Obj]) -> list[Obj]:
+    """The workloads, then the cached owners above them (a CronJob above its Job
+    run), for per-workload settings such as the staleness grace period: the nearest
+    object that sets one wins."""
+    out = list(workloads)
+    seen = {id(w) for w in out}
+    for workload in workloads:
+        obj: Any = workload
+        for _ in range(4):
+            ref = rules.controller_ref(obj)
+            obj = cache.by_uid.get(ref.uid) if ref is not None and ref.uid else None
+            if obj is None or obj.get("kind") != ref.kind or id(obj) in seen:
+                break
+            seen.add(id(obj))
+            out.append(obj)
+    return out
+
+
 def rollout_reason(desired: Desired) -> str | None:
     """Why the workloads behind a gang are removing its pods on purpose right
     now (being deleted, rolling out, or finished: a failed Job's controller deletes the rest of

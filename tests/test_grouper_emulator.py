@@ -369,6 +369,27 @@ async def test_grace_period_minus_one_never_evicts(emu):
         assert emu.find_requests("POST", r"/eviction$") == []
 
 
+async def test_a_cronjobs_grace_period_applies_to_its_runs(emu):
+    # the user annotates the CronJob; its runs (Jobs) carry only the jobTemplate's metadata
+    cron = emu.put({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {
+                        "name": "nightly", "namespace": NS, "annotations": {"podgang.io/staleness-grace-period": "-1"}},
+                    "spec": {"schedule": "0 0 * * *", "jobTemplate": {"spec": {"parallelism": 3, "template": {
+                        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}}}})
+    run = emu.put({"apiVersion": "batch/v1", "kind": "Job",
+                   "metadata": {"name": "nightly-1", "namespace": NS, "ownerReferences": [owner_ref(cron)]},
+                   "spec": {"parallelism": 3, "template": {"spec": {
+                       "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+    group = owned_group(run)
+    for i in range(3):
+        emu.put(pod(f"nightly-1-{i}", owner=run, group=group))
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        emu.delete("pods", NS, "nightly-1-0")
+        await wait_event(emu, "GangStale", "not evicting (podgang.io/staleness-grace-period is -1)")
+        await watch_a_while(emu, g, group, 1.0)
+        assert emu.find_requests("POST", r"/eviction$") == []
+
+
 async def test_a_pdb_refusing_eviction_is_reported_and_retried(emu):
     dep, rs, names = await stale_gang(emu)
     group = owned_group(dep)
