@@ -287,3 +287,25 @@ async def test_the_fast_decision_log_writes_the_same_json_line_in_batches(tmp_pa
     assert (first["level"], first["logger"], first["msg"]) == ("info", "podgang.webhook.decision", "admission")
     assert (first["pod"], first["group"], first["verdict"], first["dry_run"]) == ("dryrun-pod", "pg-dryrun-pod", "patched", True)
     assert entries[1]["verdict"] == "skipped" and entries[1]["kind"] == "Deployment"
+
+
+def test_a_rotation_seen_halfway_is_not_reported_as_a_broken_certificate(tmp_path):
+    """``podgang certs generate`` (and ``--manage-certs``) replace tls.key, then tls.crt.
+    A check that falls between the two sees a new key beside the old leaf: that is a
+    rotation in progress, not a failed load (which would page whoever alerts on it)."""
+    from webhook.metrics import WebhookMetrics
+    from webhook.tls import ServingCertificate
+
+    cert_dir, other = tmp_path / "certs", tmp_path / "next"
+    podgang_certs_generate(cert_dir)
+    metrics = WebhookMetrics()
+    cert = ServingCertificate(cert_dir, metrics)
+    first = cert.serial
+    assert cert.loaded and first == leaf_in(cert_dir).serial_number
+    podgang_certs_generate(other)
+    (cert_dir / "tls.key").write_bytes((other / "tls.key").read_bytes())  # halfway
+    assert cert.reload() is True and cert.serial == first
+    (cert_dir / "tls.crt").write_bytes((other / "tls.crt").read_bytes())  # done
+    assert cert.reload() is True and cert.serial == leaf_in(other).serial_number
+    failed = metrics.registry.get_sample_value("podgang_webhook_certificate_reloads_total", {"result": "failed"})
+    assert failed == 0

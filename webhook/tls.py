@@ -17,6 +17,7 @@ import logging
 import os
 import ssl
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from webhook.metrics import WebhookMetrics
 log = logging.getLogger("podgang.webhook")
 
 CERT_FILE, KEY_FILE = "tls.crt", "tls.key"
+ROTATION_WINDOW_NS = 2_000_000_000  # a pair younger than this that does not load may be mid-rotation
 
 Signature = tuple[tuple[int, int, int, int], ...]
 
@@ -130,6 +132,11 @@ class ServingCertificate:
         except (OSError, ssl.SSLError, ValueError) as exc:
             if _signature(self.cert_path, self.key_path) != signature:
                 return self.loaded  # caught mid-rotation: the next check sees both new files
+            if time.time_ns() - max(part[0] for part in signature) < ROTATION_WINDOW_NS:
+                # just written: most likely the new key beside the old leaf, the new leaf
+                # follows (podgang certs writes tls.key, then tls.crt); check again, and
+                # report the pair only if it is still broken once it has settled
+                return self.loaded
             self._signature = signature  # do not retry a broken pair until it changes again
             self.problem = f"cannot load {self.cert_path} with {self.key_path}: {exc}"
             log.error("serving certificate not loaded", extra={"fields": {"error": self.problem, "keeping": "previous"}})
