@@ -166,3 +166,27 @@ async def test_bad_flags_are_refused(tmp_path, bad):
         assert await asyncio.wait_for(wh.proc.wait(), 30) == 2
     await wh._reader
     assert any(bad[0] in line for line in wh.lines)
+
+
+async def test_a_lower_case_log_level_variable_works_and_a_bad_variable_is_one_line(tmp_path):
+    """``PODGANG_LOG_LEVEL=info`` (as Helm values usually spell it) used to end in a
+    traceback: variables skip argparse's choices check and ``logging`` wants upper case."""
+    certs = tmp_path / "certs"
+    podgang_certs_generate(certs)
+    async with KubeEmulator() as kube:
+        env = {
+            "PODGANG_PORT": "0",
+            "PODGANG_BIND_ADDRESS": "127.0.0.1",
+            "PODGANG_CERT_DIR": str(certs),
+            "PODGANG_KUBECONFIG": kube.write_kubeconfig(tmp_path / "kubeconfig"),
+            "PODGANG_LOG_LEVEL": "info",
+        }
+        async with WebhookProcess("-m", "podgang.cli", "webhook", env=env) as wh:
+            await wh.port()
+            wh.proc.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(wh.proc.wait(), 15) == 0
+        async with WebhookProcess("-m", "podgang.cli", "webhook", env={**env, "PODGANG_LOG_FORMAT": "yaml"}) as wh:
+            assert await asyncio.wait_for(wh.proc.wait(), 30) == 2
+        await wh._reader
+        assert not any("Traceback" in line for line in wh.lines), wh.lines
+        assert any("PODGANG_LOG_FORMAT" in line and "yaml" in line for line in wh.lines), wh.lines

@@ -34,8 +34,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(certs, "--webhook-config", default=[], repeat=True, help="Mutating/ValidatingWebhookConfiguration whose caBundle to keep current (repeatable)")
     add_flag(certs, "--cert-check-interval", default=3600.0, type=duration, help="how often to check the certificate for rotation")
     logs = parser.add_argument_group("logging")
-    add_flag(logs, "--log-format", default="json", choices=("json", "text"), help="json: one object per line; text: for humans")
-    add_flag(logs, "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="")
+    add_flag(logs, "--log-format", default="json", type=str.lower, choices=LOG_FORMATS, help="json: one object per line; text: for humans")
+    add_flag(logs, "--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS, help="")
+
+
+LOG_FORMATS = ("json", "text")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def _choice_problem(args: argparse.Namespace) -> str | None:
+    """A value from a PODGANG_* variable is not checked against the flag's choices by
+    argparse (it is the default): check it here, in one line."""
+    for flag, value, allowed in (
+        ("--log-format", args.log_format, LOG_FORMATS),
+        ("--log-level", args.log_level, LOG_LEVELS),
+    ):
+        if value not in allowed:
+            env = "PODGANG_" + flag.lstrip("-").replace("-", "_").upper()
+            return f"podgang webhook: error: {flag} ({env}) {value!r}: expected one of {', '.join(allowed)}"
+    return None
 
 
 def config_from_args(args: argparse.Namespace):
@@ -74,6 +91,12 @@ def run(args: argparse.Namespace) -> int:
 
     from webhook.server import serve
 
+    problem = _choice_problem(args)
+    if problem:
+        import sys
+
+        print(problem, file=sys.stderr)
+        return 2
     setup_logging(args.log_format, args.log_level)
     config = config_from_args(args)
     if config.manage_certs and not config.namespace:
