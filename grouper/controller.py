@@ -314,8 +314,15 @@ class Controller:
             writes = plan_writes(desired, actual, self.settings)
             if not writes:
                 break
-            if not await self._write(key, writes[0], desired, actual, started):
-                continue  # the cache was refreshed: plan again
+            try:
+                if not await self._write(key, writes[0], desired, actual, started):
+                    continue  # the cache was refreshed: plan again
+            except ApiException:
+                # the write is warned about and retried, but the gang is still
+                # watched: a PodGroup that refuses its new size can go stale too
+                assert desired is not None
+                self._observe(key, desired, started)
+                raise
         else:
             raise RuntimeError(f"PodGroup {key} kept changing under {self.options.max_write_attempts} writes")
         assert desired is not None

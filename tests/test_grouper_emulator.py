@@ -390,6 +390,25 @@ async def test_a_cronjobs_grace_period_applies_to_its_runs(emu):
         assert emu.find_requests("POST", r"/eviction$") == []
 
 
+async def test_a_group_whose_minmember_cannot_be_written_is_still_watched_for_staleness(emu):
+    # the PodGroup refuses the new minMember (an immutable field, a validating webhook, RBAC):
+    # that is warned about and retried, and the gang is still evicted when it loses a member
+    dep, rs, names = await stale_gang(emu)
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=0.3):
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        emu.fail("PATCH", rf"/podgroups/{group}$", 422, times=None, body={
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Invalid",
+            "message": "spec.minMember: Invalid value: field is immutable", "code": 422})
+        scale(emu, dep, 4)
+        settle_status(emu, dep)
+        emu.put(pod("gang-abc12-3", owner=rs, group=group, phase="Pending", node=None))
+        await wait_event(emu, "PodGroupWriteFailed", "field is immutable")
+        emu.delete("pods", NS, names[0])
+        await wait_event(emu, "GangStale", "2 of 3 members active, minMember 3")
+        await emu.wait_for(lambda: all(emu.get("pods", NS, n) is None for n in names[1:]), 4.0)
+
+
 async def test_a_pdb_refusing_eviction_is_reported_and_retried(emu):
     dep, rs, names = await stale_gang(emu)
     group = owned_group(dep)
