@@ -535,3 +535,14 @@ async def test_a_pod_of_a_workload_labelled_skip_is_left_alone(tmp_path, kube, a
         ) == 2
     assert first == {"uid": "scale-up-0", "allowed": True}
     assert second == {"uid": "scale-up-1", "allowed": True}
+
+
+async def test_an_owner_the_api_refuses_is_asked_for_once_per_scale_up_not_once_per_pod(tmp_path, kube, api_client):
+    """RBAC without ``get`` on an owner kind: every pod is admitted without a group (the
+    grouper backfills), and a 1,000-pod scale-up must not become 1,000 refused calls."""
+    kube.fail("GET", r"/replicasets/web-7887448d46$", 403, times=None)
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        for i in range(5):  # one after the other, as a ReplicaSet's slow start sends them
+            assert await wh.mutate(owned_pod_review(i)) == {"uid": f"scale-up-{i}", "allowed": True}
+        assert await wh.metric("podgang_webhook_owner_lookup_failures_total") == 5
+    assert kube.count("GET", r"/replicasets/web-7887448d46$") == 1

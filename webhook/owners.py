@@ -26,6 +26,14 @@ class OwnerLookupFailed(Exception):
     """An owner could not be fetched; the message says which and why (one line)."""
 
 
+class _Refused(OwnerLookupFailed):
+    """The API answered, and the answer will not change in a moment (remembered briefly)."""
+
+
+FAILURE_TTL = 5.0
+REMEMBERED_STATUSES = frozenset({401, 403, 404})
+
+
 def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = ()) -> dict[str, Any]:
     """The parts of an owner the grouping rules read (and the labels ``keep_labels``,
     e.g. ``podgang.io/skip``)."""
@@ -62,6 +70,11 @@ class OwnerCache:
         self.ttl = ttl
         self.clock = clock
         self._entries: OrderedDict[Key, tuple[float, dict[str, Any]]] = OrderedDict()
+        # owners the API answered with an error (403, 404, another uid): asked again only
+        # after failure_ttl, so a scale-up under a missing RBAC rule is not one call per pod.
+        # A timeout or an unreachable API is not remembered: the next pod tries again.
+        self.failure_ttl = min(FAILURE_TTL, ttl)
+        self._failures: OrderedDict[Key, tuple[float, str]] = OrderedDict()
         self._inflight: dict[Key, asyncio.Future] = {}
 
     def __len__(self) -> int:
@@ -86,6 +99,11 @@ class OwnerCache:
                 self.metrics.owner_cache_hits.inc()
                 return entry[1]
             del self._entries[key]
+        failed = self._failures.get(key)
+        if failed is not None:
+            if failed[0] > self.clock():
+                raise OwnerLookupFailed(f"{failed[1]} (remembered for {self.failure_ttl:g}s)")
+            del self._failures[key]
         self.metrics.owner_cache_misses.inc()
         pending = self._inflight.get(key)
         if pending is not None:
@@ -94,6 +112,15 @@ class OwnerCache:
         self._inflight[key] = future
         try:
             obj = await self._fetch(namespace, ref, timeout)
+        except _Refused as exc:
+            error = OwnerLookupFailed(str(exc))
+            if self.failure_ttl > 0:
+                self._failures[key] = (self.clock() + self.failure_ttl, str(exc))
+                while len(self._failures) > self.max_size:
+                    self._failures.popitem(last=False)
+            future.set_exception(error)
+            future.exception()
+            raise error from None
         except BaseException as exc:
             error = exc if isinstance(exc, OwnerLookupFailed) else OwnerLookupFailed(
                 f"{ref.kind}/{ref.name}: look-up interrupted"
@@ -122,11 +149,13 @@ class OwnerCache:
             raise OwnerLookupFailed(f"{what}: {exc}") from None
         if not reply.ok or not isinstance(reply.body, dict):
             self.metrics.api_errors.labels("get_owner").inc()
+            if reply.status in REMEMBERED_STATUSES:
+                raise _Refused(f"{what}: {reply.describe()}")
             raise OwnerLookupFailed(f"{what}: {reply.describe()}")
         obj = trimmed(reply.body, self.keep_labels)
         uid = obj["metadata"].get("uid")
         if ref.uid and uid != ref.uid:
-            raise OwnerLookupFailed(f"{what}: found uid {uid}, the pod points at uid {ref.uid} (the owner was replaced)")
+            raise _Refused(f"{what}: found uid {uid}, the pod points at uid {ref.uid} (the owner was replaced)")
         return obj
 
     def expiry(self, namespace: str, chain: list[dict[str, Any]]) -> float:
