@@ -492,6 +492,15 @@ class Controller:
             else:
                 del self._lowered_at[key]
         counts = gang_counts(counted_members(self.cache, desired))
+        if (previous is None and not self.initial_reconcile_done and settling is None and not counts.succeeded
+                and 0 < counts.active < min_member and len(counts.remaining) < min_member):
+            # First look after a (re)start, and the gang has bound members but fewer
+            # pods than minMember at all: under a gang scheduler its members were only
+            # bound once it was complete, so it was satisfied and lost pods while no
+            # grouper watched (a restart, a leader change). Without this it would
+            # never be found stale. (Pods still Pending may be a scale-up waiting for
+            # capacity: no assumption then.)
+            self.tracker.assume_satisfied(key, min_member)
         grace, grace_why = rules.grace_period_for([actual, *with_owners(self.cache, desired.workloads)],
                                                   self.settings.staleness_grace_period, self.settings)
         verdict = self.tracker.observe(stale.GangObservation(

@@ -128,6 +128,14 @@ class StaleGangTracker:
         satisfied again before it can go stale again)."""
         self._groups.pop(group, None)
 
+    def assume_satisfied(self, group: str, level: int) -> None:
+        """Remember ``level`` as the level ``group`` was satisfied at, unless a level
+        is known: for a gang that, seen for the first time, shows it must have been
+        satisfied before (e.g. after a restart of the grouper)."""
+        h = self._groups.setdefault(group, _History())
+        if h.satisfied_at is None:
+            h.satisfied_at = max(int(level), 1)
+
     def stale_groups(self) -> list[str]:
         return sorted(g for g, h in self._groups.items() if h.stale_since is not None)
 

@@ -590,6 +590,26 @@ async def test_seed_003_standalone_pods_member_deleted_from_a_running_gang(emu):
         assert podgroup_writes(emu) == []
 
 
+async def test_seed_003_a_member_deleted_while_the_grouper_restarts_is_still_a_stale_gang(emu):
+    emu.put(podgroup("app-with-models", 3))
+    for name in ("app-server", "model-2"):  # model-1 was deleted while no grouper ran
+        emu.put(pod(name, group="app-with-models"))
+    async with running_grouper(emu, staleness_grace_period=0.5):
+        await wait_event(emu, "GangStale", "2 of 3 members active, minMember 3")
+        await emu.wait_for(lambda: emu.list("pods", NS) == [], 4.0)
+
+
+async def test_a_scale_up_waiting_for_capacity_across_a_restart_is_not_stale(emu):
+    dep, rs, pods = deploy_with_pods(emu, "gang", 4)
+    group = owned_group(dep)
+    emu.put(podgroup(group, 4, managed=True, owner=dep))
+    emu.patch_object("pods", NS, pods[3]["metadata"]["name"], {"spec": {"nodeName": None},
+                                                               "status": {"phase": "Pending"}})
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        await watch_a_while(emu, g, group, 1.0)
+        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+
+
 async def test_seed_003_shared_deployments_lose_a_member_that_is_not_replaced(emu):
     three_deployments(emu)
     async with running_grouper(emu, staleness_grace_period=0.5):
