@@ -411,7 +411,7 @@ async def test_the_apiservers_timeout_bounds_create_then_read_of_an_owner_less_g
         status, body = await wh.post_raw("/mutate-pods?timeout=2s", json.dumps(review("pod-create-bare-gpu")).encode())
         took = time.monotonic() - started
     assert status == 200 and json.loads(body)["response"]["allowed"] is True
-    assert took < 1.9, took  # the apiserver gives up at 2 s
+    assert took < 2.0, took  # the apiserver gives up at 2 s (the webhook answers at 1.5 s)
 
 
 async def test_manage_certs_keeps_serving_the_trusted_leaf_while_the_new_ca_is_not_published(tmp_path, kube, api_client):
