@@ -31,7 +31,7 @@ from grouper.api import RawApi, error_reason
 from grouper.events import EventSink
 from grouper.informer import Informer
 from grouper.metrics import GrouperMetrics
-from grouper.model import Cache, Obj, obj_key, split_key
+from grouper.model import MAX_LABEL_VALUE, Cache, Obj, membership_keys, needs_backfill, obj_key, split_key
 from grouper.podgroups import (
     Desired,
     Write,
@@ -577,9 +577,7 @@ class Controller:
         if pod is None or rules.is_terminating(pod):
             return
         d = self.settings.dialect
-        md = pod["metadata"]
-        notes, labels = md.get("annotations") or {}, md.get("labels") or {}
-        if notes.get(d.pod_group_annotation) is not None and labels.get(d.pod_group_label) is not None:
+        if not needs_backfill(pod, self.settings):
             return
         gang = pod_gang(self.cache, pod)
         if gang is None:
@@ -589,8 +587,10 @@ class Controller:
             self._warn_once((POD_KEY, key), (gang.message,), [pod], "BackfillFailed")
             return
         namespace, name = split_key(key)
-        patch = {"metadata": {"annotations": {d.pod_group_annotation: gang.name},
-                              "labels": {d.pod_group_label: gang.name}}}
+        keys = membership_keys(gang.name, self.settings)
+        patch = {"metadata": {"annotations": {d.pod_group_annotation: gang.name}}}
+        if "labels" in keys:
+            patch["metadata"]["labels"] = {d.pod_group_label: gang.name}
         try:
             patched = await self.api.merge_patch(POD.path(namespace, name), patch)
         except ApiException as exc:
@@ -604,8 +604,12 @@ class Controller:
         self._upsert("Pod", patched)
         self._warned.pop((POD_KEY, key), None)
         self.metrics.backfilled.inc()
-        message = (f"{d.pod_group_annotation}={gang.name} and {d.pod_group_label}={gang.name} set "
-                   f"(the pod was admitted without them, e.g. while the webhook was unavailable): {gang.reason}")
+        if "labels" in keys:
+            what = f"{d.pod_group_annotation}={gang.name} and {d.pod_group_label}={gang.name} set"
+        else:
+            what = (f"{d.pod_group_annotation}={gang.name} set (no {d.pod_group_label} label: the name is longer "
+                    f"than the {MAX_LABEL_VALUE} characters a label value may have)")
+        message = f"{what} (the pod was admitted without them, e.g. while the webhook was unavailable): {gang.reason}"
         self.events.emit(pod, "Backfilled", message)
         self._decision(f"{namespace}/{gang.name}", "backfill", message, started, pod=name)
 

@@ -293,6 +293,26 @@ def rolling_out(workload: Mapping[str, Any]) -> str | None:
     return None
 
 
+MAX_LABEL_VALUE = 63  # the longest label value the apiserver accepts
+
+
+def membership_keys(group: str, settings: Settings) -> tuple[str, ...]:
+    """``("annotations", "labels")``: where a pod of ``group`` carries its membership.
+    A name longer than a label value may be goes into the annotation only (what the
+    scheduler reads), as the webhook does: the apiserver refuses such a label."""
+    return ("annotations",) if len(group) > MAX_LABEL_VALUE else ("annotations", "labels")
+
+
+def needs_backfill(pod: Mapping[str, Any], settings: Settings) -> bool:
+    """Whether a pod lacks the annotation, or a label it can carry."""
+    d = settings.dialect
+    md = _d(pod.get("metadata"))
+    named = _d(md.get("annotations")).get(d.pod_group_annotation)
+    if named is None:
+        return True
+    return "labels" in membership_keys(str(named), settings) and _d(md.get("labels")).get(d.pod_group_label) is None
+
+
 def display_name(obj: Mapping[str, Any]) -> str:
     """``deployment model-1`` (for messages such as ``deployment model-1 scaled 1 → 2``)."""
     return f"{str(obj.get('kind') or 'object').lower()} {_d(obj.get('metadata')).get('name') or '?'}"
@@ -457,11 +477,7 @@ class Cache:
             if group:
                 changes.groups.add(group)
         if new is not None:
-            d = self.settings.dialect
-            notes, labels = _d(_d(new.get("metadata")).get("annotations")), _d(_d(new.get("metadata")).get("labels"))
-            if (notes.get(d.pod_group_annotation) is None or labels.get(d.pod_group_label) is None) and not _d(
-                new.get("metadata")
-            ).get("deletionTimestamp"):
+            if needs_backfill(new, self.settings) and not _d(new.get("metadata")).get("deletionTimestamp"):
                 self.unlabelled.add(key)
                 changes.pods.add(key)
             # pods owned by this pod (LeaderWorkerSet workers) may now resolve

@@ -215,6 +215,26 @@ async def test_backfill_pods_admitted_while_the_webhook_was_down(emu):
         assert patches[0].content_type == "application/merge-patch+json"
 
 
+async def test_a_group_name_too_long_for_a_label_is_backfilled_into_the_annotation_only(emu):
+    # pg-<name>-<uid> of a workload named 24+ characters is over the 63 characters of a label
+    # value: the webhook sets the annotation only, and the apiserver refuses such a label
+    long_name = "inference-server-large-model"
+    dep, rs, pods = deploy_with_pods(emu, long_name, 2, annotate=False)  # admitted while the webhook was down
+    group = owned_group(dep)
+    assert len(group) > 63
+    emu.put(pod(f"{long_name}-abc12-x", owner=rs, annotations={ANN: group}))  # admitted by the webhook
+    async with running_grouper(emu) as g:
+        for p in pods:
+            await emu.wait_for(lambda p=p: emu.get("pods", NS, p["metadata"]["name"])["metadata"]
+                               .get("annotations", {}).get(ANN) == group, 2.0)
+        await wait_event(emu, "Backfilled", "no kai.scheduler/podgroup label")
+        await g.wait_ready(emu)
+        patches = emu.find_requests("PATCH", r"/pods/")
+        assert sorted(r.path.rsplit("/", 1)[1] for r in patches) == sorted(p["metadata"]["name"] for p in pods)
+        assert all(LABEL not in (r.body["metadata"].get("labels") or {}) for r in patches)
+        assert not g.controller.cache.unlabelled
+
+
 # ---------------------------------------------------------------------------- stale gangs
 
 
