@@ -145,10 +145,13 @@ class Slimmer:
             out_spec["schedulerName"] = _intern(spec["schedulerName"])
         if spec.get("nodeName"):
             out_spec["nodeName"] = _intern(str(spec["nodeName"]))
+        meta = self._metadata(md, self.pod_labels, self.pod_annotations)
+        if isinstance(md.get("generateName"), str) and md["generateName"]:
+            meta["generateName"] = md["generateName"]  # how the webhook named an owner-less pod's group
         return {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": self._metadata(md, self.pod_labels, self.pod_annotations),
+            "metadata": meta,
             "spec": out_spec,
             "status": {"phase": _intern(str(status.get("phase") or "Pending"))},
         }

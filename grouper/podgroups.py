@@ -94,6 +94,16 @@ def _standalone(pods: list[Obj]) -> list[Obj]:
     return [p for p in _live(pods) if rules.controller_ref(p) is None]
 
 
+def _named_from_generate_name(pod: Obj, name: str, settings: Settings) -> bool:
+    """Whether ``name`` is what the webhook gave an owner-less pod admitted with only
+    ``generateName``: ``pg-<generateName><5 random characters>``. When the webhook
+    could not create that group (an API error never denies a pod), the grouper does."""
+    generate = _md(pod).get("generateName")
+    if not isinstance(generate, str) or not generate or len(name) < 5:
+        return False
+    return rules.group_name(generate, name[-5:], settings) == name
+
+
 def desired_group(cache: Cache, group_key: str) -> Desired:
     """What PodGroup ``group_key`` ("namespace/name") should be, from the cache."""
     settings = cache.settings
@@ -146,6 +156,7 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
                        pending=f"an owner of pod {_md(probe).get('name')} is not in the cache yet")
     podgangs = isinstance(natural, rules.Gang) and (
         natural.name == name or (actual is not None and is_managed(actual, settings))
+        or (natural.source == OWNER_LESS and _named_from_generate_name(probe, name, settings))
     )
     if not podgangs or isinstance(natural, rules.Denial):
         # a hand-made group that only standalone pods (or pods whose workloads we

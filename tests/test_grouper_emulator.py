@@ -177,6 +177,21 @@ async def test_adoption_and_orphan_deletion(emu):
         assert emu.get("podgroups", NS, "pg-solo") is None
 
 
+async def test_the_group_of_a_generate_name_pod_the_webhook_could_not_create_is_created(emu):
+    # owner-less pod with only generateName: the webhook named its group
+    # pg-<generateName><5 random> and wrote it into the pod, but creating the PodGroup
+    # failed (an API error never denies a pod): the grouper creates it
+    raw = pod("batch-runner-x7k2p", annotations={ANN: "pg-batch-runner-q9z4m"}, labels={LABEL: "pg-batch-runner-q9z4m"})
+    raw["metadata"]["generateName"] = "batch-runner-"
+    solo = emu.put(raw)
+    async with running_grouper(emu):
+        await emu.wait_for(lambda: min_member(emu, "pg-batch-runner-q9z4m") == 1, 2.0)
+        pg = emu.get("podgroups", NS, "pg-batch-runner-q9z4m")
+        assert pg["metadata"]["labels"] == MANAGED
+        assert pg["metadata"]["ownerReferences"][0]["uid"] == solo["metadata"]["uid"]
+        assert events(emu, "PodGroupMissing") == []
+
+
 async def test_a_group_deleted_under_its_pods_comes_back(emu):
     dep, _, _ = deploy_with_pods(emu, "web", 2)
     name = owned_group(dep)
