@@ -237,14 +237,15 @@ class Controller:
 
     async def _housekeeping(self) -> None:
         last_resync = self.clock()
+        resync = self.options.resync_period  # 0 (or less): no periodic resync, as in client-go
         while True:
-            await asyncio.sleep(min(5.0, self.options.resync_period))
+            await asyncio.sleep(min(5.0, resync) if resync > 0 else 5.0)
             self.metrics.queue_depth.set(len(self.queue))
             self.metrics.cached_objects.labels(kind="Pod").set(len(self.cache.pods))
             self.metrics.cached_objects.labels(kind="PodGroup").set(len(self.cache.podgroups))
             for kind, store in self.cache.workloads.items():
                 self.metrics.cached_objects.labels(kind=kind).set(len(store))
-            if self.clock() - last_resync >= self.options.resync_period:
+            if resync > 0 and self.clock() - last_resync >= resync:
                 last_resync = self.clock()
                 self._enqueue_everything()
 

@@ -473,6 +473,17 @@ async def watch_a_while(emu, g, group, seconds):
     assert g.controller.reconciles >= start
 
 
+async def test_resync_period_zero_turns_resync_off_instead_of_spinning(emu):
+    dep, _, _ = deploy_with_pods(emu, "web", 2)
+    async with running_grouper(emu, resync_period=0.0) as g:
+        await emu.wait_for(lambda: min_member(emu, owned_group(dep)) == 2, 2.0)
+        start = g.controller.reconciles
+        await watch_a_while(emu, g, owned_group(dep), 0.5)
+        assert g.controller.reconciles - start < 10  # nothing changed: (almost) nothing to do
+        scale(emu, dep, 3)  # events still work
+        await emu.wait_for(lambda: min_member(emu, owned_group(dep)) == 3, 2.0)
+
+
 # ---------------------------------------------------------------------------- watches
 
 
