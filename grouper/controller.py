@@ -545,6 +545,10 @@ class Controller:
                 if actual is not None:
                     self.events.emit(actual, "GangEvicted", message)
                 self._decision(key, "evict", message, started, evicted=len(result.evicted))
+            elif not result.refused:
+                # a decision all the same: say so, rather than nothing at all
+                message = f"{why}: nothing left to evict ({len(result.gone)} already gone)"
+                self._decision(key, "evict", message, started, evicted=0, gone=len(result.gone))
             if result.refused:
                 self.metrics.evictions.labels(result="refused").inc(len(result.refused))
                 detail = "; ".join(f"{pod}: {reason}" for pod, reason in result.refused[:5])

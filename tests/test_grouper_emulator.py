@@ -444,6 +444,22 @@ async def test_a_group_whose_minmember_cannot_be_written_is_still_watched_for_st
         await emu.wait_for(lambda: all(emu.get("pods", NS, n) is None for n in names[1:]), 4.0)
 
 
+async def test_an_eviction_that_finds_the_pods_gone_is_still_logged(emu, caplog):
+    caplog.set_level(logging.INFO, logger="podgang.grouper")
+    dep, rs, names = await stale_gang(emu)
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=0.2):
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        emu.fail("POST", r"/eviction$", 404, times=None)  # deleted meanwhile by someone else
+        emu.delete("pods", NS, names[0])
+        await wait_event(emu, "GangStale")
+        await emu.wait_for(lambda: [r for r in caplog.records if getattr(r, "fields", {}).get("action") == "evict"],
+                           3.0, "no decision logged for the eviction")
+        line = [r for r in caplog.records if getattr(r, "fields", {}).get("action") == "evict"][0]
+        assert "nothing left to evict (2 already gone)" in line.getMessage()
+        assert line.fields["group"] == f"{NS}/{group}" and "duration_ms" in line.fields
+
+
 async def test_a_pdb_refusing_eviction_is_reported_and_retried(emu):
     dep, rs, names = await stale_gang(emu)
     group = owned_group(dep)
