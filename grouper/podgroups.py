@@ -289,15 +289,19 @@ def gang_counts(members: tuple[Obj, ...] | list[Obj]) -> GangCounts:
 
 
 def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
-    """The members that count toward the gang: not the pods of a finished run (a
-    CronJob's past Jobs keep their Succeeded pods around as history; a finished
-    workload no longer counts toward minMember either)."""
+    """The members that count toward the gang: not the pods of a finished run, a
+    Job of its own or of a CronJob (past runs keep their Succeeded pods around as
+    history, and a finished run no longer counts toward a shared group's
+    minMember either). The Jobs of a JobSet are parts of one run: a finished
+    part's pods stay members (a Succeeded member: never stale)."""
     out = []
     for pod in desired.members:
         owner = rules.controller_ref(pod)
         run = cache.by_uid.get(owner.uid) if owner is not None and owner.uid else None
         if run is not None and run.get("kind") == owner.kind and is_finished(run):
-            continue
+            above = rules.controller_ref(run)
+            if above is None or above.kind in rules.RUN_OWNERS:
+                continue
         out.append(pod)
     return out
 

@@ -758,6 +758,33 @@ async def test_leaderworkerset_groups_and_jobset_group(emu):
         await emu.wait_for(lambda: min_member(emu, group0) == 8, 2.0)
 
 
+async def test_a_jobset_whose_initializer_job_finished_is_not_stale(emu):
+    # minMember counts every replicatedJob; the finished initializer's Succeeded pod is a
+    # Succeeded member of the JobSet's gang (never stale), not a lost one
+    jobset = emu.put({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                      "metadata": {"name": "train", "namespace": NS}, "spec": {"replicatedJobs": [
+                          {"name": name, "replicas": 1, "template": {"spec": {"parallelism": n, "template": {
+                              "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}}}
+                          for name, n in (("init", 1), ("workers", 2))]}})
+    group = owned_group(jobset)
+    jobs = {}
+    for name in ("init", "workers"):
+        jobs[name] = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+            "name": f"train-{name}-0", "namespace": NS, "ownerReferences": [owner_ref(jobset)]},
+            "spec": {"parallelism": 1 if name == "init" else 2, "template": {"spec": {
+                "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+    emu.put(pod("train-init-0-a", owner=jobs["init"], group=group))
+    for i in range(2):
+        emu.put(pod(f"train-workers-0-{i}", owner=jobs["workers"], group=group))
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        set_phase(emu, "train-init-0-a", "Succeeded")
+        emu.patch_object("jobs", NS, "train-init-0", {"status": {
+            "completionTime": "2026-01-01T00:00:00Z", "conditions": [{"type": "Complete", "status": "True"}]}})
+        await watch_a_while(emu, g, group, 1.0)
+        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+
+
 async def test_a_workload_whose_templates_name_two_groups_is_warned_about(emu):
     emu.put({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
              "metadata": {"name": "confused", "namespace": NS},
