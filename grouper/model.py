@@ -131,7 +131,7 @@ class Slimmer:
     @staticmethod
     def _job_spec(spec: Any, slim_template) -> Obj:
         s = _d(spec)
-        out: Obj = {k: s[k] for k in ("parallelism", "completions") if k in s}
+        out: Obj = {k: s[k] for k in ("parallelism", "completions", "suspend") if k in s}
         if "template" in s:
             out["template"] = slim_template(s.get("template"))
         return out
@@ -197,6 +197,8 @@ class Slimmer:
                     slim_lwt[k] = self._template(lwt.get(k))
             out_spec["leaderWorkerTemplate"] = slim_lwt
         elif kind == "JobSet":
+            if "suspend" in spec:
+                out_spec["suspend"] = spec["suspend"]
             out_spec["replicatedJobs"] = [
                 {
                     "name": _d(r).get("name"),

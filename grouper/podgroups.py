@@ -326,11 +326,13 @@ def with_owners(cache: Cache, workloads: tuple[Obj, ...] | list[Obj]) -> list[Ob
 
 def rollout_reason(desired: Desired) -> str | None:
     """Why the workloads behind a gang are removing its pods on purpose right
-    now (being deleted, rolling out, or finished: a failed Job's controller deletes the rest of
+    now (being deleted, suspended, rolling out, or finished: a failed Job's controller deletes the rest of
     its pods), or None."""
     for workload in desired.workloads:
         if _md(workload).get("deletionTimestamp"):
             return f"{display_name(workload)} is being deleted"
+        if (workload.get("spec") or {}).get("suspend") is True:  # a Job or JobSet (e.g. preempted by Kueue)
+            return f"{display_name(workload)} is suspended"
         why = rolling_out(workload)
         if why:
             return why

@@ -359,6 +359,23 @@ async def test_a_workload_deleted_in_the_foreground_is_not_a_stale_gang(emu):
         assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
 
 
+async def test_a_suspended_job_whose_controller_deletes_its_pods_is_not_stale(emu):
+    # spec.suspend: true (kubectl patch, or a queueing controller such as Kueue preempting it):
+    # the Job controller deletes the running pods on purpose
+    job = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
+                   "spec": {"parallelism": 3, "template": {"spec": {
+                       "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+    group = owned_group(job)
+    for i in range(3):
+        emu.put(pod(f"train-{i}", owner=job, group=group))
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        emu.patch_object("jobs", NS, "train", {"spec": {"suspend": True}})
+        emu.delete("pods", NS, "train-0")
+        await watch_a_while(emu, g, group, 1.0)
+        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+
+
 async def test_a_rolling_out_or_scaling_down_workload_is_not_stale(emu):
     dep, rs, names = await stale_gang(emu, 4)
     group = owned_group(dep)
