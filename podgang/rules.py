@@ -405,6 +405,23 @@ def group_of(pod: Any, settings: Settings = DEFAULT) -> str | None:
     return annotations(pod).get(d.pod_group_annotation) or labels(pod).get(d.pod_group_label) or None
 
 
+MAX_LABEL_VALUE = 63  # the longest label value the apiserver accepts
+
+
+def membership_keys(group: str, settings: Settings = DEFAULT) -> tuple[tuple[str, str], ...]:
+    """Where a pod of ``group`` carries its membership: ``(section, key)`` pairs.
+
+    Both the annotation and the label, except for a name longer than a label value
+    may be (``pg-<name>-<uid>`` of a workload named 24 characters or more): that one
+    goes into the annotation only, which is what the scheduler reads; the apiserver
+    would refuse the pod with such a label.
+    """
+    d = settings.dialect
+    if len(group) > MAX_LABEL_VALUE:
+        return (("annotations", d.pod_group_annotation),)
+    return (("annotations", d.pod_group_annotation), ("labels", d.pod_group_label))
+
+
 def group_change_problem(old_pod: Any, new_pod: Any, settings: Settings = DEFAULT) -> str | None:
     """An UPDATE may add a pod's group but never change or remove it: neither key
     may change or disappear, nor may the other key be added with another value.

@@ -41,7 +41,6 @@ DEFAULT_REVIEW_TIMEOUT = 10.0  # the apiserver's default timeoutSeconds
 TIMEOUT_MARGIN = 0.5  # answer this long before the apiserver gives up
 SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 REPLAY_SIZE = 4096
-MAX_LABEL_VALUE = 63  # what the apiserver accepts as a label value
 
 
 # ---------------------------------------------------------------------------
@@ -200,11 +199,8 @@ def membership_patch(pod: Mapping[str, Any], group: str, settings: Settings) -> 
     of a workload whose name has 24 or more) goes into the annotation only, which is
     what the scheduler reads: with the label the apiserver would refuse the pod.
     """
-    d = settings.dialect
     md = pod.get("metadata")
-    wanted: tuple[tuple[str, str], ...] = (("annotations", d.pod_group_annotation), ("labels", d.pod_group_label))
-    if len(group) > MAX_LABEL_VALUE:
-        wanted = wanted[:1]
+    wanted = rules.membership_keys(group, settings)
     if not isinstance(md, dict):
         return [{"op": "add", "path": "/metadata", "value": {f: {k: group} for f, k in wanted}}]
     ops: list[dict[str, Any]] = []
