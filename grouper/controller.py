@@ -102,7 +102,7 @@ class Controller:
         self.initial_reconcile_done = False
         self.started_at = clock()
         # per group memory, for messages and timing
-        self._contributions: dict[str, dict[str, int]] = {}
+        self._contributions: dict[str, tuple[dict[str, int], frozenset[str]]] = {}  # and which were pinned
         self._observed_min: dict[str, int] = {}
         self._lowered_at: dict[str, float] = {}
         self._orphan_seen: dict[str, float] = {}
@@ -328,7 +328,7 @@ class Controller:
             raise RuntimeError(f"PodGroup {key} kept changing under {self.options.max_write_attempts} writes")
         assert desired is not None
         self._warned.pop((GROUP, key, "write"), None)  # writes work again: warn about the next failure
-        self._contributions[key] = dict(desired.contributions)
+        self._contributions[key] = (dict(desired.contributions), desired.pinned)
         await self._orphans(key, desired, started)
         self._problems(key, desired)
         self._observe(key, desired, started)
@@ -375,7 +375,9 @@ class Controller:
                 if mm.pinned:
                     cause = mm.reason
                 else:
-                    cause = describe_change(self._contributions.get(key), dict(desired.contributions), mm.reason)
+                    before, pinned_before = self._contributions.get(key) or (None, frozenset())
+                    cause = describe_change(before, dict(desired.contributions), mm.reason,
+                                            pinned_before, desired.pinned)
                 message = f"minMember {old} → {new}: {cause}"
                 if write.note:
                     message += f" ({write.note})"

@@ -43,6 +43,7 @@ class Desired:
     members: tuple[Obj, ...] = ()  # the pods that name the group
     contributions: tuple[tuple[str, int], ...] = ()  # ("deployment model-1", 2) ...
     problems: tuple[str, ...] = ()  # what a user should fix (Warning events)
+    pinned: frozenset[str] = frozenset()  # contributions fixed by podgang.io/min-member on the workload
     pending: str | None = None  # cannot decide yet (an owner is not in the cache): why
 
     @property
@@ -128,9 +129,12 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
         standalone = _standalone(members)
         mm = rules.shared_min_member(hand, len(standalone), actual, settings)
         contributions = []
+        pinned = set()
         for w in hand:
             own, _ = rules.pinned_min_member(w, settings)
             contributions.append((display_name(w), own if own is not None else rules.desired_size(w)[0]))
+            if own is not None:
+                pinned.add(display_name(w))
         if standalone:
             contributions.append(("standalone pods", len(standalone)))
         problems = _pin_problems([actual, *hand], settings)
@@ -143,6 +147,7 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
         return Desired(
             namespace, name, HAND_MADE, mm, None, False,
             workloads=tuple(hand), members=tuple(members), contributions=tuple(contributions), problems=problems,
+            pinned=frozenset(pinned),
         )
 
     # 3. Only pods name it: what would the rules give them from their owners?
@@ -342,9 +347,11 @@ def rollout_reason(desired: Desired) -> str | None:
     return None
 
 
-def describe_change(old: dict[str, int] | None, new: dict[str, int], fallback: str) -> str:
+def describe_change(old: dict[str, int] | None, new: dict[str, int], fallback: str,
+                    pinned_before: frozenset[str] = frozenset(), pinned_now: frozenset[str] = frozenset()) -> str:
     """Why minMember moved, from the contributions before and after:
-    ``deployment model-1 scaled 1 → 2``, ``deployment model-3 added (1)``, ..."""
+    ``deployment model-1 scaled 1 → 2``, ``deployment model-3 added (1)``,
+    ``deployment model-1 pinned 1 → 4`` (its podgang.io/min-member, not a scale), ..."""
     if old is None:
         return fallback
     parts = []
@@ -356,6 +363,10 @@ def describe_change(old: dict[str, int] | None, new: dict[str, int], fallback: s
             parts.append(f"{name} added ({after})")
         elif after is None:
             parts.append(f"{name} removed (was {before})")
+        elif name in pinned_now:
+            parts.append(f"{name} pinned {before} → {after}")
+        elif name in pinned_before:
+            parts.append(f"{name} unpinned {before} → {after}")
         else:
             parts.append(f"{name} scaled {before} → {after}")
     return "; ".join(parts) if parts else fallback

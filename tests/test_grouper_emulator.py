@@ -159,6 +159,19 @@ async def test_min_member_annotation_pins_the_value(emu):
         await emu.wait_for(lambda: min_member(emu, SHARED) == 2, 1.0)
 
 
+async def test_a_pin_on_a_workload_of_a_shared_group_is_not_called_a_scale(emu):
+    deps = three_deployments(emu)
+    async with running_grouper(emu):
+        emu.patch_object("deployments", NS, "model-1", {"metadata": {"annotations": {"podgang.io/min-member": "4"}}})
+        await emu.wait_for(lambda: min_member(emu, SHARED) == 6, 2.0)
+        await wait_event(emu, "MinMemberChanged", "minMember 3 → 6: deployment model-1 pinned 1 → 4")
+        emu.patch_object("deployments", NS, "model-1", {"metadata": {"annotations": {"podgang.io/min-member": None}}})
+        await emu.wait_for(lambda: min_member(emu, SHARED) == 3, 2.0)
+        await wait_event(emu, "MinMemberChanged", "minMember 6 → 3: deployment model-1 unpinned 4 → 1")
+        assert not [e for e in events(emu, "MinMemberChanged") if "scaled" in e["message"]]
+        assert deps["model-1"]["spec"]["replicas"] == 1
+
+
 # ---------------------------------------------------------------------------- adoption, orphans, recreation
 
 
