@@ -508,7 +508,7 @@ class Controller:
                                                   self.settings.staleness_grace_period, self.settings)
         verdict = self.tracker.observe(stale.GangObservation(
             group=key, min_member=min_member, active=counts.active, succeeded=counts.succeeded,
-            workload_settling=settling is not None, grace_period=grace,
+            workload_settling=settling is not None, grace_period=grace, settling_reason=settling or "",
         ))
         action = verdict.action
         if action == stale.STALE:

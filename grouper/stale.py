@@ -53,6 +53,7 @@ class GangObservation:
     succeeded: int  # pods in phase Succeeded
     workload_settling: bool  # rolling out or scaling down
     grace_period: float | None  # seconds; None = never evict
+    settling_reason: str = ""  # why the workload is settling, for the message (e.g. "job train is suspended")
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,7 @@ class StaleGangTracker:
             elif h.satisfied_at is not None:
                 # a scale-down lowers the level; a rollout keeps it
                 h.satisfied_at = min(h.satisfied_at, min_member)
-            return self._not_stale(h, "its workload is rolling out or scaling down")
+            return self._not_stale(h, obs.settling_reason or "its workload is rolling out or scaling down")
 
         if active >= min_member:
             h.satisfied_at = min_member

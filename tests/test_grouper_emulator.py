@@ -389,6 +389,21 @@ async def test_a_suspended_job_whose_controller_deletes_its_pods_is_not_stale(em
         assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
 
 
+async def test_a_stale_gang_whose_job_is_suspended_recovers_and_says_why(emu):
+    job = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
+                   "spec": {"parallelism": 3, "template": {"spec": {
+                       "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+    group = owned_group(job)
+    for i in range(3):
+        emu.put(pod(f"train-{i}", owner=job, group=group))
+    async with running_grouper(emu, staleness_grace_period=30):
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        emu.delete("pods", NS, "train-0")
+        await wait_event(emu, "GangStale")
+        emu.patch_object("jobs", NS, "train", {"spec": {"suspend": True}})
+        await wait_event(emu, "GangRecovered", "no longer stale: job train is suspended")
+
+
 async def test_a_rolling_out_or_scaling_down_workload_is_not_stale(emu):
     dep, rs, names = await stale_gang(emu, 4)
     group = owned_group(dep)
