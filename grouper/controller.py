@@ -31,7 +31,7 @@ from grouper.api import RawApi, error_reason
 from grouper.events import EventSink
 from grouper.informer import Informer
 from grouper.metrics import GrouperMetrics
-from grouper.model import MAX_LABEL_VALUE, Cache, Obj, membership_keys, needs_backfill, obj_key, split_key
+from grouper.model import Cache, Obj, needs_backfill, obj_key, split_key
 from grouper.podgroups import (
     Desired,
     Write,
@@ -594,10 +594,11 @@ class Controller:
             self._warn_once((POD_KEY, key), (gang.message,), [pod], "BackfillFailed")
             return
         namespace, name = split_key(key)
-        keys = membership_keys(gang.name, self.settings)
-        patch = {"metadata": {"annotations": {d.pod_group_annotation: gang.name}}}
-        if "labels" in keys:
-            patch["metadata"]["labels"] = {d.pod_group_label: gang.name}
+        keys = rules.membership_keys(gang.name, self.settings)
+        patch: dict[str, Any] = {"metadata": {}}
+        for section, k in keys:
+            patch["metadata"].setdefault(section, {})[k] = gang.name
+        labelled = any(section == "labels" for section, _ in keys)
         try:
             patched = await self.api.merge_patch(POD.path(namespace, name), patch)
         except ApiException as exc:
@@ -611,11 +612,11 @@ class Controller:
         self._upsert("Pod", patched)
         self._warned.pop((POD_KEY, key), None)
         self.metrics.backfilled.inc()
-        if "labels" in keys:
+        if labelled:
             what = f"{d.pod_group_annotation}={gang.name} and {d.pod_group_label}={gang.name} set"
         else:
             what = (f"{d.pod_group_annotation}={gang.name} set (no {d.pod_group_label} label: the name is longer "
-                    f"than the {MAX_LABEL_VALUE} characters a label value may have)")
+                    f"than the {rules.MAX_LABEL_VALUE} characters a label value may have)")
         message = f"{what} (the pod was admitted without them, e.g. while the webhook was unavailable): {gang.reason}"
         self.events.emit(pod, "Backfilled", message)
         self._decision(f"{namespace}/{gang.name}", "backfill", message, started, pod=name)

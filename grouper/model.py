@@ -298,24 +298,14 @@ def rolling_out(workload: Mapping[str, Any]) -> str | None:
     return None
 
 
-MAX_LABEL_VALUE = 63  # the longest label value the apiserver accepts
-
-
-def membership_keys(group: str, settings: Settings) -> tuple[str, ...]:
-    """``("annotations", "labels")``: where a pod of ``group`` carries its membership.
-    A name longer than a label value may be goes into the annotation only (what the
-    scheduler reads), as the webhook does: the apiserver refuses such a label."""
-    return ("annotations",) if len(group) > MAX_LABEL_VALUE else ("annotations", "labels")
-
-
 def needs_backfill(pod: Mapping[str, Any], settings: Settings) -> bool:
-    """Whether a pod lacks the annotation, or a label it can carry."""
-    d = settings.dialect
+    """Whether a pod lacks a key of its membership (the label only where the group
+    name fits in one: :func:`podgang.rules.membership_keys`)."""
     md = _d(pod.get("metadata"))
-    named = _d(md.get("annotations")).get(d.pod_group_annotation)
+    named = _d(md.get("annotations")).get(settings.dialect.pod_group_annotation)
     if named is None:
         return True
-    return "labels" in membership_keys(str(named), settings) and _d(md.get("labels")).get(d.pod_group_label) is None
+    return any(_d(md.get(section)).get(key) is None for section, key in rules.membership_keys(str(named), settings))
 
 
 def display_name(obj: Mapping[str, Any]) -> str:
