@@ -938,3 +938,12 @@ def test_default_settings_are_the_spec_defaults():
     assert DEFAULT.dialect.pod_group_annotation == ANNOTATION
     assert DEFAULT.dialect.pod_group_label == LABEL
     assert DEFAULT.dialect.subgroup_label == SUBGROUP
+
+
+def test_membership_goes_into_the_annotation_only_when_the_name_is_too_long_for_a_label():
+    both = (("annotations", "pod-group-name"), ("labels", "kai.scheduler/podgroup"))
+    assert rules.membership_keys("x" * 63) == both
+    assert rules.membership_keys("x" * 64) == both[:1]
+    # a workload named 24 characters gets a name no label can hold
+    top = OwnerRef("apps/v1", "Deployment", "a" * 24, "2d14ca47-2cb2-410d-8124-0dd58f4b12e1")
+    assert rules.membership_keys(rules.owned_group_name(top)) == both[:1]

@@ -403,6 +403,7 @@ ARGS = {
     "hand_made_group": lambda d: (d.draw(anything),),
     "gang_for_pod": lambda d: (d.draw(anything), d.draw(st.lists(anything, max_size=3))),
     "group_of": lambda d: (d.draw(anything),),
+    "membership_keys": lambda d: (d.draw(st.text(max_size=300)),),
     "group_change_problem": lambda d: (d.draw(anything), d.draw(anything)),
     "pod_templates": lambda d: (d.draw(anything),),
     "template_group": lambda d: (d.draw(anything),),
