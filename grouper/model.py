@@ -212,7 +212,7 @@ class Slimmer:
         out_status: Obj = {
             k: status[k]
             for k in ("observedGeneration", "replicas", "updatedReplicas", "currentRevision",
-                      "updateRevision", "completionTime", "active")
+                      "updateRevision", "completionTime", "active", "succeeded")
             if k in status
         }
         finished = [

@@ -511,11 +511,22 @@ def pinned_min_member(obj: Any, settings: Settings = DEFAULT) -> tuple[int | Non
     return None, f"{kind_name(obj)}: {settings.min_member_annotation}={_q(raw)} is ignored: it must be a whole number ≥ 1"
 
 
-def _job_size(job_spec: Mapping[str, Any]) -> tuple[int, str]:
+def _job_size(job_spec: Mapping[str, Any], job_status: Mapping[str, Any] = _EMPTY) -> tuple[int, str]:
+    """A Job's gang: ``parallelism``, capped by the completions still to come.
+
+    With ``completions: 5, parallelism: 3`` the last run has 2 pods: asking for 3
+    would keep them Pending for ever, so the succeeded ones (``status.succeeded``)
+    are taken off.
+    """
     parallelism = max(_int(job_spec.get("parallelism"), 1), 0)
     completions = job_spec.get("completions")
     if isinstance(completions, int) and not isinstance(completions, bool) and completions >= 0:
-        if completions < parallelism:
+        succeeded = max(_int(job_status.get("succeeded"), 0), 0)
+        remaining = max(completions - succeeded, 0)
+        if remaining < parallelism:
+            if succeeded:
+                return remaining, (f"parallelism {parallelism} capped by the {remaining} remaining completions "
+                                   f"({completions} - {succeeded} succeeded)")
             return completions, f"parallelism {parallelism} capped by completions {completions}"
         return parallelism, f"parallelism {parallelism} (completions {completions})"
     return parallelism, f"parallelism {parallelism}"
@@ -530,7 +541,7 @@ def desired_size(workload: Any) -> tuple[int, str]:
         replicas = max(_int(spec.get("replicas"), 1), 0)
         return replicas, f"spec.replicas {replicas}"
     if kind == "Job":
-        return _job_size(spec)
+        return _job_size(spec, _dict(obj.get("status")))
     if kind == "CronJob":
         size, why = _job_size(_dict(_dict(spec.get("jobTemplate")).get("spec")))
         return size, f"per run: jobTemplate {why}"

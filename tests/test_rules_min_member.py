@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from podgang import rules
 from podgang.rules import MinMember, desired_size, min_member_for, pinned_min_member, shared_min_member
 from podgang.settings import Settings
 
@@ -292,3 +293,15 @@ class TestShared:
         mm = shared_min_member([deployment("a", 0), deployment("b", 0)])
         assert mm.value == 1
         assert mm.reason == "deployment/a 0 + deployment/b 0 = 0; a gang is never smaller than 1"
+
+
+def test_a_job_whose_last_run_is_smaller_than_parallelism_asks_only_for_what_remains():
+    job = {"kind": "Job", "metadata": {"name": "train"}, "spec": {"parallelism": 3, "completions": 5},
+           "status": {"succeeded": 3}}
+    assert rules.min_member_for(job) == rules.MinMember(
+        2, "job/train parallelism 3 capped by the 2 remaining completions (5 - 3 succeeded)"
+    )
+    job["status"] = {"succeeded": 1}  # 4 to come: a full gang of 3 still fits
+    assert rules.min_member_for(job).value == 3
+    job["status"] = {"succeeded": 5}  # all done: never below 1
+    assert rules.min_member_for(job).value == 1
