@@ -139,6 +139,9 @@ async def test_job_statefulset_and_cronjob_run(emu):
         assert emu.get("podgroups", NS, owned_group(run))["metadata"]["ownerReferences"][0]["name"] == "nightly-2900"
         emu.patch_object("statefulsets", NS, "db", {"spec": {"replicas": 5}})
         await emu.wait_for(lambda: min_member(emu, owned_group(sts)) == 5, 1.0)
+        # 4 completions at parallelism 6: after 3 succeeded, one pod is left to run
+        emu.patch_object("jobs", NS, "train", {"status": {"succeeded": 3}})
+        await emu.wait_for(lambda: min_member(emu, owned_group(job)) == 1, 1.0)
 
 
 async def test_min_member_annotation_pins_the_value(emu):
