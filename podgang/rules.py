@@ -562,13 +562,16 @@ def desired_size(workload: Any) -> tuple[int, str]:
     return 1, f"{kind or 'unknown kind'}: one pod at a time"
 
 
-def min_member_for(workload: Any, podgroup: Any = None, settings: Settings = DEFAULT) -> MinMember:
+def min_member_for(
+    workload: Any, podgroup: Any = None, settings: Settings = DEFAULT, owners: Sequence[Any] = ()
+) -> MinMember:
     """minMember of the group a workload owns (spec §3).
 
-    ``podgang.io/min-member`` on the PodGroup, then on the workload, pins it.
+    ``podgang.io/min-member`` on the PodGroup, then on the workload, then on the
+    objects above it (``owners``, nearest first: the CronJob above a Job run) pins it.
     A gang is never smaller than 1.
     """
-    for source in (podgroup, workload):
+    for source in (podgroup, workload, *owners):
         pinned, _problem = pinned_min_member(source, settings)
         if pinned is not None:
             return MinMember(pinned, f"pinned by {settings.min_member_annotation} on {kind_name(source)}", True)

@@ -846,3 +846,17 @@ async def test_a_workload_whose_templates_name_two_groups_is_warned_about(emu):
         ev = await wait_event(emu, "InvalidPodGroupReference", "names different PodGroups")
         assert ev[0]["type"] == "Warning" and ev[0]["involvedObject"]["name"] == "confused"
         assert podgroup_writes(emu) == []
+
+
+async def test_a_pin_on_a_cronjob_applies_to_each_run(emu):
+    cron = emu.put({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {
+        "name": "nightly", "namespace": NS, "annotations": {"podgang.io/min-member": "2"}},
+        "spec": {"schedule": "0 0 * * *", "jobTemplate": {"spec": {"parallelism": 5, "template": {
+            "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}}}})
+    async with running_grouper(emu):
+        run = emu.put({"apiVersion": "batch/v1", "kind": "Job",
+                       "metadata": {"name": "nightly-2901", "namespace": NS, "ownerReferences": [owner_ref(cron)]},
+                       "spec": {"parallelism": 5, "template": {"spec": {
+                           "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+        emu.put(pod("nightly-2901-x", owner=run, group=owned_group(run), phase="Pending", node=None))
+        await emu.wait_for(lambda: min_member(emu, owned_group(run)) == 2, 2.0)

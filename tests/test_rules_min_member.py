@@ -305,3 +305,13 @@ def test_a_job_whose_last_run_is_smaller_than_parallelism_asks_only_for_what_rem
     assert rules.min_member_for(job).value == 3
     job["status"] = {"succeeded": 5}  # all done: never below 1
     assert rules.min_member_for(job).value == 1
+
+
+def test_a_pin_on_the_owner_above_applies_to_the_workload_below():
+    cron = {"kind": "CronJob", "metadata": {"name": "nightly", "annotations": {"podgang.io/min-member": "2"}}}
+    run = {"kind": "Job", "metadata": {"name": "nightly-1"}, "spec": {"parallelism": 5}}
+    assert rules.min_member_for(run, None, owners=[cron]) == MinMember(
+        2, "pinned by podgang.io/min-member on cronjob/nightly", True
+    )
+    run["metadata"]["annotations"] = {"podgang.io/min-member": "4"}  # the nearest pin wins
+    assert rules.min_member_for(run, None, owners=[cron]).value == 4

@@ -30,6 +30,7 @@ from podgang.rules import (
     min_member_for,
     shared_min_member,
 )
+from podgang.settings import DEFAULT as DEFAULT_SETTINGS
 
 PROPS = settings(
     max_examples=250,
@@ -409,7 +410,8 @@ ARGS = {
     "template_group": lambda d: (d.draw(anything),),
     "pinned_min_member": lambda d: (d.draw(anything),),
     "desired_size": lambda d: (d.draw(anything),),
-    "min_member_for": lambda d: (d.draw(anything), d.draw(st.none() | anything)),
+    "min_member_for": lambda d: (d.draw(anything), d.draw(st.none() | anything), DEFAULT_SETTINGS,
+                                 d.draw(st.lists(anything, max_size=2))),
     "shared_min_member": lambda d: (d.draw(st.lists(anything, max_size=3)), d.draw(st.integers(0, 10)), d.draw(st.none() | anything)),
     "quantity": lambda d: (d.draw(quantity_s | json_any),),
     "whole_gpu_requests": lambda d: (d.draw(anything),),
