@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -91,13 +92,14 @@ class EventRecorder:
     """
 
     REPEAT_WINDOW = 600.0
+    MAX_REMEMBERED = 4096  # events remembered for counting repeats; the oldest go first
 
     def __init__(self, api: client.ApiClient, component: str, *, instance: str = "", timeout: float = 5.0):
         self._core = client.CoreV1Api(api)
         self.component = component
         self.instance = instance or os.environ.get("HOSTNAME", "") or component
         self.timeout = timeout
-        self._seen: dict[tuple, tuple[float, _Seen]] = {}
+        self._seen: OrderedDict[tuple, tuple[float, _Seen]] = OrderedDict()
 
     async def emit(self, obj: Mapping[str, Any], reason: str, message: str, type: str = "Normal") -> None:
         ref = object_reference(obj)
@@ -119,6 +121,7 @@ class EventRecorder:
                     _content_type="application/merge-patch+json",
                 )
                 self._seen[key] = (mono, entry)
+                self._seen.move_to_end(key)
                 return
             body = {
                 "apiVersion": "v1",
@@ -146,7 +149,9 @@ class EventRecorder:
             )
 
     def _forget_old(self, now: float) -> None:
-        if len(self._seen) < 1024:
-            return
-        for key in [k for k, (t, _) in self._seen.items() if now - t > self.REPEAT_WINDOW]:
+        """Drop repeats older than the window, and the oldest beyond the bound."""
+        while self._seen:
+            key, (seen_at, _) = next(iter(self._seen.items()))
+            if now - seen_at <= self.REPEAT_WINDOW and len(self._seen) < self.MAX_REMEMBERED:
+                break
             del self._seen[key]

@@ -48,6 +48,10 @@ def setup_logging(log_format: str = "json", level: str | int = "INFO") -> None:
     """Send every log record to stderr in the chosen format (replaces handlers)."""
     if log_format not in LOG_FORMATS:
         raise ValueError(f"--log-format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")
+    if isinstance(level, str):
+        level = level.strip().upper()
+        if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError(f"--log-level must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()
