@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+POLL_INTERVAL = 0.1  # seconds between two looks of a poll with a deadline
+
 ASSETS = os.environ.get("KUBEBUILDER_ASSETS", "")
 HAVE_ASSETS = bool(ASSETS) and all(os.access(Path(ASSETS) / b, os.X_OK) for b in ("kube-apiserver", "etcd"))
 pytestmark = pytest.mark.skipif(
@@ -128,7 +130,7 @@ def apiserver():
                 pass
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise RuntimeError("kube-apiserver did not become ready: " + (work / "apiserver.log").read_text()[-3000:])
-            time.sleep(0.2)  # start-up polling outside any test's logic
+            time.sleep(POLL_INTERVAL)  # polling the apiserver's /readyz until the deadline above
         yield str(kubeconfig)
     finally:
         for p in reversed(procs):
@@ -148,7 +150,7 @@ async def poll(predicate, timeout=10.0, message="condition not met"):
             return result
         if asyncio.get_running_loop().time() > deadline:
             raise TimeoutError(message)
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(POLL_INTERVAL)
 
 
 async def test_real_apiserver_shared_group_and_deployment_group(apiserver):
