@@ -17,7 +17,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -113,25 +113,7 @@ def apiserver():
             "users": [{"name": "admin", "user": {"token": TOKEN}}],
             "contexts": [{"name": "envtest", "context": {"cluster": "envtest", "user": "admin"}}],
         }))
-        import ssl
-        import urllib.request
-
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                req = urllib.request.Request(f"https://127.0.0.1:{api_port}/readyz",
-                                             headers={"Authorization": f"Bearer {TOKEN}"})
-                if urllib.request.urlopen(req, context=ctx, timeout=2).status == 200:
-                    break
-            except Exception:
-                pass
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                raise RuntimeError("kube-apiserver did not become ready: " + (work / "apiserver.log").read_text()[-3000:])
-            time.sleep(POLL_INTERVAL)  # polling the apiserver's /readyz until the deadline above
-        yield str(kubeconfig)
+        yield Envtest(str(kubeconfig), f"https://127.0.0.1:{api_port}", procs, work / "apiserver.log")
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -140,6 +122,31 @@ def apiserver():
             except subprocess.TimeoutExpired:
                 p.kill()
         shutil.rmtree(work, ignore_errors=True)
+
+
+@dataclass
+class Envtest:
+    kubeconfig: str
+    url: str
+    procs: list
+    log: Path
+
+    async def ready(self, timeout: float = 60.0) -> None:
+        """Poll ``/readyz`` until the apiserver answers 200, or fail with its log."""
+        import aiohttp
+
+        async def answered() -> bool:
+            if any(p.poll() is not None for p in self.procs):
+                raise RuntimeError("etcd or kube-apiserver exited: " + self.log.read_text()[-3000:])
+            try:
+                async with aiohttp.ClientSession() as session:
+                    async with session.get(f"{self.url}/readyz", ssl=False, timeout=aiohttp.ClientTimeout(total=2),
+                                           headers={"Authorization": f"Bearer {TOKEN}"}) as resp:
+                        return resp.status == 200
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                return False
+
+        await poll(answered, timeout, "kube-apiserver did not become ready")
 
 
 async def poll(predicate, timeout=10.0, message="condition not met"):
@@ -161,7 +168,8 @@ async def test_real_apiserver_shared_group_and_deployment_group(apiserver):
     from tests.grouper_support import args, deployment, owned_group, pod, podgroup, replicaset
     from grouper import cli
 
-    api_client = await make_api_client(apiserver)
+    await apiserver.ready()
+    api_client = await make_api_client(apiserver.kubeconfig)
     api = RawApi(api_client, timeout=10)
     try:
         crd = next((yaml.safe_load(p.read_text()) for p in CRD_CANDIDATES if p.exists()), MINIMAL_CRD)
@@ -217,7 +225,7 @@ async def test_real_apiserver_shared_group_and_deployment_group(apiserver):
             await put(pod(f"web-{i}", owner=web_rs, group=owned_group(web), ns=NS, node=None, phase="Pending"))
 
         stop = asyncio.Event()
-        task = asyncio.create_task(cli.serve(args(kubeconfig=apiserver, namespaces=[NS]), stop=stop))
+        task = asyncio.create_task(cli.serve(args(kubeconfig=apiserver.kubeconfig, namespaces=[NS]), stop=stop))
         try:
             await poll(lambda: _eq(min_member(owned_group(web)), 2), 15, "the Deployment's group was not created")
             pg = await api.get(f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NS}/podgroups/{owned_group(web)}")
