@@ -54,6 +54,21 @@ async def wait_event(emu, reason, text=None, timeout=5.0, name=None):
 # ---------------------------------------------------------------------------- minMember
 
 
+def job_gang(emu, **spec) -> tuple[dict, str]:
+    """A running 3-pod Job gang (extra Job spec fields as keywords) and its group name."""
+    job = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
+                   "spec": {"parallelism": 3, **spec, "template": {"spec": {
+                       "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+    group = owned_group(job)
+    for i in range(3):
+        emu.put(pod(f"train-{i}", owner=job, group=group))
+    return job, group
+
+
+def assert_never_stale(emu) -> None:
+    assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+
+
 async def test_shared_group_follows_three_deployments_scaled_up_and_down(emu):
     deps = three_deployments(emu)
     async with running_grouper(emu):
@@ -322,33 +337,23 @@ async def test_scale_up_waiting_for_capacity_is_not_stale(emu):
             emu.put(pod(f"gang-abc12-{i}", owner=rs, group=group, phase="Pending", node=None))
         await emu.wait_for(lambda: min_member(emu, group) == 5, 1.0)
         await watch_a_while(emu, g, group, 1.0)
-        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+        assert_never_stale(emu)
 
 
 async def test_a_gang_with_a_succeeded_member_is_never_stale(emu):
-    job = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
-                   "spec": {"parallelism": 3, "template": {"spec": {
-                       "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
-    group = owned_group(job)
-    for i in range(3):
-        emu.put(pod(f"train-{i}", owner=job, group=group))
+    job, group = job_gang(emu)
     async with running_grouper(emu, staleness_grace_period=0.3) as g:
         await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
         set_phase(emu, "train-0", "Succeeded")
         emu.delete("pods", NS, "train-1")
         await watch_a_while(emu, g, group, 1.0)
-        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+        assert_never_stale(emu)
 
 
 async def test_a_failed_job_whose_controller_deletes_its_pods_is_not_stale(emu):
     # backoffLimit exceeded: the Job is marked failed and its controller deletes the
     # other pods on purpose; no GangStale ("evicting the rest in …") for a finished run
-    job = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
-                   "spec": {"parallelism": 3, "backoffLimit": 0, "template": {"spec": {
-                       "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
-    group = owned_group(job)
-    for i in range(3):
-        emu.put(pod(f"train-{i}", owner=job, group=group))
+    job, group = job_gang(emu, backoffLimit=0)
     async with running_grouper(emu, staleness_grace_period=0.3) as g:
         await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
         set_phase(emu, "train-0", "Failed")
@@ -357,7 +362,7 @@ async def test_a_failed_job_whose_controller_deletes_its_pods_is_not_stale(emu):
         emu.delete("pods", NS, "train-1")
         emu.delete("pods", NS, "train-2")
         await watch_a_while(emu, g, group, 1.0)
-        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+        assert_never_stale(emu)
 
 
 async def test_a_workload_deleted_in_the_foreground_is_not_a_stale_gang(emu):
@@ -372,33 +377,23 @@ async def test_a_workload_deleted_in_the_foreground_is_not_a_stale_gang(emu):
             emu.delete(kind, NS, name)
         emu.delete("pods", NS, names[0])
         await watch_a_while(emu, g, group, 1.0)
-        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+        assert_never_stale(emu)
 
 
 async def test_a_suspended_job_whose_controller_deletes_its_pods_is_not_stale(emu):
     # spec.suspend: true (kubectl patch, or a queueing controller such as Kueue preempting it):
     # the Job controller deletes the running pods on purpose
-    job = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
-                   "spec": {"parallelism": 3, "template": {"spec": {
-                       "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
-    group = owned_group(job)
-    for i in range(3):
-        emu.put(pod(f"train-{i}", owner=job, group=group))
+    job, group = job_gang(emu)
     async with running_grouper(emu, staleness_grace_period=0.3) as g:
         await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
         emu.patch_object("jobs", NS, "train", {"spec": {"suspend": True}})
         emu.delete("pods", NS, "train-0")
         await watch_a_while(emu, g, group, 1.0)
-        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+        assert_never_stale(emu)
 
 
 async def test_a_stale_gang_whose_job_is_suspended_recovers_and_says_why(emu):
-    job = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
-                   "spec": {"parallelism": 3, "template": {"spec": {
-                       "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
-    group = owned_group(job)
-    for i in range(3):
-        emu.put(pod(f"train-{i}", owner=job, group=group))
+    job, group = job_gang(emu)
     async with running_grouper(emu, staleness_grace_period=30):
         await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
         emu.delete("pods", NS, "train-0")
@@ -421,7 +416,7 @@ async def test_a_rolling_out_or_scaling_down_workload_is_not_stale(emu):
         emu.patch_object("deployments", NS, "gang", {"spec": {"template": {"metadata": {"labels": {"v": "2"}}}}})
         emu.delete("pods", NS, names[2])
         await watch_a_while(emu, g, group, 1.0)
-        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+        assert_never_stale(emu)
 
 
 async def test_a_member_lost_during_a_scale_down_is_stale_once_the_settle_window_closes(emu):
@@ -717,7 +712,7 @@ async def test_a_scale_up_waiting_for_capacity_across_a_restart_is_not_stale(emu
                                                                "status": {"phase": "Pending"}})
     async with running_grouper(emu, staleness_grace_period=0.3) as g:
         await watch_a_while(emu, g, group, 1.0)
-        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+        assert_never_stale(emu)
 
 
 async def test_seed_003_shared_deployments_lose_a_member_that_is_not_replaced(emu):
@@ -830,7 +825,7 @@ async def test_a_jobset_whose_initializer_job_finished_is_not_stale(emu):
         emu.patch_object("jobs", NS, "train-init-0", {"status": {
             "completionTime": "2026-01-01T00:00:00Z", "conditions": [{"type": "Complete", "status": "True"}]}})
         await watch_a_while(emu, g, group, 1.0)
-        assert events(emu, "GangStale") == [] and emu.find_requests("POST", r"/eviction$") == []
+        assert_never_stale(emu)
 
 
 async def test_a_workload_whose_templates_name_two_groups_is_warned_about(emu):
