@@ -15,14 +15,14 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "ensure": "certs.kube",
-    "write_files": "certs.kube",
-    "service_dns_names": "certs.kube",
-    "CertBundle": "certs.kube",
-    "EnsureError": "certs.kube",
-    "generate": "certs.directory",
-    "GenerateResult": "certs.directory",
-    "CertError": "certs.pki",
+    "ensure": "podgang.certs.kube",
+    "write_files": "podgang.certs.kube",
+    "service_dns_names": "podgang.certs.kube",
+    "CertBundle": "podgang.certs.kube",
+    "EnsureError": "podgang.certs.kube",
+    "generate": "podgang.certs.directory",
+    "GenerateResult": "podgang.certs.directory",
+    "CertError": "podgang.certs.pki",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -75,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_generate(args: argparse.Namespace) -> int:
-    from certs.directory import generate
-    from certs.pki import CertError
+    from podgang.certs.directory import generate
+    from podgang.certs.pki import CertError
 
     if not args.out:
         return _fail(args, "--out DIR is required", 2)
@@ -122,7 +122,7 @@ async def _load_configuration(kubeconfig: str | None):
 async def _ensure(args: argparse.Namespace) -> int:
     from kubernetes_asyncio import client
 
-    from certs.kube import EnsureError, ensure
+    from podgang.certs.kube import EnsureError, ensure
 
     try:
         configuration = await _load_configuration(args.kubeconfig)

@@ -15,9 +15,9 @@ from typing import Sequence
 
 from cryptography import x509
 
-from certs import pki
-from certs.files import CERT_MODE, KEY_MODE, atomic_write
-from certs.pki import CertError
+from podgang.certs import pki
+from podgang.certs.files import CERT_MODE, KEY_MODE, atomic_write
+from podgang.certs.pki import CertError
 
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 

@@ -35,8 +35,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.x509.oid import NameOID
 
-from certs import pki
-from certs.files import CERT_MODE, KEY_MODE, atomic_write
+from podgang.certs import pki
+from podgang.certs.files import CERT_MODE, KEY_MODE, atomic_write
 
 log = logging.getLogger("podgang.certs")
 

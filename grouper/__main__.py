@@ -1,8 +1,8 @@
-"""``python -m grouper``: the same as ``podgang grouper``."""
+"""``python -m podgang.grouper``: the same as ``podgang grouper``."""
 
 import sys
 
-from grouper.cli import main
+from podgang.grouper.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

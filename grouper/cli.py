@@ -71,7 +71,7 @@ def settings_from(args: argparse.Namespace):
 
 
 def options_from(args: argparse.Namespace):
-    from grouper.controller import Options
+    from podgang.grouper.controller import Options
 
     return Options(
         namespaces=tuple(dict.fromkeys(args.namespaces)),
@@ -92,10 +92,10 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
     """
     from kubernetes_asyncio.client import ApiClient
 
-    from grouper.controller import Controller
-    from grouper.events import EventSink
-    from grouper.leader import default_identity, run_as_leader
-    from grouper.metrics import GrouperMetrics, HealthServer
+    from podgang.grouper.controller import Controller
+    from podgang.grouper.events import EventSink
+    from podgang.grouper.leader import default_identity, run_as_leader
+    from podgang.grouper.metrics import GrouperMetrics, HealthServer
     from podgang.kube import EventRecorder, make_api_client
 
     settings = settings_from(args)

@@ -26,13 +26,13 @@ from podgang.kinds import POD, WORKLOAD_KINDS, Resource
 from podgang.kube import status_reason
 from podgang.settings import Settings
 
-from grouper import stale
-from grouper.api import RawApi, error_reason
-from grouper.events import EventSink
-from grouper.informer import Informer
-from grouper.metrics import GrouperMetrics
-from grouper.model import Cache, Obj, needs_backfill, obj_key, split_key
-from grouper.podgroups import (
+from podgang.grouper import stale
+from podgang.grouper.api import RawApi, error_reason
+from podgang.grouper.events import EventSink
+from podgang.grouper.informer import Informer
+from podgang.grouper.metrics import GrouperMetrics
+from podgang.grouper.model import Cache, Obj, needs_backfill, obj_key, split_key
+from podgang.grouper.podgroups import (
     Desired,
     Write,
     counted_members,
@@ -45,7 +45,7 @@ from grouper.podgroups import (
     rollout_reason,
     with_owners,
 )
-from grouper.workqueue import WorkQueue
+from podgang.grouper.workqueue import WorkQueue
 
 log = logging.getLogger("podgang.grouper")
 
@@ -531,7 +531,7 @@ class Controller:
         started = time.perf_counter()
         retry = False
         try:
-            from grouper import eviction  # the Eviction API helper (policy/v1, PDB-aware retries)
+            from podgang.grouper import eviction  # the Eviction API helper (policy/v1, PDB-aware retries)
 
             desired = desired_group(self.cache, key)
             pods = list(gang_counts(desired.members).remaining)

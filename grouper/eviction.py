@@ -27,7 +27,7 @@ import orjson
 from kubernetes_asyncio.client import CoreV1Api
 from kubernetes_asyncio.client.rest import ApiException
 
-from grouper.stale import format_duration
+from podgang.grouper.stale import format_duration
 from podgang.kube import status_reason
 
 MAX_BACKOFF = 30.0

@@ -25,8 +25,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from podgang.kinds import Resource
 from podgang.kube import status_reason
 
-from grouper.api import RawApi
-from grouper.model import Obj, is_newer, key_of, resource_version
+from podgang.grouper.api import RawApi
+from podgang.grouper.model import Obj, is_newer, key_of, resource_version
 
 log = logging.getLogger("podgang.grouper.informer")
 

@@ -17,7 +17,7 @@ from podgang.dialect import OwnerRef
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
 from podgang.settings import Settings
 
-from grouper.model import (
+from podgang.grouper.model import (
     Cache,
     Obj,
     display_name,

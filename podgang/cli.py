@@ -15,9 +15,9 @@ from podgang import __version__
 # sub-command -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("podgang.plan_cli", "offline: show the gangs, PodGroups and denials for manifests"),
-    "webhook": ("webhook.cli", "serve admission (mutate + validate pods) over HTTPS"),
-    "grouper": ("grouper.cli", "run the controller that keeps PodGroups and gangs true"),
-    "certs": ("certs.cli", "generate, store and rotate the webhook's serving certificates"),
+    "webhook": ("podgang.webhook.cli", "serve admission (mutate + validate pods) over HTTPS"),
+    "grouper": ("podgang.grouper.cli", "run the controller that keeps PodGroups and gangs true"),
+    "certs": ("podgang.certs.cli", "generate, store and rotate the webhook's serving certificates"),
 }
 
 

@@ -15,8 +15,8 @@ from typing import Any, AsyncIterator
 
 from podgang.settings import DEFAULT
 
-from grouper import cli
-from grouper.controller import Controller
+from podgang.grouper import cli
+from podgang.grouper.controller import Controller
 
 NS = "team"
 SCHED = "kai-scheduler"

@@ -14,8 +14,8 @@ from cryptography import x509
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 from kubernetes_asyncio.client import ApiClient
 
-from certs import pki
-from certs.kube import CertBundle, EnsureError, decide, ensure, published_bundle, service_dns_names, write_files
+from podgang.certs import pki
+from podgang.certs.kube import CertBundle, EnsureError, decide, ensure, published_bundle, service_dns_names, write_files
 from tests.kube_emulator import KubeEmulator
 
 NS, SECRET, SVC = "podgang-system", "podgang-webhook-tls", "podgang-webhook"

@@ -18,8 +18,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from certs import pki
-from certs.directory import generate
+from podgang.certs import pki
+from podgang.certs.directory import generate
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.rest import ApiException
 
-from grouper.eviction import EvictionResult, evict_pods, refusal_reason
+from podgang.grouper.eviction import EvictionResult, evict_pods, refusal_reason
 from tests.kube_emulator import KubeEmulator, kube_emulator_fixture
 
 NS = "team-a"

@@ -163,10 +163,10 @@ async def poll(predicate, timeout=10.0, message="condition not met"):
 async def test_real_apiserver_shared_group_and_deployment_group(apiserver):
     from kubernetes_asyncio.client.exceptions import ApiException
 
-    from grouper.api import RawApi
+    from podgang.grouper.api import RawApi
     from podgang.kube import make_api_client
     from tests.grouper_support import args, deployment, owned_group, pod, podgroup, replicaset
-    from grouper import cli
+    from podgang.grouper import cli
 
     await apiserver.ready()
     api_client = await make_api_client(apiserver.kubeconfig)

@@ -1,4 +1,4 @@
-"""``podgang grouper`` / ``python -m grouper``: flags, PODGANG_* variables, the
+"""``podgang grouper`` / ``python -m podgang.grouper``: flags, PODGANG_* variables, the
 health/metrics server and start-up failures."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from grouper import cli
-from grouper.metrics import GrouperMetrics, HealthServer
+from podgang.grouper import cli
+from podgang.grouper.metrics import GrouperMetrics, HealthServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,7 +90,7 @@ def test_python_m_grouper_fails_clearly_without_a_cluster(tmp_path):
     env.pop("KUBECONFIG", None)
     env.pop("KUBERNETES_SERVICE_HOST", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "grouper", "--kubeconfig", str(tmp_path / "missing"), "--metrics-port", "0",
+        [sys.executable, "-m", "podgang.grouper", "--kubeconfig", str(tmp_path / "missing"), "--metrics-port", "0",
          "--log-format", "text"], capture_output=True, text=True, timeout=60, env=env, cwd=str(ROOT))
     assert proc.returncode == 2
     assert "cannot configure Kubernetes API access" in proc.stderr

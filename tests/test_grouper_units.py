@@ -12,15 +12,15 @@ import pytest
 
 from podgang.settings import DEFAULT
 
-from grouper.model import Cache, Slimmer, obj_key, rolling_out
-from grouper.podgroups import (
+from podgang.grouper.model import Cache, Slimmer, obj_key, rolling_out
+from podgang.grouper.podgroups import (
     describe_change,
     desired_group,
     gang_counts,
     is_orphan_candidate,
     plan_writes,
 )
-from grouper.workqueue import WorkQueue
+from podgang.grouper.workqueue import WorkQueue
 from tests.grouper_support import (
     ANN,
     LABEL,
@@ -339,7 +339,7 @@ async def test_lease_calls_cut_off_mid_answer_are_failed_tries_not_a_crash():
     from kubernetes_asyncio import client
     from kubernetes_asyncio.leaderelection.leaderelectionrecord import LeaderElectionRecord
 
-    from grouper.leader import TimedLeaseLock
+    from podgang.grouper.leader import TimedLeaseLock
 
     async def disconnected(*_a, **_kw):
         raise aiohttp.ServerDisconnectedError()
@@ -362,7 +362,7 @@ async def test_a_watch_cut_after_working_reconnects_at_once_every_time():
     # the wait before reconnecting must not double with every cut (it did, up to 30 s)
     import aiohttp
 
-    from grouper.informer import Informer
+    from podgang.grouper.informer import Informer
     from podgang.kinds import POD
 
     class CuttingApi:

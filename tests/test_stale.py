@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import event, given, settings as hsettings, strategies as st
 
-from grouper.stale import GangObservation, StaleGangTracker, StaleVerdict, format_duration
+from podgang.grouper.stale import GangObservation, StaleGangTracker, StaleVerdict, format_duration
 
 G = "ns/pg-train"
 

@@ -15,7 +15,7 @@ from hypothesis import given, settings as hyp_settings, strategies as st
 from podgang import rules
 from podgang.settings import DEFAULT
 from tests.webhook_support import TEST_SETTINGS, review, with_annotations
-from webhook.admission import (
+from podgang.webhook.admission import (
     BadReview,
     Verdict,
     encode_response,
@@ -316,10 +316,10 @@ async def test_remembered_decisions_do_not_keep_the_pods_they_were_made_for():
     import tracemalloc
 
     from tests.webhook_support import NS, REPLICASET_UID, recorded_object
-    from webhook.admission import Admission
-    from webhook.metrics import WebhookMetrics
-    from webhook.owners import OwnerCache
-    from webhook.podgroups import PodGroups
+    from podgang.webhook.admission import Admission
+    from podgang.webhook.metrics import WebhookMetrics
+    from podgang.webhook.owners import OwnerCache
+    from podgang.webhook.podgroups import PodGroups
 
     metrics = WebhookMetrics()
     owners = OwnerCache(None, metrics)
@@ -370,10 +370,10 @@ async def test_a_workload_with_a_long_name_still_gets_pods_the_apiserver_accepts
     """``pg-<name>-<uid>`` is 40 characters plus the name: a Job of 24 or more characters
     gives a group name no label value can hold. The pod must still be valid (the
     annotation carries the group; KAI reads the annotation), or every pod is refused."""
-    from webhook.admission import Admission
-    from webhook.metrics import WebhookMetrics
-    from webhook.owners import OwnerCache
-    from webhook.podgroups import PodGroups
+    from podgang.webhook.admission import Admission
+    from podgang.webhook.metrics import WebhookMetrics
+    from podgang.webhook.owners import OwnerCache
+    from podgang.webhook.podgroups import PodGroups
 
     uid = "c64e554b-f9d2-4870-aa19-0062565c3d59"
     name = "nightly-llama-finetune-with-long-name"

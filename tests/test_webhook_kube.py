@@ -388,7 +388,7 @@ async def test_manage_certs_writes_the_secret_and_files_and_becomes_ready(tmp_pa
 def test_the_namespace_flag_excludes_podgangs_own_namespace():
     import argparse
 
-    from webhook import cli
+    from podgang.webhook import cli
 
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
@@ -423,10 +423,10 @@ async def test_manage_certs_keeps_serving_the_trusted_leaf_while_the_new_ca_is_n
 
     from cryptography import x509
 
-    from certs import pki
-    from certs.kube import decide, service_dns_names
-    from webhook.certificates import CertificateKeeper
-    from webhook.server import WebhookConfig
+    from podgang.certs import pki
+    from podgang.certs.kube import decide, service_dns_names
+    from podgang.webhook.certificates import CertificateKeeper
+    from podgang.webhook.server import WebhookConfig
 
     kube.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "podgang"}})
     kube.put(
@@ -440,7 +440,7 @@ async def test_manage_certs_keeps_serving_the_trusted_leaf_while_the_new_ca_is_n
     )
     cert_dir = tmp_path / "managed"
     config = WebhookConfig(cert_dir=str(cert_dir), manage_certs=True, namespace="podgang", webhook_configs=["podgang"])
-    keeper = CertificateKeeper(types.SimpleNamespace(config=config, api_client=api_client, certificate=None))
+    keeper = CertificateKeeper(config, api_client, on_written=lambda: None)
     await keeper.ensure_once()
     served = (cert_dir / "tls.crt").read_bytes()
     first_ca = pki.load_certs((cert_dir / "ca.crt").read_bytes())[0]

@@ -1,4 +1,4 @@
-"""``podgang webhook`` / ``python -m webhook`` as a process: flags and PODGANG_*
+"""``podgang webhook`` / ``python -m podgang.webhook`` as a process: flags and PODGANG_*
 variables, JSON and text logs, and SIGTERM (stop accepting, finish what is in
 flight, exit 0)."""
 
@@ -85,7 +85,7 @@ async def test_sigterm_finishes_the_request_in_flight_then_exits_0(tmp_path):
         kube.delay(3.0, r"/replicasets/")  # the first owner look-up is slow: a request stays in flight
         kubeconfig = kube.write_kubeconfig(tmp_path / "kubeconfig")
         async with WebhookProcess(
-            "-m", "webhook", "--port", "0", "--bind-address", "127.0.0.1", "--cert-dir", str(certs),
+            "-m", "podgang.webhook", "--port", "0", "--bind-address", "127.0.0.1", "--cert-dir", str(certs),
             "--kubeconfig", kubeconfig, "--scheduler-name", "default-scheduler", "--api-timeout", "5s",
         ) as wh:
             port = await wh.port()
@@ -153,7 +153,7 @@ async def test_podgang_webhook_reads_podgang_variables_and_logs_text(tmp_path):
 
 async def test_without_any_kubeconfig_it_says_what_to_do(tmp_path):
     env = {"HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "missing"), "KUBERNETES_SERVICE_HOST": ""}
-    async with WebhookProcess("-m", "webhook", "--port", "0", "--cert-dir", str(tmp_path), env=env) as wh:
+    async with WebhookProcess("-m", "podgang.webhook", "--port", "0", "--cert-dir", str(tmp_path), env=env) as wh:
         assert await asyncio.wait_for(wh.proc.wait(), 30) == 2
     await wh._reader
     errors = [e for e in wh.json_lines() if e.get("level") == "error"]
@@ -162,7 +162,7 @@ async def test_without_any_kubeconfig_it_says_what_to_do(tmp_path):
 
 @pytest.mark.parametrize("bad", [["--port", "70000"], ["--log-format", "xml"], ["--api-timeout", "soon"]])
 async def test_bad_flags_are_refused(tmp_path, bad):
-    async with WebhookProcess("-m", "webhook", *bad) as wh:
+    async with WebhookProcess("-m", "podgang.webhook", *bad) as wh:
         assert await asyncio.wait_for(wh.proc.wait(), 30) == 2
     await wh._reader
     assert any(bad[0] in line for line in wh.lines)

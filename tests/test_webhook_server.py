@@ -29,7 +29,7 @@ from tests.webhook_support import (
     running_webhook,
     with_annotations,
 )
-from webhook.server import MAX_BODY
+from podgang.webhook.server import MAX_BODY
 
 
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
@@ -269,7 +269,7 @@ async def test_the_fast_decision_log_writes_the_same_json_line_in_batches(tmp_pa
     import logging
     import re as regex
 
-    from webhook.decisions import DecisionLog
+    from podgang.webhook.decisions import DecisionLog
 
     caplog.set_level(logging.INFO, logger="podgang.webhook.decision")  # --log-level INFO
 
@@ -293,8 +293,8 @@ def test_a_rotation_seen_halfway_is_not_reported_as_a_broken_certificate(tmp_pat
     """``podgang certs generate`` (and ``--manage-certs``) replace tls.key, then tls.crt.
     A check that falls between the two sees a new key beside the old leaf: that is a
     rotation in progress, not a failed load (which would page whoever alerts on it)."""
-    from webhook.metrics import WebhookMetrics
-    from webhook.tls import ServingCertificate
+    from podgang.webhook.metrics import WebhookMetrics
+    from podgang.webhook.tls import ServingCertificate
 
     cert_dir, other = tmp_path / "certs", tmp_path / "next"
     podgang_certs_generate(cert_dir)

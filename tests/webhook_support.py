@@ -22,7 +22,7 @@ import jsonpatch
 from cryptography import x509
 
 from podgang.settings import DEFAULT, Settings
-from webhook.server import WebhookConfig, WebhookServer
+from podgang.webhook.server import WebhookConfig, WebhookServer
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

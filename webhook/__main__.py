@@ -1,13 +1,13 @@
-"""``python -m webhook``: the same as ``podgang webhook``."""
+"""``python -m podgang.webhook``: the same as ``podgang webhook``."""
 
 import argparse
 import sys
 
-from webhook import cli
+from podgang.webhook import cli
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m webhook", description=(cli.__doc__ or "").strip())
+    parser = argparse.ArgumentParser(prog="python -m podgang.webhook", description=(cli.__doc__ or "").strip())
     cli.add_arguments(parser)
     return cli.run(parser.parse_args(argv))
 

@@ -27,9 +27,9 @@ import orjson
 from podgang import rules
 from podgang.settings import Settings
 
-from webhook.events import BackgroundEvents
-from webhook.owners import OwnerCache, OwnerLookupFailed
-from webhook.podgroups import Existence, Outcome, PodGroups
+from podgang.webhook.events import BackgroundEvents
+from podgang.webhook.owners import OwnerCache, OwnerLookupFailed
+from podgang.webhook.podgroups import Existence, Outcome, PodGroups
 
 log = logging.getLogger("podgang.webhook")
 

@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Callable
 
-if TYPE_CHECKING:  # pragma: no cover
-    from webhook.server import WebhookServer
+from cryptography import x509
+
+from podgang.certs import pki
+from podgang.certs import kube as cert_store
 
 log = logging.getLogger("podgang.webhook")
 
@@ -28,11 +31,6 @@ def _held_back(bundle, cert_dir: str) -> str:
     those written with the certificate served now (and published then) is not trusted
     by the API server until the patch goes through. Before anything was written,
     anything is better than the placeholder."""
-    from pathlib import Path
-
-    from certs import pki
-    from cryptography import x509
-
     try:
         trusted = pki.load_certs((Path(cert_dir) / "ca.crt").read_bytes())
         (Path(cert_dir) / "tls.crt").stat()
@@ -48,19 +46,20 @@ def _held_back(bundle, cert_dir: str) -> str:
 
 
 class CertificateKeeper:
-    def __init__(self, server: "WebhookServer"):
-        self.server = server
-        self.config = server.config
+    """Keeps ``config.cert_dir`` filled from the Secret; ``on_written`` re-reads it."""
+
+    def __init__(self, config: Any, api_client: Any, on_written: Callable[[], None]):
+        self.config = config
+        self.api_client = api_client
+        self.on_written = on_written
         self.problem = ""
         self.runs = 0
 
     async def ensure_once(self) -> float:
         """One ensure + write; the seconds until the next check."""
-        import certs
-
         cfg = self.config
-        bundle = await certs.ensure(
-            self.server.api_client,
+        bundle = await cert_store.ensure(
+            self.api_client,
             namespace=cfg.namespace,
             secret=cfg.secret,
             service=cfg.service,
@@ -72,9 +71,8 @@ class CertificateKeeper:
             if held:
                 raise RuntimeError(f"{held}: {'; '.join(bundle.errors)}")
         # on the loop, on purpose: the certificate watcher never sees the new key beside the old leaf
-        written = certs.write_files(bundle, cfg.cert_dir)
-        if self.server.certificate is not None:
-            self.server.certificate.reload()
+        written = cert_store.write_files(bundle, cfg.cert_dir)
+        self.on_written()
         self.runs += 1
         fields = {"secret": f"{cfg.namespace}/{cfg.secret}", "actions": list(bundle.actions), "files": written}
         if bundle.errors:

@@ -58,7 +58,7 @@ def _choice_problem(args: argparse.Namespace) -> str | None:
 def config_from_args(args: argparse.Namespace):
     from podgang.settings import DEFAULT
 
-    from webhook.server import WebhookConfig
+    from podgang.webhook.server import WebhookConfig
 
     excluded = list(dict.fromkeys([*args.exclude_namespace, *([args.namespace] if args.namespace else [])]))
     settings = DEFAULT.with_changes(
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
     from podgang.logs import setup_logging
 
-    from webhook.server import serve
+    from podgang.webhook.server import serve
 
     problem = _choice_problem(args)
     if problem:

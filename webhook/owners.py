@@ -16,8 +16,8 @@ from typing import Any, Callable
 from podgang.dialect import OwnerRef
 from podgang.kinds import resource_for
 
-from webhook.api import ApiUnavailable, KubeApi
-from webhook.metrics import WebhookMetrics
+from podgang.webhook.api import ApiUnavailable, KubeApi
+from podgang.webhook.metrics import WebhookMetrics
 
 Key = tuple[str, str, str, str]
 

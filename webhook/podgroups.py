@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 from podgang.settings import Settings
 
-from webhook.api import ApiUnavailable, KubeApi
-from webhook.metrics import WebhookMetrics
+from podgang.webhook.api import ApiUnavailable, KubeApi
+from podgang.webhook.metrics import WebhookMetrics
 
 log = logging.getLogger("podgang.webhook")
 

@@ -19,7 +19,7 @@ from podgang import rules
 from podgang.kube import EventRecorder
 from podgang.settings import DEFAULT, Settings
 
-from webhook.admission import (
+from podgang.webhook.admission import (
     DEFAULT_REVIEW_TIMEOUT,
     Admission,
     BadReview,
@@ -28,13 +28,14 @@ from webhook.admission import (
     parse_review,
     pod_label,
 )
-from webhook.api import KubeApi
-from webhook.decisions import DecisionLog
-from webhook.events import BackgroundEvents
-from webhook.metrics import WebhookMetrics
-from webhook.owners import OwnerCache
-from webhook.podgroups import PodGroups
-from webhook.tls import ServingCertificate
+from podgang.webhook.api import KubeApi
+from podgang.webhook.certificates import CertificateKeeper
+from podgang.webhook.decisions import DecisionLog
+from podgang.webhook.events import BackgroundEvents
+from podgang.webhook.metrics import WebhookMetrics
+from podgang.webhook.owners import OwnerCache
+from podgang.webhook.podgroups import PodGroups
+from podgang.webhook.tls import ServingCertificate
 
 log = logging.getLogger("podgang.webhook")
 
@@ -122,9 +123,7 @@ class WebhookServer:
         if self.config.manage_certs:
             if self.api_client is None:
                 raise RuntimeError("--manage-certs needs Kubernetes API access")
-            from webhook.certificates import CertificateKeeper
-
-            self.keeper = CertificateKeeper(self)
+            self.keeper = CertificateKeeper(self.config, self.api_client, self._reload_certificate)
             self._tasks.append(asyncio.create_task(self.keeper.run(), name="podgang-cert-keeper"))
         log.info(
             "webhook serving",
@@ -157,6 +156,10 @@ class WebhookServer:
             await self.events.drain()
         self.decision_log.flush()
         log.info("webhook stopped")
+
+    def _reload_certificate(self) -> None:
+        if self.certificate is not None:
+            self.certificate.reload()
 
     async def _watch_certificate(self) -> None:
         while True:
@@ -262,7 +265,7 @@ async def serve(config: WebhookConfig, *, kubeconfig: str | None = None, json_lo
     import gc
     import signal
 
-    from webhook.decisions import stderr_stream
+    from podgang.webhook.decisions import stderr_stream
 
     from podgang.kube import make_api_client
 
