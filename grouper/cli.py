@@ -16,6 +16,7 @@ import signal
 import sys
 
 from podgang.options import add_flag, duration, own_namespace, port
+from podgang.settings import DEFAULT
 
 log = logging.getLogger("podgang.grouper")
 
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              help="watch only this namespace (repeatable; default: all namespaces)")
     add_flag(parser, "--exclude-namespace", repeat=True, default=["kube-system"], dest="exclude_namespaces",
              help="never touch pods in this namespace (repeatable; podgang's own namespace is always excluded)")
-    add_flag(parser, "--scheduler-name", repeat=True, default=["kai-scheduler"], dest="scheduler_names",
+    add_flag(parser, "--scheduler-name", repeat=True, default=list(DEFAULT.scheduler_names), dest="scheduler_names",
              help="pods with this spec.schedulerName are in scope (repeatable)")
     add_flag(parser, "--staleness-grace-period", type=duration, default=60.0,
              help="how long a stale gang may stay incomplete before the rest is evicted (e.g. 60s, 5m); "

@@ -22,7 +22,8 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from podgang import rules
-from podgang.kinds import POD, WORKLOAD_KINDS, Resource
+from podgang.kinds import FOLLOWED
+from podgang.objects import POD, Resource
 from podgang.kube import status_reason
 from podgang.settings import Settings
 
@@ -31,7 +32,7 @@ from podgang.grouper.api import RawApi, error_reason
 from podgang.grouper.events import EventSink
 from podgang.grouper.informer import Informer
 from podgang.grouper.metrics import GrouperMetrics
-from podgang.grouper.model import Cache, Obj, needs_backfill, obj_key, split_key
+from podgang.grouper.model import Cache, Obj, obj_key, split_key
 from podgang.grouper.podgroups import (
     Desired,
     Write,
@@ -43,6 +44,7 @@ from podgang.grouper.podgroups import (
     plan_writes,
     pod_gang,
     rollout_reason,
+    size_held,
     with_owners,
 )
 from podgang.grouper.workqueue import WorkQueue
@@ -95,8 +97,7 @@ class Controller:
         self.cache = Cache(settings)
         self.queue = WorkQueue()
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
-        d = settings.dialect
-        self.podgroup_resource = Resource(d.group, d.version, d.plural, d.kind)
+        self.podgroup_resource = settings.backend.podgroup
         self.informers: dict[str, list[Informer]] = {}
         self.synced = False
         self.initial_reconcile_done = False
@@ -118,7 +119,7 @@ class Controller:
     def _build_informers(self) -> list[Informer]:
         namespaces: tuple[str | None, ...] = tuple(self.options.namespaces) or (None,)
         kinds: list[tuple[Resource, bool]] = [(POD, False), (self.podgroup_resource, False)]
-        kinds += [(r, r.optional) for r in WORKLOAD_KINDS]
+        kinds += [(k.resource, k.resource.optional) for k in FOLLOWED]
         out = []
         for resource, optional in kinds:
             kind = resource.kind
@@ -331,6 +332,9 @@ class Controller:
         self._contributions[key] = (dict(desired.contributions), desired.pinned)
         await self._orphans(key, desired, started)
         self._problems(key, desired)
+        held = size_held(desired, self.cache.podgroups.get(key), self.settings)
+        self._warn_once((GROUP, key, "size"), (held,) if held else (), [self.cache.podgroups[key]] if held else [],
+                        "MinMemberHeld")
         self._observe(key, desired, started)
 
     def _problems(self, key: str, desired: Desired) -> None:
@@ -347,7 +351,7 @@ class Controller:
     async def _write(self, key: str, write: Write, desired: Desired, actual: Obj | None, started: float) -> bool:
         """Perform one write; False when the cache was refreshed and the caller must plan again."""
         namespace, name = split_key(key)
-        d = self.settings.dialect
+        d = self.podgroup_resource
         path = d.path(namespace, name)
         try:
             if write.action == "create":
@@ -394,6 +398,15 @@ class Controller:
                 message = f"adopted by {write.note}: it is deleted with it"
                 self._decision(key, "adopt", message, started)
                 return True
+            if write.action == "replace":
+                assert actual is not None
+                await self._delete_podgroup(path, actual)
+                self.writes += 1
+                message = (f"minMember {write.old} → {write.new}: no pod names the group, so it is deleted and "
+                           f"created again with the new size ({write.note})")
+                self.events.emit(actual, "PodGroupReplaced", message)
+                self._decision(key, "replace", message, started, old=write.old, new=write.new)
+                return False  # plan again: the next write creates it
         except ApiException as exc:
             return await self._write_failed(key, write, exc, actual)
         raise ValueError(f"unknown write {write.action}")
@@ -414,7 +427,7 @@ class Controller:
         raise exc
 
     async def _reread(self, namespace: str, name: str) -> None:
-        d = self.settings.dialect
+        d = self.podgroup_resource
         try:
             fresh = await self.api.get(d.path(namespace, name))
         except ApiException as exc:
@@ -452,19 +465,23 @@ class Controller:
             self.queue.add((GROUP, key), timeout - age + 0.05)
             return
         namespace, name = split_key(key)
-        uid = actual["metadata"].get("uid")
-        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
-        try:
-            await self.api.delete(self.settings.dialect.path(namespace, name), body)
-        except ApiException as exc:
-            if exc.status not in (404, 409):
-                raise
-        self._forget(self.settings.dialect.kind, actual)
+        await self._delete_podgroup(self.podgroup_resource.path(namespace, name), actual)
         self._orphan_seen.pop(key, None)
         self.writes += 1
         self.metrics.orphans_deleted.inc()
         self._decision(key, "delete", f"no pod appeared for PodGroup {name} within "
                        f"{stale.format_duration(timeout)} of its creation: deleted it (orphan)", started)
+
+    async def _delete_podgroup(self, path: str, actual: Obj) -> None:
+        """Delete the PodGroup ``actual`` is (not a newer one of the same name)."""
+        uid = actual["metadata"].get("uid")
+        body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
+        try:
+            await self.api.delete(path, body)
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                raise
+        self._forget(self.podgroup_resource.kind, actual)
 
     # ------------------------------------------------------------------ stale gangs
 
@@ -478,7 +495,7 @@ class Controller:
                 self._contributions.pop(key, None)
             self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
             return
-        min_member = self.settings.dialect.min_member(actual) or 1
+        min_member = self.settings.backend.min_member(actual) or 1
         previous = self._observed_min.get(key)
         now = self.clock()
         if previous is not None and min_member < previous:
@@ -583,8 +600,8 @@ class Controller:
         pod = self.cache.pods.get(key)
         if pod is None or rules.is_terminating(pod):
             return
-        d = self.settings.dialect
-        if not needs_backfill(pod, self.settings):
+        backend = self.settings.backend
+        if not backend.needs_backfill(pod):
             return
         gang = pod_gang(self.cache, pod)
         if gang is None:
@@ -594,11 +611,14 @@ class Controller:
             self._warn_once((POD_KEY, key), (gang.message,), [pod], "BackfillFailed")
             return
         namespace, name = split_key(key)
-        keys = rules.membership_keys(gang.name, self.settings)
-        patch: dict[str, Any] = {"metadata": {}}
-        for section, k in keys:
-            patch["metadata"].setdefault(section, {})[k] = gang.name
-        labelled = any(section == "labels" for section, _ in keys)
+        patch = backend.backfill_patch(pod, gang.name)
+        if patch is None:
+            problem = (f"pod {name} was admitted without its PodGroup (the webhook was unavailable) and the "
+                       f"{backend.name} backend cannot set it on a created pod: delete the pod so that it is "
+                       f"created again through the webhook, into {gang.name}")
+            self.metrics.backfill_impossible.inc()
+            self._warn_once((POD_KEY, key), (problem,), [pod], "BackfillImpossible")
+            return
         try:
             patched = await self.api.merge_patch(POD.path(namespace, name), patch)
         except ApiException as exc:
@@ -612,12 +632,7 @@ class Controller:
         self._upsert("Pod", patched)
         self._warned.pop((POD_KEY, key), None)
         self.metrics.backfilled.inc()
-        if labelled:
-            what = f"{d.pod_group_annotation}={gang.name} and {d.pod_group_label}={gang.name} set"
-        else:
-            what = (f"{d.pod_group_annotation}={gang.name} set (no {d.pod_group_label} label: the name is longer "
-                    f"than the {rules.MAX_LABEL_VALUE} characters a label value may have)")
-        message = f"{what} (the pod was admitted without them, e.g. while the webhook was unavailable): {gang.reason}"
+        message = f"{backend.describe_membership(gang.name)} (the pod was admitted without them, e.g. while the webhook was unavailable): {gang.reason}"
         self.events.emit(pod, "Backfilled", message)
         self._decision(f"{namespace}/{gang.name}", "backfill", message, started, pod=name)
 

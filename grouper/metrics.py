@@ -56,6 +56,10 @@ class GrouperMetrics:
         self.backfilled = Counter(
             "podgang_grouper_backfilled_pods_total", "Pods given their PodGroup membership by the grouper.", registry=r,
         )
+        self.backfill_impossible = Counter(
+            "podgang_grouper_backfill_impossible_total",
+            "Pods admitted without their PodGroup whose backend cannot set it on a created pod.", registry=r,
+        )
         self.adopted = Counter("podgang_grouper_podgroups_adopted_total", "Owner-less PodGroups given an owner.",
                                registry=r)
         self.orphans_deleted = Counter(

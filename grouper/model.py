@@ -15,17 +15,14 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from podgang import rules
-from podgang.dialect import OwnerRef
-from podgang.kinds import OWNER_KINDS, WORKLOAD_KINDS, Resource
+from podgang import kinds, rules
+from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, OWNER_KINDS, RUN_OWNERS, is_finished
+from podgang.objects import OwnerRef
 from podgang.settings import DEFAULT, Settings
 
 Obj = dict[str, Any]
 
 _intern = sys.intern
-
-# Job / JobSet conditions that mean "this run is over".
-_FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget", "Completed"})
 
 
 def key_of(namespace: str, name: str) -> str:
@@ -76,16 +73,15 @@ class Slimmer:
     """Prunes API objects to the fields the grouper needs, per kind."""
 
     def __init__(self, settings: Settings = DEFAULT):
-        d = settings.dialect
+        backend = settings.backend
         self.settings = settings
-        self.pod_labels = (settings.skip_label, d.pod_group_label, d.subgroup_label,
-                           rules.LWS_GROUP_INDEX_LABEL, rules.LWS_NAME_LABEL)
-        self.pod_annotations = (d.pod_group_annotation, settings.min_member_annotation,
+        self.pod_labels = (settings.skip_label, *backend.pod_label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL)
+        self.pod_annotations = (*backend.pod_annotation_keys, settings.min_member_annotation,
                                 settings.grace_period_annotation)
         self.object_labels = (settings.skip_label, settings.managed_by_label)
         self.object_annotations = (settings.min_member_annotation, settings.grace_period_annotation)
-        self.template_labels = (settings.skip_label, d.pod_group_label, d.subgroup_label)
-        self.template_annotations = (d.pod_group_annotation,)
+        self.template_labels = (settings.skip_label, *backend.pod_label_keys)
+        self.template_annotations = backend.pod_annotation_keys
 
     def _metadata(self, md: Mapping[str, Any], labels: tuple[str, ...], annotations: tuple[str, ...]) -> Obj:
         out: Obj = {
@@ -128,14 +124,6 @@ class Slimmer:
             spec["schedulerName"] = _intern(scheduler)
         return {"metadata": meta, "spec": spec}
 
-    @staticmethod
-    def _job_spec(spec: Any, slim_template) -> Obj:
-        s = _d(spec)
-        out: Obj = {k: s[k] for k in ("parallelism", "completions", "suspend") if k in s}
-        if "template" in s:
-            out["template"] = slim_template(s.get("template"))
-        return out
-
     def pod(self, raw: Mapping[str, Any]) -> Obj | None:
         md = _d(raw.get("metadata"))
         spec = _d(raw.get("spec"))
@@ -157,17 +145,13 @@ class Slimmer:
         }
 
     def podgroup(self, raw: Mapping[str, Any]) -> Obj | None:
-        d = self.settings.dialect
+        backend = self.settings.backend
         md = _d(raw.get("metadata"))
-        spec = _d(raw.get("spec"))
-        out_spec: Obj = {}
-        if d.min_member_field in spec:
-            out_spec[d.min_member_field] = spec[d.min_member_field]
         return {
-            "apiVersion": raw.get("apiVersion") or d.api_version,
-            "kind": raw.get("kind") or d.kind,
+            "apiVersion": raw.get("apiVersion") or backend.podgroup.api_version,
+            "kind": raw.get("kind") or backend.podgroup.kind,
             "metadata": self._metadata(md, self.object_labels, self.object_annotations),
-            "spec": out_spec,
+            "spec": backend.slim_podgroup_spec(_d(raw.get("spec"))),
         }
 
     def workload(self, raw: Mapping[str, Any], kind: str | None = None) -> Obj | None:
@@ -175,49 +159,17 @@ class Slimmer:
         md = _d(raw.get("metadata"))
         spec = _d(raw.get("spec"))
         status = _d(raw.get("status"))
-        out_spec: Obj = {}
-        if kind in ("Deployment", "ReplicaSet", "StatefulSet"):
-            if "replicas" in spec:
-                out_spec["replicas"] = spec["replicas"]
-            out_spec["template"] = self._template(spec.get("template"))
-        elif kind == "Job":
-            out_spec = self._job_spec(spec, self._template)
-        elif kind == "CronJob":
-            job_template = _d(spec.get("jobTemplate"))
-            out_spec["jobTemplate"] = {"spec": self._job_spec(job_template.get("spec"), self._template)}
-        elif kind == "LeaderWorkerSet":
-            if "replicas" in spec:
-                out_spec["replicas"] = spec["replicas"]
-            lwt = _d(spec.get("leaderWorkerTemplate"))
-            slim_lwt: Obj = {}
-            if "size" in lwt:
-                slim_lwt["size"] = lwt["size"]
-            for k in ("leaderTemplate", "workerTemplate"):
-                if k in lwt:
-                    slim_lwt[k] = self._template(lwt.get(k))
-            out_spec["leaderWorkerTemplate"] = slim_lwt
-        elif kind == "JobSet":
-            if "suspend" in spec:
-                out_spec["suspend"] = spec["suspend"]
-            out_spec["replicatedJobs"] = [
-                {
-                    "name": _d(r).get("name"),
-                    "replicas": _d(r).get("replicas", 1),
-                    "template": {"spec": self._job_spec(_d(_d(r).get("template")).get("spec"), self._template)},
-                }
-                for r in spec.get("replicatedJobs") or () if isinstance(r, Mapping)
-            ]
-        elif "template" in spec:
-            out_spec["template"] = self._template(spec.get("template"))
-        out_status: Obj = {
-            k: status[k]
-            for k in ("observedGeneration", "replicas", "updatedReplicas", "currentRevision",
-                      "updateRevision", "completionTime", "active", "succeeded")
-            if k in status
-        }
+        entry = kinds.workload_kind(kind)
+        if entry is not None:
+            out_spec = entry.slim_spec(spec, self._template)
+            kept = entry.status_fields
+        else:
+            out_spec = {"template": self._template(spec.get("template"))} if "template" in spec else {}
+            kept = ()
+        out_status: Obj = {k: status[k] for k in kept if k in status}
         finished = [
             _d(c).get("type") for c in status.get("conditions") or ()
-            if _d(c).get("type") in _FINISHED_CONDITIONS and _d(c).get("status") == "True"
+            if _d(c).get("type") in kinds.FINISHED_CONDITIONS and _d(c).get("status") == "True"
         ]
         if finished:
             out_status["conditions"] = [{"type": t, "status": "True"} for t in finished]
@@ -235,27 +187,11 @@ class Slimmer:
 
 
 def workload_ref(workload: Mapping[str, Any]) -> OwnerRef:
-    md = _d(workload.get("metadata"))
-    return OwnerRef(
-        api_version=str(workload.get("apiVersion") or ""),
-        kind=str(workload.get("kind") or ""),
-        name=str(md.get("name") or ""),
-        uid=str(md.get("uid") or ""),
-        controller=True,
-    )
+    return OwnerRef.of(workload)
 
 
 def pod_ref(pod: Mapping[str, Any]) -> OwnerRef:
-    md = _d(pod.get("metadata"))
-    return OwnerRef("v1", "Pod", str(md.get("name") or ""), str(md.get("uid") or ""), controller=False)
-
-
-def is_finished(workload: Mapping[str, Any]) -> bool:
-    """A Job or JobSet run that is over (it wants no pods any more)."""
-    status = _d(workload.get("status"))
-    if status.get("completionTime"):
-        return True
-    return any(_d(c).get("type") in _FINISHED_CONDITIONS for c in status.get("conditions") or ())
+    return OwnerRef.of({"apiVersion": "v1", "kind": "Pod", **pod}, controller=False)
 
 
 def template_in_scope(workload: Mapping[str, Any], settings: Settings) -> bool:
@@ -267,45 +203,15 @@ def template_in_scope(workload: Mapping[str, Any], settings: Settings) -> bool:
         return False
     return any(
         rules.scope_problem(template, namespace, settings) is None
-        for _, template in rules.pod_templates(workload)
+        for _, template in kinds.pod_templates(workload)
     )
 
 
 def rolling_out(workload: Mapping[str, Any]) -> str | None:
-    """Why a workload is rolling out right now (its controller replaces pods on
-    purpose), or None. Deployment/StatefulSet/ReplicaSet/LeaderWorkerSet:
-    ``status.observedGeneration < metadata.generation``, updated replicas below
-    the desired count, or (StatefulSet) ``currentRevision != updateRevision``."""
-    kind = workload.get("kind")
-    if kind not in ("Deployment", "StatefulSet", "ReplicaSet", "LeaderWorkerSet"):
-        return None
-    md = _d(workload.get("metadata"))
-    status = _d(workload.get("status"))
-    spec = _d(workload.get("spec"))
-    generation = md.get("generation")
-    observed = status.get("observedGeneration")
-    if isinstance(generation, int) and (not isinstance(observed, int) or observed < generation):
-        return f"{kind.lower()} {md.get('name')}: observedGeneration {observed} < generation {generation}"
-    if kind != "ReplicaSet":
-        replicas = spec.get("replicas", 1)
-        updated = status.get("updatedReplicas") or 0
-        if isinstance(replicas, int) and updated < replicas:
-            return f"{kind.lower()} {md.get('name')}: {updated} of {replicas} replicas updated"
-    if kind == "StatefulSet":
-        current, update = status.get("currentRevision"), status.get("updateRevision")
-        if current and update and current != update:
-            return f"statefulset {md.get('name')}: revision {current} → {update}"
-    return None
-
-
-def needs_backfill(pod: Mapping[str, Any], settings: Settings) -> bool:
-    """Whether a pod lacks a key of its membership (the label only where the group
-    name fits in one: :func:`podgang.rules.membership_keys`)."""
-    md = _d(pod.get("metadata"))
-    named = _d(md.get("annotations")).get(settings.dialect.pod_group_annotation)
-    if named is None:
-        return True
-    return any(_d(md.get(section)).get(key) is None for section, key in rules.membership_keys(str(named), settings))
+    """Why a workload's controller replaces its pods on purpose right now, or None
+    (the kind's registry entry decides)."""
+    entry = kinds.workload_kind(workload)
+    return entry.rolling_out(workload) if entry is not None else None
 
 
 def display_name(obj: Mapping[str, Any]) -> str:
@@ -339,31 +245,31 @@ class Cache:
         self.slim = Slimmer(settings)
         self.pods: dict[str, Obj] = {}
         self.podgroups: dict[str, Obj] = {}
-        self.workloads: dict[str, dict[str, Obj]] = {r.kind: {} for r in WORKLOAD_KINDS}
+        self.workloads: dict[str, dict[str, Obj]] = {k.kind: {} for k in FOLLOWED}
         # indexes
         self.by_uid: dict[str, Obj] = {}  # pods and workloads, for owner walks
         self.pods_by_group: dict[str, set[str]] = {}  # group key -> pod keys
         self.pods_by_owner: dict[str, set[str]] = {}  # owner uid -> pod keys
         self.unlabelled: set[str] = set()  # pod keys without membership (backfill)
         self.template_refs: dict[str, set[tuple[str, str]]] = {}  # group key -> {(kind, key)} naming it
-        self.owned_group: dict[tuple[str, str], str] = {}  # (kind, key) -> group key it owns
+        self.owned_group: dict[tuple[str, str], set[str]] = {}  # (kind, key) -> group keys it owns
         self.group_owner: dict[str, tuple[str, str]] = {}  # group key -> (kind, key)
         self.workload_children: dict[str, set[tuple[str, str]]] = {}  # owner uid -> {(kind, key)}
-        self.watched_kinds: set[str] = {r.kind for r in WORKLOAD_KINDS if not r.optional}
+        self.watched_kinds: set[str] = {k.kind for k in FOLLOWED if not k.resource.optional}
 
     # -- stores
 
     def store_for(self, kind: str) -> dict[str, Obj]:
         if kind == "Pod":
             return self.pods
-        if kind == self.settings.dialect.kind:
+        if kind == self.settings.backend.podgroup.kind:
             return self.podgroups
         return self.workloads[kind]
 
     def slimmer_for(self, kind: str):
         if kind == "Pod":
             return self.slim.pod
-        if kind == self.settings.dialect.kind:
+        if kind == self.settings.backend.podgroup.kind:
             return self.slim.podgroup
         return lambda raw: self.slim.workload(raw, kind)
 
@@ -395,24 +301,23 @@ class Cache:
             return None
         return key_of(_d(pod.get("metadata")).get("namespace") or "", name)
 
-    def owned_group_name(self, workload: Mapping[str, Any]) -> str | None:
-        """The PodGroup a workload owns itself (it is a top owner, its pods are in
-        scope and its templates name no hand-made group), else None."""
-        kind = workload.get("kind")
-        if kind in ("CronJob", "LeaderWorkerSet"):
-            return None  # one group per Job run / per LWS group: found through the pods
-        if _d(workload.get("metadata")).get("deletionTimestamp"):
-            return None
+    def owned_group_names(self, workload: Mapping[str, Any]) -> list[str]:
+        """The PodGroups a workload owns itself (it is a top owner, its pods are in
+        scope and its templates name no hand-made group): one, or one per replica
+        group (a LeaderWorkerSet), or none (a CronJob: each Job run is a top owner)."""
+        entry = kinds.workload_kind(workload)
+        if entry is None or _d(workload.get("metadata")).get("deletionTimestamp"):
+            return []
         if rules.next_owner(workload) is not None:
-            return None
+            return []
         if not template_in_scope(workload, self.settings):
-            return None
+            return []
         if rules.template_group(workload, self.settings) is not None:
-            return None
+            return []
         ref = workload_ref(workload)
         if not ref.uid:
-            return None
-        return rules.owned_group_name(ref, "", self.settings)
+            return []
+        return [rules.owned_group_name(ref, suffix, self.settings) for suffix in entry.replica_suffixes(workload)]
 
     def template_group_name(self, workload: Mapping[str, Any]) -> str | None:
         """The hand-made group a workload's templates name, when it counts toward
@@ -423,7 +328,7 @@ class Cache:
         if _d(workload.get("metadata")).get("deletionTimestamp"):
             return None
         owner = rules.controller_ref(workload)
-        if owner is not None and owner.kind in OWNER_KINDS and owner.kind not in rules.RUN_OWNERS:
+        if owner is not None and owner.kind in OWNER_KINDS and owner.kind not in RUN_OWNERS:
             return None  # counted through its owner (a Deployment's ReplicaSet, a JobSet's Job)
         named = rules.template_group(workload, self.settings)
         if not isinstance(named, str):
@@ -437,7 +342,7 @@ class Cache:
         may be None) and say what needs a look. The store itself is already updated."""
         if kind == "Pod":
             return self._apply_pod(old, new)
-        if kind == self.settings.dialect.kind:
+        if kind == self.settings.backend.podgroup.kind:
             changes = Changes(urgent=True)
             changes.groups.add(obj_key(new or old or {}))
             return changes
@@ -472,7 +377,7 @@ class Cache:
             if group:
                 changes.groups.add(group)
         if new is not None:
-            if needs_backfill(new, self.settings) and not _d(new.get("metadata")).get("deletionTimestamp"):
+            if self.settings.backend.needs_backfill(new) and not _d(new.get("metadata")).get("deletionTimestamp"):
                 self.unlabelled.add(key)
                 changes.pods.add(key)
             # pods owned by this pod (LeaderWorkerSet workers) may now resolve
@@ -496,10 +401,10 @@ class Cache:
                     self.by_uid[uid] = obj
                 if owner and owner.uid:
                     self.workload_children.setdefault(owner.uid, set()).add(wid)
-                group = self.owned_group_name(obj)
-                if group:
-                    gkey = key_of(md.get("namespace") or "", group)
-                    self.owned_group[wid] = gkey
+                owned = {key_of(md.get("namespace") or "", g) for g in self.owned_group_names(obj)}
+                if owned:
+                    self.owned_group[wid] = owned
+                for gkey in owned:
                     self.group_owner[gkey] = wid
                     changes.groups.add(gkey)
                 named = self.template_group_name(obj)
@@ -512,8 +417,7 @@ class Cache:
                     del self.by_uid[uid]
                 if owner and owner.uid:
                     _discard(self.workload_children, owner.uid, wid)
-                gkey = self.owned_group.pop(wid, None)
-                if gkey:
+                for gkey in self.owned_group.pop(wid, ()):
                     if self.group_owner.get(gkey) == wid:
                         del self.group_owner[gkey]
                     changes.groups.add(gkey)
@@ -599,7 +503,3 @@ def _discard(index: dict[str, set], key: str, member: Any) -> None:
         members.discard(member)
         if not members:
             del index[key]
-
-
-def resource_label(resource: Resource) -> str:
-    return resource.plural if not resource.group else f"{resource.plural}.{resource.group}"

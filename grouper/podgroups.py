@@ -12,8 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from podgang import rules
-from podgang.dialect import OwnerRef
+from podgang import kinds, rules
+from podgang.backends import GangSpec
+from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY
+from podgang.objects import OwnerRef
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
 from podgang.settings import Settings
 
@@ -21,7 +23,6 @@ from podgang.grouper.model import (
     Cache,
     Obj,
     display_name,
-    is_finished,
     pod_ref,
     rolling_out,
     split_key,
@@ -59,22 +60,13 @@ def is_managed(podgroup: Any, settings: Settings) -> bool:
     return (_md(podgroup).get("labels") or {}).get(settings.managed_by_label) == settings.managed_by_value
 
 
-def _strip_membership(pod: Obj, settings: Settings) -> Obj:
-    """The pod as it was before anyone set its group (to find its natural gang)."""
-    d = settings.dialect
-    md = dict(_md(pod))
-    md["labels"] = {k: v for k, v in (md.get("labels") or {}).items() if k != d.pod_group_label}
-    md["annotations"] = {k: v for k, v in (md.get("annotations") or {}).items() if k != d.pod_group_annotation}
-    return {**pod, "metadata": md}
-
-
 def natural_gang(cache: Cache, pod: Obj) -> rules.Gang | rules.Denial | None:
     """The gang the rules give a pod from its owners alone (ignoring the group it
     names), or None while an owner is missing from the cache."""
     chain, complete = cache.owner_chain(pod)
     if not complete:
         return None
-    return rules.gang_for_pod(_strip_membership(pod, cache.settings), chain, settings=cache.settings)
+    return rules.gang_for_pod(cache.settings.backend.without_membership(pod), chain, settings=cache.settings)
 
 
 def pod_gang(cache: Cache, pod: Obj) -> rules.Gang | rules.Denial | None:
@@ -132,7 +124,7 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
         pinned = set()
         for w in hand:
             own, _ = rules.pinned_min_member(w, settings)
-            contributions.append((display_name(w), own if own is not None else rules.desired_size(w)[0]))
+            contributions.append((display_name(w), own if own is not None else kinds.desired_size(w)[0]))
             if own is not None:
                 pinned.add(display_name(w))
         if standalone:
@@ -216,7 +208,7 @@ def _pin_problems(objs: list[Any], settings: Settings) -> tuple[str, ...]:
 class Write:
     """One API write the controller performs."""
 
-    action: str  # "create" | "patch-min-member" | "adopt" | "delete"
+    action: str  # "create" | "patch-min-member" | "adopt" | "replace"
     body: dict[str, Any] | None = None
     old: int | None = None  # previous minMember (patch)
     new: int | None = None  # new minMember (create/patch)
@@ -224,16 +216,21 @@ class Write:
 
 
 def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> list[Write]:
-    """The writes that make ``actual`` what ``desired`` says, and nothing else."""
-    d = settings.dialect
+    """The writes that make ``actual`` what ``desired`` says, and nothing else.
+
+    A size change goes the way the backend says: a patch, or (a group whose size
+    cannot change while it lives) a ``replace`` — delete it so that it is created
+    again with the new size — once no pod names it; until then nothing is written
+    and :func:`size_held` says why."""
+    backend = settings.backend
     if desired.pending:
         return []
     if actual is None:
         if desired.may_create and desired.min_member is not None:
-            manifest = d.manifest(
+            manifest = backend.build_podgroup(GangSpec(
                 desired.name, desired.namespace, desired.min_member.value,
                 owner=desired.owner, labels=settings.managed_labels,
-            )
+            ))
             return [Write("create", manifest, None, desired.min_member.value)]
         return []
     if _md(actual).get("deletionTimestamp"):
@@ -241,20 +238,40 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
     managed = is_managed(actual, settings)
     writes: list[Write] = []
     rv = _md(actual).get("resourceVersion")
-    current = d.min_member(actual)
+    current = backend.min_member(actual)
     if desired.min_member is not None and current != desired.min_member.value:
-        if managed or desired.source == HAND_MADE:
-            body = d.min_member_patch(desired.min_member.value)
+        resize = backend.resize(actual, desired.min_member.value)
+        if resize.action == PATCH and resize.body is not None and (managed or desired.source == HAND_MADE):
+            body = dict(resize.body)
             if rv:
                 body["metadata"] = {"resourceVersion": rv}
             note = "" if managed else "hand-made PodGroup: podgang changes only its minMember"
             writes.append(Write("patch-min-member", body, current, desired.min_member.value, note))
+        elif resize.action == REPLACE_WHEN_EMPTY and managed and not desired.members:
+            writes.append(Write("replace", None, current, desired.min_member.value, resize.why))
     if managed and desired.owner is not None and not _md(actual).get("ownerReferences"):
         body = {"metadata": {"ownerReferences": [desired.owner.to_dict()]}}
         if rv:
             body["metadata"]["resourceVersion"] = rv
         writes.append(Write("adopt", body, note=f"{desired.owner.kind.lower()} {desired.owner.name}"))
     return writes
+
+
+def size_held(desired: Desired, actual: Obj | None, settings: Settings) -> str | None:
+    """Why ``actual`` keeps a size other than the desired one for now (the backend
+    cannot change it on a live group, or not at all), or None."""
+    if actual is None or desired.min_member is None or desired.pending:
+        return None
+    backend = settings.backend
+    current = backend.min_member(actual)
+    if current == desired.min_member.value:
+        return None
+    resize = backend.resize(actual, desired.min_member.value)
+    if resize.action == PATCH:
+        return None
+    if resize.action == REPLACE_WHEN_EMPTY and is_managed(actual, settings) and not desired.members:
+        return None  # replaced right away
+    return f"minMember stays {current} (wanted {desired.min_member.value}): {resize.why}"
 
 
 def is_orphan_candidate(desired: Desired, actual: Obj | None, settings: Settings) -> bool:
@@ -303,9 +320,9 @@ def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
     for pod in desired.members:
         owner = rules.controller_ref(pod)
         run = cache.by_uid.get(owner.uid) if owner is not None and owner.uid else None
-        if run is not None and run.get("kind") == owner.kind and is_finished(run):
+        if run is not None and run.get("kind") == owner.kind and kinds.is_finished(run):
             above = rules.controller_ref(run)
-            if above is None or above.kind in rules.RUN_OWNERS:
+            if above is None or above.kind in kinds.RUN_OWNERS:
                 continue
         out.append(pod)
     return out
@@ -336,7 +353,7 @@ def rollout_reason(desired: Desired) -> str | None:
     for workload in desired.workloads:
         if _md(workload).get("deletionTimestamp"):
             return f"{display_name(workload)} is being deleted"
-        if (workload.get("spec") or {}).get("suspend") is True:  # a Job or JobSet (e.g. preempted by Kueue)
+        if kinds.is_suspended(workload):  # a Job or JobSet (e.g. preempted by Kueue)
             return f"{display_name(workload)} is suspended"
         why = rolling_out(workload)
         if why:
@@ -373,4 +390,4 @@ def describe_change(old: dict[str, int] | None, new: dict[str, int], fallback: s
 
 
 def finished_workloads(desired: Desired) -> list[Obj]:
-    return [w for w in desired.workloads if is_finished(w)]
+    return [w for w in desired.workloads if kinds.is_finished(w)]

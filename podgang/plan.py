@@ -1,43 +1,35 @@
 """``podgang plan``: what podgang would do with a set of manifests, with no cluster.
 
-Every pod and pod template gets the gang it joins, every PodGroup its minMember
-and where that number comes from, every denial its exact message. The decisions
-are made by :mod:`podgang.rules`, the same functions the webhook and the grouper
-call; this module only gathers the manifests into the inputs those functions take.
+A plan is what the two processes would do, through their own code: each pod is
+admitted as the webhook admits it (the rules decide its gang and check its GPU
+requests), then the manifests fill the grouper's own cache and every PodGroup is
+what the grouper's :func:`podgang.grouper.podgroups.desired_group` says — the same
+function the running grouper calls, so the plan is what the cluster will do.
+This module only turns manifests into those inputs and the answers into a report.
 No I/O.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from podgang import rules
-from podgang.dialect import OwnerRef
+import jsonpatch
+
+from podgang import kinds, rules
+from podgang.backends import GangSpec
+from podgang.grouper.model import Cache, key_of, split_key
+from podgang.grouper.podgroups import Desired, desired_group
 from podgang.manifests import Manifest, Source
+from podgang.objects import POD, OwnerRef, metadata
 from podgang.settings import DEFAULT, Settings
 
-WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob", "LeaderWorkerSet", "JobSet")
 UNKNOWN_UID = "<uid>"
-
-# --scale: kind aliases and the field each kind scales
-SCALE_ALIASES = {
-    "deployment": "Deployment", "deployments": "Deployment", "deploy": "Deployment",
-    "replicaset": "ReplicaSet", "replicasets": "ReplicaSet", "rs": "ReplicaSet",
-    "statefulset": "StatefulSet", "statefulsets": "StatefulSet", "sts": "StatefulSet",
-    "job": "Job", "jobs": "Job",
-    "cronjob": "CronJob", "cronjobs": "CronJob", "cj": "CronJob",
-    "leaderworkerset": "LeaderWorkerSet", "leaderworkersets": "LeaderWorkerSet", "lws": "LeaderWorkerSet",
-}  # fmt: skip
-SCALE_FIELDS = {
-    "Deployment": ("spec", "replicas"),
-    "ReplicaSet": ("spec", "replicas"),
-    "StatefulSet": ("spec", "replicas"),
-    "LeaderWorkerSet": ("spec", "replicas"),
-    "Job": ("spec", "parallelism"),
-    "CronJob": ("spec", "jobTemplate", "spec", "parallelism"),
-}
+MAX_SCALE = rules.MAX_MIN_MEMBER
+#: stands in for a UID the cluster has not assigned yet (a valid name part, shown as <uid>)
+_UID_TOKEN = "x0uid0x"
 
 
 class ScaleError(ValueError):
@@ -70,6 +62,7 @@ class PlannedGroup:
     defined_obj: dict[str, Any] | None = None
     cluster_min_member: int | None = None  # minMember written in the manifest, if defined
     per_run: bool = False  # CronJob: one such group per Job run
+    random_name: bool = False  # named from generateName plus the webhook's random suffix
     before: rules.MinMember | None = None  # with --scale: the value before
 
     @property
@@ -78,7 +71,7 @@ class PlannedGroup:
 
     @property
     def name_known(self) -> bool:
-        return UNKNOWN_UID not in self.name and not self.per_run
+        return UNKNOWN_UID not in self.name and not self.per_run and not self.random_name
 
 
 @dataclass
@@ -98,84 +91,109 @@ class Plan:
     scaled: list[str] = field(default_factory=list)
 
 
+
+
 # ---------------------------------------------------------------------------
+# the manifests as the cluster would hold them
 
 
 def _ns(obj: dict[str, Any], default_namespace: str) -> str:
-    return rules.metadata(obj).get("namespace") or default_namespace
+    return metadata(obj).get("namespace") or default_namespace
 
 
 def _what(obj: dict[str, Any], namespace: str) -> str:
-    md = rules.metadata(obj)
+    md = metadata(obj)
     return f"{str(obj.get('kind')).lower()} {namespace}/{md.get('name') or md.get('generateName') or '?'}"
 
 
-class _Index:
-    """The manifests' objects by namespace, kind and name (for owner chains)."""
+def shown(name: str) -> str:
+    """A name with the stand-in for a UID the cluster has not assigned shown as ``<uid>``."""
+    if _UID_TOKEN not in name:
+        return name
+    head, _, rest = name.partition(_UID_TOKEN)
+    digits = len(rest) - len(rest.lstrip("0123456789"))
+    return shown(f"{head}{UNKNOWN_UID}{rest[digits:]}")
 
-    def __init__(self, manifests: Iterable[Manifest], default_namespace: str):
-        self.by_key: dict[tuple[str, str, str], dict[str, Any]] = {}
+
+class _Objects:
+    """Copies of the manifests' objects completed as the apiserver would complete
+    them (a namespace, a UID, owner references that carry it), indexed for owner walks."""
+
+    def __init__(self, manifests: list[Manifest], default_namespace: str):
+        self.items: list[tuple[Manifest, dict[str, Any], str]] = []  # (manifest, completed copy, namespace)
+        self.sources: dict[str, Source] = {}  # by UID
+        self.by_name: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.by_uid: dict[str, dict[str, Any]] = {}
+        numbers = itertools.count(1)
         for m in manifests:
-            name = rules.metadata(m.obj).get("name")
-            if name:
-                self.by_key[(_ns(m.obj, default_namespace), m.obj["kind"], name)] = m.obj
+            obj = copy.deepcopy(m.obj)
+            if not isinstance(obj.get("metadata"), dict):
+                obj["metadata"] = {}
+            md = obj["metadata"]
+            ns = _ns(obj, default_namespace)
+            md["namespace"] = ns
+            if not isinstance(md.get("uid"), str) or not md["uid"]:
+                md["uid"] = f"{_UID_TOKEN}{next(numbers)}"
+            self.items.append((m, obj, ns))
+            self.by_uid[md["uid"]] = obj
+            self.sources[md["uid"]] = m.source
+            if isinstance(md.get("name"), str):
+                self.by_name[(ns, str(obj.get("kind")), md["name"])] = obj
+        for _, obj, ns in self.items:  # references by name get the UID the object was given
+            for ref in metadata(obj).get("ownerReferences") or ():
+                if isinstance(ref, dict) and not ref.get("uid"):
+                    owner = self.by_name.get((ns, str(ref.get("kind")), str(ref.get("name"))))
+                    if owner is not None:
+                        ref["uid"] = owner["metadata"]["uid"]
 
-    def get(self, namespace: str, ref: OwnerRef) -> dict[str, Any] | None:
-        obj = self.by_key.get((namespace, ref.kind, ref.name))
-        if obj is None:
-            return None
-        uid = rules.metadata(obj).get("uid")
-        return obj if not uid or not ref.uid or uid == ref.uid else None
+    def source_of(self, objs) -> Source | None:
+        """Where the first of ``objs`` is written."""
+        return next((self.sources[uid] for o in objs if (uid := metadata(o).get("uid")) in self.sources), None)
 
-    def chain(self, obj: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+    def chain(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        """The owners of ``obj`` found in the manifests, nearest first."""
         chain: list[dict[str, Any]] = []
-        for _ in range(10):
+        for _ in range(16):
             ref = rules.owner_to_look_up(obj, chain)
-            found = self.get(namespace, ref) if ref else None
-            if found is None:
+            found = self.by_uid.get(ref.uid) if ref is not None else None
+            if found is None or found.get("kind") != ref.kind:
                 break
             chain.append(found)
         return chain
 
 
-def _owned_name(kind_obj: dict[str, Any], suffix: str, settings: Settings) -> tuple[str, OwnerRef]:
-    md = rules.metadata(kind_obj)
-    name = str(md.get("name") or "?")
-    uid = md.get("uid")
-    ref = OwnerRef(str(kind_obj.get("apiVersion") or ""), str(kind_obj.get("kind")), name, str(uid or ""))
-    if uid:
-        return rules.owned_group_name(ref, suffix, settings), ref
-    return f"{settings.group_prefix}-{name}-{UNKNOWN_UID}{suffix}", ref
+def _has_pod_template(value: Any, depth: int = 0) -> bool:
+    """Whether an object of a kind podgang does not know holds a pod template."""
+    if depth > 8:
+        return False
+    if isinstance(value, dict):
+        if isinstance(value.get("spec"), dict) and "containers" in value["spec"]:
+            return True
+        return any(_has_pod_template(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_pod_template(v, depth + 1) for v in value)
+    return False
 
 
-def apply_scale(manifests: list[Manifest], scales: dict[str, int]) -> tuple[list[Manifest], list[str]]:
-    """Copies of ``manifests`` with ``KIND/NAME=N`` scales applied, and what changed."""
-    out = [Manifest(copy.deepcopy(m.obj), m.source) for m in manifests]
-    done: list[str] = []
-    for target, count in scales.items():
-        kind_text, _, name = target.partition("/")
-        kind = SCALE_ALIASES.get(kind_text.lower())
-        if kind is None or not name:
-            raise ScaleError(
-                f"--scale {target}={count}: expected KIND/NAME=N with KIND one of "
-                f"{', '.join(sorted(set(SCALE_ALIASES.values())))}"
-            )
-        if count < 0:
-            raise ScaleError(f"--scale {target}={count}: a count cannot be negative")
-        hits = [m for m in out if m.obj.get("kind") == kind and rules.metadata(m.obj).get("name") == name]
-        if not hits:
-            raise ScaleError(f"--scale {target}={count}: no {kind} named {name!r} in the manifests")
-        path = SCALE_FIELDS[kind]
-        for m in hits:
-            node = m.obj
-            for step in path[:-1]:
-                node = node.setdefault(step, {}) if isinstance(node, dict) else {}
-            old = node.get(path[-1]) if isinstance(node, dict) else None
-            if isinstance(node, dict):
-                node[path[-1]] = count
-            shown = old if old is not None else 1
-            done.append(f"{kind.lower()}/{name} {'.'.join(path[1:])} {shown} → {count}")
-    return out, done
+# ---------------------------------------------------------------------------
+# admission, as the webhook does it
+
+
+def _admitted_gang(pod: dict[str, Any], chain: list[dict[str, Any]], settings: Settings,
+                   suffix: str) -> rules.Gang | rules.Denial:
+    """The gang the webhook gives ``pod``. A pod that already names the very group
+    podgang gives it (an exported pod) is in that gang, not in a hand-made one."""
+    gang = rules.gang_for_pod(pod, chain, settings=settings, name_suffix=suffix)
+    if isinstance(gang, rules.Gang) and gang.hand_made:
+        natural = rules.gang_for_pod(settings.backend.without_membership(pod), chain, settings=settings)
+        if isinstance(natural, rules.Gang) and natural.name == gang.name:
+            return rules.Gang(natural.name, natural.source, f"{natural.reason}; already named {gang.name} by podgang",
+                              natural.owner, natural.top_owner, natural.subgroup)
+    return gang
+
+
+# ---------------------------------------------------------------------------
+# the plan
 
 
 def build_plan(
@@ -185,171 +203,230 @@ def build_plan(
 ) -> Plan:
     """Decide, for every object in ``manifests``, what podgang would do."""
     plan = Plan()
-    index = _Index(manifests, default_namespace)
-    dialect = settings.dialect
-    defined: dict[tuple[str, str], Manifest] = {}
-    shared: dict[tuple[str, str], list[Any]] = {}  # hand-made group -> workloads
-    standalone: dict[tuple[str, str], list[Any]] = {}  # hand-made group -> pods no workload here owns
-    first_seen: dict[tuple[str, str], Source] = {}
+    objects = _Objects(manifests, default_namespace)
+    backend = settings.backend
+    cache = Cache(settings)
+    cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
+    defined: dict[str, Manifest] = {}  # group key -> its PodGroup as written
+    named_by_pods: dict[str, Source] = {}  # hand-made group key -> first pod naming it
+    random_names: set[str] = set()
+    workloads: list[tuple[Member, dict[str, Any], str]] = []
 
-    def hand_made(key: tuple[str, str], source: Source) -> None:
-        shared.setdefault(key, [])
-        first_seen.setdefault(key, source)
+    def put(kind: str, obj: dict[str, Any]) -> str:
+        slim = cache.slimmer_for(kind)(obj)
+        key = key_of(slim["metadata"]["namespace"], slim["metadata"]["name"])
+        store = cache.store_for(kind)
+        old = store.get(key)
+        store[key] = slim
+        cache.apply(kind, old, slim)
+        return key
 
-    def add_group(group: PlannedGroup) -> None:
-        plan.groups.setdefault(group.key, group)
-
-    for m in manifests:
-        obj, src = m.obj, m.source
-        if dialect.is_podgroup(obj):
-            name = rules.metadata(obj).get("name")
-            if name:
-                defined[(_ns(obj, default_namespace), name)] = m
-
-    for m in manifests:
-        obj, src = m.obj, m.source
+    for m, obj, ns in objects.items:
         kind = obj.get("kind")
-        ns = _ns(obj, default_namespace)
-        if kind == "Pod":
-            _plan_pod(plan, obj, src, ns, index, settings, hand_made, standalone, add_group)
-        elif kind in WORKLOAD_KINDS:
-            parent = rules.controller_ref(obj)
-            if parent is not None and index.get(ns, parent) is not None:
-                continue  # its owner's template covers it (Deployment → ReplicaSet, CronJob → Job, ...)
-            _plan_workload(plan, obj, src, ns, settings, hand_made, shared, add_group)
+        if backend.is_podgroup(obj) and metadata(obj).get("name"):
+            defined[put(backend.podgroup.kind, obj)] = m
+        elif kind == POD.kind:
+            _admit_pod(plan, m.source, obj, ns, objects, settings, put, named_by_pods, random_names)
+        elif kind in cache.workloads and metadata(obj).get("name"):
+            put(kind, obj)
+            workloads.append((Member(m.source, _what(obj, ns), ns), obj, ns))
+        elif kinds.workload_kind(obj) is not None or _has_pod_template(obj):
+            _unfollowed_workload(plan, m.source, obj, ns, settings)
 
-    for key in sorted(shared):
-        ns, name = key
-        pg = defined.get(key)
-        pods = standalone.get(key, [])
-        written = dialect.min_member(pg.obj) if pg else None
-        if not shared[key] and written is not None:
-            # only standalone pods name it: the user's size stands (as the grouper does)
-            mm = rules.MinMember(written, f"as written: only standalone pods use it ({len(pods)} here)")
-        else:
-            mm = rules.shared_min_member([*shared[key], *pods], 0, pg.obj if pg else None, settings)
-        group = PlannedGroup(ns, name, mm, "hand-made", exists=pg is not None)
-        if pg is not None:
-            group.defined_at, group.defined_obj = pg.source, pg.obj
-            group.cluster_min_member = dialect.min_member(pg.obj)
-        else:
-            plan.warnings.append(
-                Finding(first_seen.get(key), f"podgroup {ns}/{name}",
-                        f"PodGroup {name} not found in namespace {ns}: the pod stays Pending until it exists")
-            )
-        for problem in _pin_problems([pg.obj] if pg else [], shared[key], settings):
-            plan.warnings.append(Finding(pg.source if pg else first_seen.get(key), f"podgroup {ns}/{name}", problem))
-        plan.groups[key] = group
+    for member, obj, ns in workloads:
+        _workload_member(plan, member, obj, ns, objects, cache, settings)
 
-    for key, pg in sorted(defined.items()):
-        if key not in plan.groups:
-            ns, name = key
-            value = dialect.min_member(pg.obj)
-            group = PlannedGroup(
-                ns, name, rules.MinMember(value or 1, "as written: no pod or workload in these manifests uses it"),
-                "hand-made", defined_at=pg.source, defined_obj=pg.obj, cluster_min_member=value,
-            )
-            plan.groups[key] = group
-            plan.notes.append(Finding(pg.source, f"podgroup {ns}/{name}", "no pod or workload in these manifests uses it"))
+    for key in sorted(cache.all_group_keys()):
+        _planned_group(plan, desired_group(cache, key), cache, settings, objects, defined, named_by_pods, random_names)
     return plan
 
 
-def _pin_problems(podgroups: list[Any], workloads: list[Any], settings: Settings) -> list[str]:
-    problems = []
-    for obj in [*podgroups, *workloads]:
-        _value, problem = rules.pinned_min_member(obj, settings)
-        if problem:
-            problems.append(problem)
-    return problems
-
-
-def _plan_pod(plan, obj, src, ns, index, settings, hand_made, standalone, add_group) -> None:
-    what = _what(obj, ns)
-    member = Member(src, what, ns)
+def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects: _Objects, settings: Settings,
+               put, named_by_pods: dict[str, Source], random_names: set[str]) -> None:
+    member = Member(source, _what(obj, ns), ns)
     plan.members.append(member)
     skip = rules.scope_problem(obj, ns, settings)
-    if skip:
-        member.skipped = skip
+    chain = objects.chain(obj)
+    skipped_owner = next((o for o in chain if rules.is_skipped(o, settings)), None)
+    if skip or skipped_owner is not None:
+        member.skipped = skip or f"{rules.kind_name(skipped_owner)} is labelled {settings.skip_label}=true"
         return
-    chain = index.chain(obj, ns)
-    gang = rules.gang_for_pod(obj, chain, settings=settings)
+    suffix = rules.generated_suffix(f"{source}")  # stands in for the webhook's random one: one per pod
+    gang = _admitted_gang(obj, chain, settings, suffix)
     denied = [gang.message] if isinstance(gang, rules.Denial) else []
     gpu = rules.gpu_problem(obj, settings)
     if gpu:
         denied.append(gpu)
     if denied:
-        plan.denials.extend(Finding(src, what, message) for message in denied)
+        plan.denials.extend(Finding(source, member.what, message) for message in denied)
         return
-    top = rules.top_owner(obj, chain)
-    top_obj = chain[-1] if chain and top and rules.metadata(chain[-1]).get("name") == top.name else None
-    member.why = gang.reason
+    assert isinstance(gang, rules.Gang)
+    member.group, member.why = shown(gang.name), gang.reason
+    md = obj["metadata"]
+    if not md.get("name"):  # the apiserver names it when it is created
+        md["name"] = f"{md.get('generateName') or 'pod-'}{rules.generated_suffix(f'name {source}')}"
+        if gang.owner_less:
+            random_names.add(key_of(ns, gang.name))
     if gang.hand_made:
-        member.group = gang.name
-        hand_made((ns, gang.name), src)
-        if top_obj is None:  # standalone (or its owner is not in these manifests)
-            standalone.setdefault((ns, gang.name), []).append(obj)
-        return
-    if gang.owner_less:
-        member.group = gang.name
-        add_group(PlannedGroup(ns, gang.name, rules.min_member_for(obj, None, settings), "owner-less",
-                               owner_text=f"pod/{rules.metadata(obj).get('name')}"))
-        return
-    member.group = gang.name
-    if top_obj is not None:  # its workload is in the manifests: the workload's entry makes the group
-        return
-    add_group(PlannedGroup(ns, gang.name, rules.MinMember(1, f"{top.kind.lower()}/{top.name} is not in these manifests"),
-                           "owned", owner=top, owner_text=f"{top.kind.lower()}/{top.name}"))
+        named_by_pods.setdefault(key_of(ns, gang.name), source)
+    admitted = jsonpatch.apply_patch(obj, settings.backend.membership_patch(obj, gang.name))
+    put(POD.kind, admitted)
 
 
-def _plan_workload(plan, obj, src, ns, settings, hand_made, shared, add_group) -> None:
-    what = _what(obj, ns)
-    member = Member(src, what, ns, pods=rules.desired_size(obj)[0])
+def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: str, settings: Settings) -> None:
+    """A workload whose size podgang does not follow (a DaemonSet, a kind it does not
+    know): each of its pods is a gang of one unless a pin says otherwise."""
+    member = Member(source, _what(obj, ns), ns)
     plan.members.append(member)
     if rules.is_skipped(obj, settings):
         member.skipped = f"labelled {settings.skip_label}=true"
         return
-    templates = rules.pod_templates(obj)
+    named = rules.template_group(obj, settings)
+    if isinstance(named, str):
+        member.group, member.why = named, f"hand-made: its pod template names PodGroup {named}"
+        return
+    name = rules.owned_group_name(OwnerRef.of(obj), "", settings)
+    mm = rules.min_member_for(obj, None, settings)
+    member.group = shown(name)
+    if kinds.workload_kind(obj) is None:
+        member.why = f"podgang does not know the kind {obj.get('kind')}: a gang of {mm.value}"
+        if not mm.pinned:
+            plan.warnings.append(Finding(source, member.what, (
+                f"podgang does not follow the size of a {obj.get('kind')}: its pods form a gang of 1 — "
+                f"pin it with {settings.min_member_annotation}")))
+    else:
+        member.why = mm.reason
+    plan.groups.setdefault((ns, shown(name)), PlannedGroup(ns, shown(name), mm, "owned", owner=OwnerRef.of(obj),
+                                                           owner_text=rules.kind_name(obj)))
+
+
+def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, objects: _Objects, cache: Cache,
+                     settings: Settings) -> None:
+    parent = rules.controller_ref(obj)
+    if parent is not None and parent.uid in objects.by_uid:
+        return  # its owner's entry covers it (Deployment → ReplicaSet, CronJob → Job, ...)
+    entry = kinds.workload_kind(obj)
+    assert entry is not None
+    member.pods = kinds.desired_size(obj)[0]
+    plan.members.append(member)
+    if rules.is_skipped(obj, settings):
+        member.skipped = f"labelled {settings.skip_label}=true"
+        return
+    templates = kinds.pod_templates(obj)
     problems = [rules.scope_problem(t, ns, settings) for _, t in templates]
     if not templates or all(problems):
         member.skipped = next((p for p in problems if p), "no pod template")
         return
+    if any(problems):
+        plan.warnings.append(Finding(member.source, member.what, partial_scope_problem(obj, templates, problems)))
     for path, template in templates:
         gpu = rules.gpu_problem(template, settings)
         if gpu:
-            plan.denials.append(Finding(src, f"{what} {path}", gpu))
+            plan.denials.append(Finding(member.source, f"{member.what} {path}", gpu))
     named = rules.template_group(obj, settings)
     if isinstance(named, rules.Denial):
-        plan.denials.append(Finding(src, what, named.message))
+        plan.denials.append(Finding(member.source, member.what, named.message))
         member.why = "denied"
         return
     if named is not None:
         member.group, member.why = named, f"hand-made: its pod template names PodGroup {named}"
-        hand_made((ns, named), src)
-        shared[(ns, named)].append(obj)
         return
-    mm = rules.min_member_for(obj, None, settings)
-    plan.warnings.extend(Finding(src, what, problem) for problem in _pin_problems([], [obj], settings))
-    owner_text = f"{str(obj.get('kind')).lower()}/{rules.metadata(obj).get('name')}"
-    kind = obj.get("kind")
-    if kind == "LeaderWorkerSet":
-        replicas = max(rules._int(rules._dict(obj.get("spec")).get("replicas"), 1), 0)
-        names = []
-        for i in range(replicas):
-            name, ref = _owned_name(obj, f"-group-{i}", settings)
-            names.append(name)
-            add_group(PlannedGroup(ns, name, mm, "owned", owner=ref, owner_text=owner_text))
-        member.group = ", ".join(names) if names else "(no groups: 0 replicas)"
-        member.why = f"one PodGroup per LeaderWorkerSet group ({replicas})"
-        member.pods = replicas * mm.value
-        return
-    if kind == "CronJob":
-        name = f"{settings.group_prefix}-{rules.metadata(obj).get('name')}-<run>-{UNKNOWN_UID}"
+    owned = cache.owned_group_names(cache.store_for(entry.kind)[key_of(ns, metadata(obj)['name'])])
+    owner_text = rules.kind_name(obj)
+    if entry.layout == kinds.ONE_PER_REPLICA:
+        member.group = ", ".join(shown(n) for n in owned) or "(no groups: 0 replicas)"
+        member.why = f"one PodGroup per {entry.kind} group ({len(owned)})"
+        member.pods = len(owned) * kinds.desired_size(obj)[0]
+    elif entry.layout == kinds.ONE_PER_RUN:
+        name = f"{settings.group_prefix}-{metadata(obj).get('name')}-<run>-{UNKNOWN_UID}"
         member.group, member.why = name, "one PodGroup per Job run, owned by that Job"
-        add_group(PlannedGroup(ns, name, mm, "owned", owner_text=f"each Job of {owner_text}", per_run=True))
+        plan.groups[(ns, name)] = PlannedGroup(ns, name, rules.min_member_for(obj, None, settings), "owned",
+                                               owner_text=f"each Job of {owner_text}", per_run=True)
+    else:
+        member.group, member.why = ", ".join(shown(n) for n in owned), f"top owner {owner_text}"
+
+
+def partial_scope_problem(workload: Any, templates, problems) -> str:
+    """A workload whose pod templates are only partly in podgang's scope: its gang
+    counts every pod but only some ever join it, so it can never be complete."""
+    out = [path for (path, _), problem in zip(templates, problems) if problem]
+    inside = [path for (path, _), problem in zip(templates, problems) if not problem]
+    return (f"only some of its pod templates are in scope ({', '.join(inside)}; not {', '.join(out)}: "
+            f"{next(p for p in problems if p)}): its gang can never be complete — give every template "
+            f"the same schedulerName")
+
+
+_ORIGINS = {rules.OWNED: "owned", rules.OWNER_LESS: "owner-less", rules.HAND_MADE: "hand-made"}
+
+
+def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Settings, objects: _Objects,
+                   defined: dict[str, Manifest], named_by_pods: dict[str, Source], random_names: set[str]) -> None:
+    """One PodGroup of the plan, from the grouper's desired state."""
+    backend = settings.backend
+    key = desired.key
+    ns, name = split_key(key)
+    actual = cache.podgroups.get(key)
+    written = backend.min_member(actual) if actual is not None else None
+    manifest = defined.get(key)
+    at, as_written = (manifest.source, manifest.obj) if manifest else (None, None)
+    if desired.source is None:
+        plan.groups[(ns, name)] = PlannedGroup(
+            ns, name, rules.MinMember(written or 1, "as written: no pod or workload in these manifests uses it"),
+            "hand-made", defined_at=at, defined_obj=as_written, cluster_min_member=written)
+        plan.notes.append(Finding(at, f"podgroup {ns}/{name}", "no pod or workload in these manifests uses it"))
         return
-    name, ref = _owned_name(obj, "", settings)
-    member.group, member.why = name, f"top owner {owner_text}"
-    add_group(PlannedGroup(ns, name, mm, "owned", owner=ref, owner_text=owner_text))
+    mm = desired.min_member
+    if mm is None:  # only standalone pods name it: the user's size stands
+        mm = rules.MinMember(written or len(desired.members),
+                             f"as written: only standalone pods use it ({len(desired.members)} here)")
+    group = PlannedGroup(ns, shown(name), mm, _ORIGINS[desired.source], exists=actual is not None,
+                         owner=desired.owner, defined_at=at, defined_obj=as_written,
+                         cluster_min_member=written, random_name=key in random_names)
+    if desired.source == rules.OWNER_LESS and desired.owner is not None:
+        group.owner_text = f"pod/{desired.owner.name}"
+    elif desired.owner is not None:
+        group.owner_text = f"{desired.owner.kind.lower()}/{desired.owner.name}"
+    plan.groups[(ns, group.name)] = group
+    if desired.source == rules.HAND_MADE and actual is None:
+        plan.warnings.append(Finding(named_by_pods.get(key) or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
+                                     rules.missing_group_warning(name, ns)))
+    for problem in desired.problems:
+        if actual is None and problem.startswith(f"PodGroup {name} not found"):
+            continue  # said once, as the webhook says it
+        plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+
+
+# ---------------------------------------------------------------------------
+# --scale
+
+
+def apply_scale(manifests: list[Manifest], scales: dict[str, int]) -> tuple[list[Manifest], list[str]]:
+    """Copies of ``manifests`` with ``KIND/NAME=N`` scales applied, and what changed."""
+    out = [Manifest(copy.deepcopy(m.obj), m.source) for m in manifests]
+    done: list[str] = []
+    for target, count in scales.items():
+        kind_text, _, name = target.partition("/")
+        entry = kinds.scale_target(kind_text)
+        if entry is None or not name:
+            scalable = sorted(k.kind for k in kinds.WORKLOADS.values() if k.scale_path)
+            raise ScaleError(f"--scale {target}={count}: expected KIND/NAME=N with KIND one of {', '.join(scalable)}")
+        if not 0 <= count <= MAX_SCALE:
+            raise ScaleError(f"--scale {target}={count}: a count is a whole number from 0 to {MAX_SCALE}")
+        hits = [m for m in out if m.obj.get("kind") == entry.kind and metadata(m.obj).get("name") == name]
+        if not hits:
+            raise ScaleError(f"--scale {target}={count}: no {entry.kind} named {name!r} in the manifests")
+        path = entry.scale_path
+        assert path is not None
+        for m in hits:
+            node: Any = m.obj
+            for step in path[:-1]:
+                node = node.setdefault(step, {}) if isinstance(node, dict) else {}
+            old = node.get(path[-1]) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node[path[-1]] = count
+            before = old if old is not None else 1
+            done.append(f"{entry.kind.lower()}/{name} {'.'.join(path[1:])} {before} → {count}")
+    return out, done
 
 
 def plan_with_scale(
@@ -371,12 +448,27 @@ def plan_with_scale(
     return after
 
 
+# ---------------------------------------------------------------------------
+# -o yaml
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    """Apply a JSON merge patch (RFC 7386) to ``target`` in place."""
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            _merge(target[k], v)
+        else:
+            target[k] = copy.deepcopy(v)
+
+
 def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[dict[str, Any]], list[str]]:
     """The PodGroups that would exist, as manifests to apply, and comments for the
-    ones that cannot be written out here (name depends on a UID the cluster assigns,
-    or a hand-made group no manifest defines).
+    ones that cannot be written out here (a name that depends on a UID the cluster
+    assigns or on a random suffix, or a hand-made group no manifest defines).
     """
-    dialect = settings.dialect
+    backend = settings.backend
     docs: list[dict[str, Any]] = []
     comments: list[str] = []
     for key in sorted(plan.groups):
@@ -392,16 +484,20 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
                 md.pop(noise, None)
             md.setdefault("namespace", group.namespace)
             doc.pop("status", None)
-            doc.setdefault("spec", {})[dialect.min_member_field] = group.min_member.value
+            resize = backend.resize(doc, group.min_member.value)
+            if resize.body is not None:
+                _merge(doc, resize.body)
             docs.append(doc)
             continue
         if not group.name_known:
+            why = ("its name ends in a random suffix the webhook picks" if group.random_name
+                   else "the grouper creates it once the cluster assigns the UID")
             comments.append(f"PodGroup {group.namespace}/{group.name} (minMember {group.min_member.value}, "
-                            f"{group.owner_text}): the grouper creates it once the cluster assigns the UID")
+                            f"{group.owner_text}): {why}")
             continue
-        docs.append(dialect.manifest(
+        docs.append(backend.build_podgroup(GangSpec(
             group.name, group.namespace, group.min_member.value,
             owner=group.owner if group.owner and group.owner.uid else None,
             labels=settings.managed_labels,
-        ))
+        )))
     return docs, comments

@@ -12,6 +12,7 @@ import sys
 from typing import Any, TextIO
 
 from podgang.options import add_flag
+from podgang.settings import DEFAULT
 
 OUTPUTS = ("text", "yaml", "json")
 
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="text (default); yaml: the PodGroups as manifests to apply; json: the whole plan")
     parser.add_argument("--scale", action="append", type=_scale, default=[], metavar="KIND/NAME=N",
                         help="show what minMember becomes after scaling a workload (repeatable)")
-    add_flag(parser, "--scheduler-name", default=["kai-scheduler"], repeat=True,
+    add_flag(parser, "--scheduler-name", default=list(DEFAULT.scheduler_names), repeat=True,
              help="pods with this spec.schedulerName are in scope (repeatable)")
     add_flag(parser, "--exclude-namespace", default=["kube-system"], repeat=True,
              help="namespaces podgang leaves alone (repeatable)")

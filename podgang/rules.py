@@ -12,16 +12,25 @@ Every function takes untrusted input: a malformed object yields a decision or a
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
-from collections.abc import Mapping as AbcMapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from podgang.dialect import OwnerRef
-from podgang.kinds import resource_for
+from podgang.backends import kai
+from podgang.kinds import RUN_OWNERS, desired_size, pod_templates, replica_suffix, resource_for
+from podgang.objects import (
+    Denial,
+    OwnerRef,
+    annotations,
+    kind_name,
+    labels,
+    metadata,
+)
+from podgang.objects import as_dict as _dict
+from podgang.objects import as_list as _list
+from podgang.objects import quoted as _q
 from podgang.settings import DEFAULT, Settings
 
 # ---------------------------------------------------------------------------
@@ -49,13 +58,6 @@ class Gang:
 
 
 @dataclass(frozen=True)
-class Denial:
-    """A pod or workload podgang refuses, with the message the user sees."""
-
-    message: str
-
-
-@dataclass(frozen=True)
 class MinMember:
     """A gang's size and where the number comes from."""
 
@@ -67,60 +69,6 @@ class MinMember:
 HAND_MADE = "hand-made"
 OWNED = "owner"
 OWNER_LESS = "owner-less"
-
-# ---------------------------------------------------------------------------
-# small accessors that never raise
-
-
-def _dict(value: Any) -> Mapping[str, Any]:
-    if type(value) is dict:  # the common case, and much cheaper than an ABC check
-        return value
-    return value if isinstance(value, AbcMapping) else _EMPTY
-
-
-def _list(value: Any) -> list[Any]:
-    return value if type(value) is list else []
-
-
-_EMPTY: Mapping[str, Any] = {}
-
-
-def _q(value: Any) -> str:
-    """A value quoted for messages, the way kubectl users read them: "like this"."""
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
-
-
-def _str_map(value: Any) -> dict[str, str]:
-    """A labels/annotations map; non-string entries are ignored."""
-    return {k: v for k, v in _dict(value).items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def metadata(obj: Any) -> Mapping[str, Any]:
-    return _dict(_dict(obj).get("metadata"))
-
-
-def labels(obj: Any) -> dict[str, str]:
-    return _str_map(metadata(obj).get("labels"))
-
-
-def annotations(obj: Any) -> dict[str, str]:
-    return _str_map(metadata(obj).get("annotations"))
-
-
-def kind_name(obj: Any) -> str:
-    """``deployment/web`` for messages."""
-    kind = _dict(obj).get("kind")
-    name = metadata(obj).get("name") or metadata(obj).get("generateName") or "?"
-    return f"{str(kind or 'object').lower()}/{name}"
-
-
-def _int(value: Any, default: int) -> int:
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value
-    return default
-
 
 # ---------------------------------------------------------------------------
 # scope
@@ -157,6 +105,7 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 _WHOLE_NUMBER = re.compile(r"[0-9]{1,18}")  # ASCII digits only; more than 18 is nonsense here
 _NOT_NAME_CHARS = re.compile(r"[^a-z0-9.-]+")
 HASH_LEN = 8
+MAX_MIN_MEMBER = 2**31 - 1  # a PodGroup's size is an int32
 
 
 def is_valid_group_name(name: str) -> bool:
@@ -226,12 +175,6 @@ def generated_suffix(seed: str, length: int = 5) -> str:
 # ---------------------------------------------------------------------------
 # owners
 
-#: A Job owned by one of these kinds is its own gang: one PodGroup per run.
-RUN_OWNERS = frozenset({"CronJob"})
-
-LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
-LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
-
 
 def controller_ref(obj: Any) -> OwnerRef | None:
     """The ownerReference marked ``controller: true``, else the first one, else None."""
@@ -246,7 +189,8 @@ def controller_ref(obj: Any) -> OwnerRef | None:
 def next_owner(obj: Any) -> OwnerRef | None:
     """The owner to follow upwards from ``obj``, or None when ``obj`` is the top.
 
-    A Job started by a CronJob stops the walk: every run is its own gang.
+    A Job started by a CronJob stops the walk: every run is its own gang
+    (:data:`podgang.kinds.RUN_OWNERS`).
     """
     ref = controller_ref(obj)
     if ref is None:
@@ -321,20 +265,11 @@ def hand_made_group(obj: Any, settings: Settings = DEFAULT) -> str | Denial | No
     None when it names none; a :class:`Denial` when label and annotation disagree
     or the name can never be a PodGroup's.
     """
-    d = settings.dialect
-    by_annotation = annotations(obj).get(d.pod_group_annotation)
-    by_label = labels(obj).get(d.pod_group_label)
-    if by_annotation is not None and by_label is not None and by_annotation != by_label:
-        return Denial(
-            f"the pod names two different PodGroups: annotation {d.pod_group_annotation}={_q(by_annotation)} "
-            f"and label {d.pod_group_label}={_q(by_label)}; set both to the same PodGroup name, "
-            f"or set only one and podgang copies it to the other"
-        )
-    name = by_annotation if by_annotation is not None else by_label
-    if name is None:
-        return None
+    named = settings.backend.named_group(obj)
+    if named is None or isinstance(named, Denial):
+        return named
+    name, key = named
     if not is_valid_group_name(name):
-        key = d.pod_group_annotation if by_annotation is not None else d.pod_group_label
         return Denial(
             f"{key}={_q(name)} is not a valid PodGroup name: use lower-case letters, digits, '-' and '.', "
             f"starting and ending with a letter or digit, at most {MAX_NAME} characters"
@@ -343,7 +278,7 @@ def hand_made_group(obj: Any, settings: Settings = DEFAULT) -> str | Denial | No
 
 
 def _subgroup(obj: Any, settings: Settings) -> str | None:
-    return labels(obj).get(settings.dialect.subgroup_label) or None
+    return settings.backend.subgroup_of(obj)
 
 
 def gang_for_pod(
@@ -373,13 +308,8 @@ def gang_for_pod(
     if top is not None:
         if not top.uid:
             return Denial(f"ownerReference {top.kind}/{top.name} has no uid; podgang cannot name its gang")
-        suffix = ""
-        reason = f"top owner {top.kind.lower()}/{top.name}"
-        if top.kind == "LeaderWorkerSet":
-            index = labels(pod).get(LWS_GROUP_INDEX_LABEL)
-            if index is not None and index.isdigit():
-                suffix = f"-group-{index}"
-                reason += f", group {index}"
+        suffix, which = replica_suffix(top.kind, pod)
+        reason = f"top owner {top.kind.lower()}/{top.name}{which}"
         name = owned_group_name(top, suffix, settings)
         return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=subgroup)
 
@@ -399,82 +329,18 @@ def gang_for_pod(
     return Denial("the pod has neither metadata.name nor metadata.generateName")
 
 
+def missing_group_warning(name: str, namespace: str) -> str:
+    """What a user is told when a pod names a PodGroup that does not exist."""
+    return f"PodGroup {name} not found in namespace {namespace}: the pod stays Pending until it exists"
+
+
 def group_of(pod: Any, settings: Settings = DEFAULT) -> str | None:
-    """The group a pod already carries (annotation first, then label), if any."""
-    d = settings.dialect
-    return annotations(pod).get(d.pod_group_annotation) or labels(pod).get(d.pod_group_label) or None
-
-
-MAX_LABEL_VALUE = 63  # the longest label value the apiserver accepts
-
-
-def membership_keys(group: str, settings: Settings = DEFAULT) -> tuple[tuple[str, str], ...]:
-    """Where a pod of ``group`` carries its membership: ``(section, key)`` pairs.
-
-    Both the annotation and the label, except for a name longer than a label value
-    may be (``pg-<name>-<uid>`` of a workload named 24 characters or more): that one
-    goes into the annotation only, which is what the scheduler reads; the apiserver
-    would refuse the pod with such a label.
-    """
-    d = settings.dialect
-    if len(group) > MAX_LABEL_VALUE:
-        return (("annotations", d.pod_group_annotation),)
-    return (("annotations", d.pod_group_annotation), ("labels", d.pod_group_label))
-
-
-def group_change_problem(old_pod: Any, new_pod: Any, settings: Settings = DEFAULT) -> str | None:
-    """An UPDATE may add a pod's group but never change or remove it: neither key
-    may change or disappear, nor may the other key be added with another value.
-    """
-    old = group_of(old_pod, settings)
-    if old is None:
-        return None
-    d = settings.dialect
-    changed = []
-    for key, was, now in (
-        (f"annotation {d.pod_group_annotation}", annotations(old_pod).get(d.pod_group_annotation),
-         annotations(new_pod).get(d.pod_group_annotation)),
-        (f"label {d.pod_group_label}", labels(old_pod).get(d.pod_group_label), labels(new_pod).get(d.pod_group_label)),
-    ):
-        if was is not None and now != was:
-            changed.append(f"{key} {_q(was)} → {'removed' if now is None else _q(now)}")
-        elif was is None and now is not None and now != old:
-            changed.append(f"{key} added as {_q(now)} while the pod is in {_q(old)}")
-    if not changed:
-        return None
-    return (
-        f"a pod's PodGroup cannot change once it is set ({'; '.join(changed)}): "
-        f"delete the pod and create it again in the other group"
-    )
+    """The group a pod already carries, if any."""
+    return settings.backend.group_of(pod)
 
 
 # ---------------------------------------------------------------------------
 # pod templates of workloads
-
-
-def pod_templates(workload: Any) -> list[tuple[str, Mapping[str, Any]]]:
-    """The pod templates inside a workload, with their path, for plan and checks."""
-    obj = _dict(workload)
-    spec = _dict(obj.get("spec"))
-    kind = obj.get("kind")
-    out: list[tuple[str, Mapping[str, Any]]] = []
-    if kind == "Pod":
-        out.append(("", obj))
-    elif kind == "CronJob":
-        job_spec = _dict(_dict(spec.get("jobTemplate")).get("spec"))
-        out.append(("spec.jobTemplate.spec.template", _dict(job_spec.get("template"))))
-    elif kind == "LeaderWorkerSet":
-        lwt = _dict(spec.get("leaderWorkerTemplate"))
-        if "leaderTemplate" in lwt:
-            out.append(("spec.leaderWorkerTemplate.leaderTemplate", _dict(lwt.get("leaderTemplate"))))
-        out.append(("spec.leaderWorkerTemplate.workerTemplate", _dict(lwt.get("workerTemplate"))))
-    elif kind == "JobSet":
-        for i, rjob in enumerate(_list(spec.get("replicatedJobs"))):
-            job_spec = _dict(_dict(_dict(rjob).get("template")).get("spec"))
-            out.append((f"spec.replicatedJobs[{i}].template.spec.template", _dict(job_spec.get("template"))))
-    elif "template" in spec:
-        out.append(("spec.template", _dict(spec.get("template"))))
-    return out
 
 
 def template_group(workload: Any, settings: Settings = DEFAULT) -> str | Denial | None:
@@ -506,60 +372,12 @@ def pinned_min_member(obj: Any, settings: Settings = DEFAULT) -> tuple[int | Non
     if raw is None:
         return None, None
     text = raw.strip()
+    if _WHOLE_NUMBER.fullmatch(text) and int(text) > MAX_MIN_MEMBER:
+        return None, (f"{kind_name(obj)}: {settings.min_member_annotation}={_q(raw)} is ignored: "
+                      f"a PodGroup holds at most {MAX_MIN_MEMBER} members")
     if _WHOLE_NUMBER.fullmatch(text) and int(text) >= 1:
         return int(text), None
     return None, f"{kind_name(obj)}: {settings.min_member_annotation}={_q(raw)} is ignored: it must be a whole number ≥ 1"
-
-
-def _job_size(job_spec: Mapping[str, Any], job_status: Mapping[str, Any] = _EMPTY) -> tuple[int, str]:
-    """A Job's gang: ``parallelism``, capped by the completions still to come.
-
-    With ``completions: 5, parallelism: 3`` the last run has 2 pods: asking for 3
-    would keep them Pending for ever, so the succeeded ones (``status.succeeded``)
-    are taken off.
-    """
-    parallelism = max(_int(job_spec.get("parallelism"), 1), 0)
-    completions = job_spec.get("completions")
-    if isinstance(completions, int) and not isinstance(completions, bool) and completions >= 0:
-        succeeded = max(_int(job_status.get("succeeded"), 0), 0)
-        remaining = max(completions - succeeded, 0)
-        if remaining < parallelism:
-            if succeeded:
-                return remaining, (f"parallelism {parallelism} capped by the {remaining} remaining completions "
-                                   f"({completions} - {succeeded} succeeded)")
-            return completions, f"parallelism {parallelism} capped by completions {completions}"
-        return parallelism, f"parallelism {parallelism} (completions {completions})"
-    return parallelism, f"parallelism {parallelism}"
-
-
-def desired_size(workload: Any) -> tuple[int, str]:
-    """How many pods a workload wants running together right now, and why."""
-    obj = _dict(workload)
-    kind = obj.get("kind")
-    spec = _dict(obj.get("spec"))
-    if kind in ("Deployment", "ReplicaSet", "StatefulSet"):
-        replicas = max(_int(spec.get("replicas"), 1), 0)
-        return replicas, f"spec.replicas {replicas}"
-    if kind == "Job":
-        return _job_size(spec, _dict(obj.get("status")))
-    if kind == "CronJob":
-        size, why = _job_size(_dict(_dict(spec.get("jobTemplate")).get("spec")))
-        return size, f"per run: jobTemplate {why}"
-    if kind == "LeaderWorkerSet":
-        size = max(_int(_dict(spec.get("leaderWorkerTemplate")).get("size"), 1), 1)
-        return size, f"leaderWorkerTemplate.size {size} per group"
-    if kind == "JobSet":
-        total, parts = 0, []
-        for rjob in _list(spec.get("replicatedJobs")):
-            rjob = _dict(rjob)
-            replicas = max(_int(rjob.get("replicas"), 1), 0)
-            size, _ = _job_size(_dict(_dict(rjob.get("template")).get("spec")))
-            total += replicas * size
-            parts.append(f"{rjob.get('name', '?')} {replicas}×{size}")
-        return total, "replicatedJobs " + (" + ".join(parts) if parts else "none")
-    if kind == "Pod":
-        return 1, "a single pod"
-    return 1, f"{kind or 'unknown kind'}: one pod at a time"
 
 
 def min_member_for(
@@ -613,10 +431,11 @@ def shared_min_member(
 # ---------------------------------------------------------------------------
 # GPU requests
 
-MSG_GPU_AND_MEMORY = "cannot request both GPU and GPU memory"
-MSG_FRACTION_AND_GPU = "cannot have both GPU fraction request and whole GPU resource request/limit"
-MSG_BAD_MEMORY = "gpu-memory annotation value must be a positive integer greater than 0"
-MSG_BAD_FRACTION = "gpu-fraction annotation value must be a positive number smaller than 1.0"
+# KAI's own texts come first in every GPU denial (its webhook's words)
+MSG_GPU_AND_MEMORY = kai.MSG_GPU_AND_MEMORY
+MSG_FRACTION_AND_GPU = kai.MSG_FRACTION_AND_GPU
+MSG_BAD_MEMORY = kai.MSG_BAD_MEMORY
+MSG_BAD_FRACTION = kai.MSG_BAD_FRACTION
 
 _QUANTITY = re.compile(r"([+-]?[0-9.]+)([KMGTPE]i|[eE][+-]?[0-9]+|[numkMGTPE])?")
 _DECIMAL = re.compile(r"^[0-9]*\.?[0-9]+$")

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from podgang.dialect import KAI, PodGroupDialect
+from podgang.backends import KAI, Backend
+from podgang.backends import kai
 
 
 @dataclass(frozen=True)
 class Settings:
-    dialect: PodGroupDialect = KAI
-    scheduler_names: tuple[str, ...] = ("kai-scheduler",)
+    backend: Backend = KAI
+    scheduler_names: tuple[str, ...] = (kai.SCHEDULER_NAME,)
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     # podgang's own keys
     min_member_annotation: str = "podgang.io/min-member"
@@ -23,9 +24,9 @@ class Settings:
     skip_label: str = "podgang.io/skip"
     managed_by_label: str = "podgang.io/managed-by"
     managed_by_value: str = "podgang"
-    # GPU keys
-    gpu_memory_annotation: str = "gpu-memory"
-    gpu_fraction_annotation: str = "gpu-fraction"
+    # GPU keys (KAI's GPU sharing, whatever the backend)
+    gpu_memory_annotation: str = kai.GPU_MEMORY_ANNOTATION
+    gpu_fraction_annotation: str = kai.GPU_FRACTION_ANNOTATION
     gpu_resource: str = "nvidia.com/gpu"
     # naming
     group_prefix: str = "pg"

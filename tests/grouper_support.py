@@ -13,6 +13,7 @@ import contextlib
 import uuid
 from typing import Any, AsyncIterator
 
+from podgang.backends.kai import KAI
 from podgang.settings import DEFAULT
 
 from podgang.grouper import cli
@@ -21,8 +22,8 @@ from podgang.grouper.controller import Controller
 NS = "team"
 SCHED = "kai-scheduler"
 PG = ("scheduling.run.ai/v2alpha2", "PodGroup")
-ANN = DEFAULT.dialect.pod_group_annotation
-LABEL = DEFAULT.dialect.pod_group_label
+ANN = KAI.annotation
+LABEL = KAI.label
 MANAGED = {DEFAULT.managed_by_label: DEFAULT.managed_by_value}
 
 
@@ -99,7 +100,7 @@ def podgroup(name: str, min_member: int, *, ns: str = NS, managed: bool = False,
 
 def owned_group(obj: dict) -> str:
     from podgang.rules import owned_group_name
-    from podgang.dialect import OwnerRef
+    from podgang.objects import OwnerRef
 
     return owned_group_name(OwnerRef.from_dict(owner_ref(obj)))
 

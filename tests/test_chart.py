@@ -897,9 +897,31 @@ def test_webhook_rbac_covers_every_owner_kind_it_looks_up(defaults):
 
 
 def test_grouper_rbac_covers_every_kind_it_watches(defaults):
-    from podgang.kinds import POD, WORKLOAD_KINDS
+    from podgang.kinds import FOLLOWED, POD
 
     rules = _rules_for(defaults, f"{RELEASE}-grouper")
-    for resource in (POD, *WORKLOAD_KINDS):
+    for resource in (POD, *(k.resource for k in FOLLOWED)):
         for verb in ("list", "watch"):
             assert _allowed(rules, resource.group, resource.plural, verb), f"grouper cannot {verb} {resource.plural}"
+
+
+@pytest.mark.parametrize("component", ["webhook", "grouper"])
+def test_rbac_names_no_workload_kind_the_registry_does_not_follow(defaults, component):
+    """The registry and the chart agree both ways: a kind dropped from (or never in)
+    podgang.kinds has no read rule left behind in the chart."""
+    from podgang.kinds import FOLLOWED, POD, WORKLOADS
+    from podgang.settings import DEFAULT
+
+    known = {(POD.group, POD.plural), (DEFAULT.backend.podgroup.group, DEFAULT.backend.podgroup.plural),
+             *((k.resource.group, k.resource.plural) for k in FOLLOWED)}
+    workload_groups = {k.resource.group for k in WORKLOADS.values()}
+    for _scope, rule in _rules_for(defaults, f"{RELEASE}-{component}"):
+        if not {"get", "list", "watch"} & set(rule["verbs"]):
+            continue
+        for group in rule["apiGroups"]:
+            if group not in workload_groups:
+                continue
+            for resource in rule["resources"]:
+                if "/" in resource or (group, resource) in known:
+                    continue
+                raise AssertionError(f"the {component} may read {resource}.{group}, which podgang.kinds does not follow")

@@ -779,7 +779,7 @@ async def test_leaderworkerset_groups_and_jobset_group(emu):
                    "metadata": {"name": "llm", "namespace": NS, "ownerReferences": [owner_ref(lws)]},
                    "spec": {"replicas": 2, "template": {"spec": {"schedulerName": "kai-scheduler",
                                                                  "containers": [{"name": "c", "image": "x"}]}}}})
-    from podgang.dialect import OwnerRef
+    from podgang.objects import OwnerRef
     from podgang.rules import owned_group_name
 
     group0 = owned_group_name(OwnerRef.from_dict(owner_ref(lws)), "-group-0")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from podgang import rules
-from podgang.dialect import OwnerRef
+from podgang.objects import OwnerRef
 from podgang.rules import (
     HAND_MADE,
     MAX_NAME,
@@ -28,7 +28,6 @@ from podgang.rules import (
     gang_for_pod,
     generated_suffix,
     grace_period_for,
-    group_change_problem,
     group_name,
     group_of,
     hand_made_group,
@@ -46,7 +45,10 @@ from podgang.rules import (
     template_group,
     top_owner,
 )
+from podgang.backends.kai import KAI, KaiBackend
 from podgang.settings import DEFAULT, Settings
+
+group_change_problem = KAI.membership_change_problem
 
 ADMISSION = Path(__file__).parent / "fixtures" / "admission"
 
@@ -204,15 +206,12 @@ class TestHandMade:
         assert gang.name == "app-with-models"
         assert gang.hand_made
 
-    def test_custom_dialect_keys(self):
-        from podgang.dialect import KAI
-        from dataclasses import replace
-
-        dialect = replace(KAI, pod_group_annotation="scheduling.k8s.io/group-name", pod_group_label="example/group")
-        settings = Settings(dialect=dialect)
+    def test_custom_backend_keys(self):
+        backend = KaiBackend(annotation="scheduling.k8s.io/group-name", label="example/group")
+        settings = Settings(backend=backend)
         gang = assert_gang(gang_for_pod(pod(annotations={"scheduling.k8s.io/group-name": "v"}), settings=settings))
         assert gang.name == "v"
-        # the KAI keys mean nothing under another dialect
+        # the KAI keys mean nothing under other keys
         gang = assert_gang(gang_for_pod(pod("lonely", labels={LABEL: "v"}), settings=settings))
         assert gang.owner_less
 
@@ -935,15 +934,16 @@ def test_default_settings_are_the_spec_defaults():
         "nvidia.com/gpu",
     )
     assert DEFAULT.staleness_grace_period == 60.0
-    assert DEFAULT.dialect.pod_group_annotation == ANNOTATION
-    assert DEFAULT.dialect.pod_group_label == LABEL
-    assert DEFAULT.dialect.subgroup_label == SUBGROUP
+    assert DEFAULT.backend is KAI
+    assert KAI.annotation == ANNOTATION
+    assert KAI.label == LABEL
+    assert KAI.subgroup_label == SUBGROUP
 
 
 def test_membership_goes_into_the_annotation_only_when_the_name_is_too_long_for_a_label():
     both = (("annotations", "pod-group-name"), ("labels", "kai.scheduler/podgroup"))
-    assert rules.membership_keys("x" * 63) == both
-    assert rules.membership_keys("x" * 64) == both[:1]
+    assert KAI.membership_keys("x" * 63) == both
+    assert KAI.membership_keys("x" * 64) == both[:1]
     # a workload named 24 characters gets a name no label can hold
     top = OwnerRef("apps/v1", "Deployment", "a" * 24, "2d14ca47-2cb2-410d-8124-0dd58f4b12e1")
-    assert rules.membership_keys(rules.owned_group_name(top)) == both[:1]
+    assert KAI.membership_keys(rules.owned_group_name(top)) == both[:1]

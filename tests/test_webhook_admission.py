@@ -13,15 +13,14 @@ import pytest
 from hypothesis import given, settings as hyp_settings, strategies as st
 
 from podgang import rules
+from podgang.backends.kai import KAI, escape_key
 from podgang.settings import DEFAULT
 from tests.webhook_support import TEST_SETTINGS, review, with_annotations
 from podgang.webhook.admission import (
     BadReview,
     Verdict,
     encode_response,
-    escape_key,
-    membership_patch,
-    missing_group_warning,
+
     parse_review,
     validate,
 )
@@ -102,7 +101,7 @@ def test_keys_are_escaped_as_json_pointer_tokens():
 
 def test_absent_maps_are_created_with_the_key_inside():
     pod = {"metadata": {"name": "p"}}
-    assert membership_patch(pod, "g", DEFAULT) == [
+    assert KAI.membership_patch(pod, "g") == [
         {"op": "add", "path": "/metadata/annotations", "value": {"pod-group-name": "g"}},
         {"op": "add", "path": "/metadata/labels", "value": {"kai.scheduler/podgroup": "g"}},
     ]
@@ -115,7 +114,7 @@ def test_existing_maps_get_only_the_keys_and_keep_everything_else():
             "annotations": {"note": "n"},
         }
     }
-    ops = membership_patch(pod, "g", DEFAULT)
+    ops = KAI.membership_patch(pod, "g")
     assert ops == [
         {"op": "add", "path": "/metadata/annotations/pod-group-name", "value": "g"},
         {"op": "add", "path": "/metadata/labels/kai.scheduler~1podgroup", "value": "g"},
@@ -126,17 +125,17 @@ def test_existing_maps_get_only_the_keys_and_keep_everything_else():
 
 
 def test_null_maps_and_missing_metadata_are_created():
-    assert jsonpatch.apply_patch({"metadata": {"labels": None}}, membership_patch({"metadata": {"labels": None}}, "g", DEFAULT)) == {
+    assert jsonpatch.apply_patch({"metadata": {"labels": None}}, KAI.membership_patch({"metadata": {"labels": None}}, "g")) == {
         "metadata": {"labels": {"kai.scheduler/podgroup": "g"}, "annotations": {"pod-group-name": "g"}}
     }
-    assert jsonpatch.apply_patch({}, membership_patch({}, "g", DEFAULT)) == {
+    assert jsonpatch.apply_patch({}, KAI.membership_patch({}, "g")) == {
         "metadata": {"labels": {"kai.scheduler/podgroup": "g"}, "annotations": {"pod-group-name": "g"}}
     }
 
 
 def test_a_hand_made_label_gets_only_the_missing_annotation():
     pod = review("pod-create-labelled-gpu-memory")["request"]["object"]
-    assert membership_patch(pod, "app-with-models", DEFAULT) == [
+    assert KAI.membership_patch(pod, "app-with-models") == [
         {"op": "add", "path": "/metadata/annotations/pod-group-name", "value": "app-with-models"}
     ]
 
@@ -154,7 +153,7 @@ def test_patching_twice_changes_nothing_the_second_time(labels, annotations, gro
     if annotations is not None:
         md["annotations"] = annotations
     pod = {"metadata": md}
-    ops = membership_patch(pod, group, DEFAULT)
+    ops = KAI.membership_patch(pod, group)
     once = jsonpatch.apply_patch(pod, ops)
     assert once["metadata"]["labels"]["kai.scheduler/podgroup"] == group
     assert once["metadata"]["annotations"]["pod-group-name"] == group
@@ -166,7 +165,7 @@ def test_patching_twice_changes_nothing_the_second_time(labels, annotations, gro
         if key != "pod-group-name":
             assert once["metadata"]["annotations"][key] == value
     # reinvocation: the webhook sees its own result and asks for nothing more
-    assert membership_patch(once, group, DEFAULT) == []
+    assert KAI.membership_patch(once, group) == []
     # the same patch applied again is a no-op too
     assert jsonpatch.apply_patch(once, ops) == once
 
@@ -200,7 +199,7 @@ def test_a_denial_carries_the_message_verbatim_and_a_4xx_code():
 
 
 def test_warnings_are_sent():
-    w = missing_group_warning("team-a", "ml")
+    w = rules.missing_group_warning("team-a", "ml")
     assert w == "PodGroup team-a not found in namespace ml: the pod stays Pending until it exists"
     resp = orjson.loads(encode_response("u", Verdict(True, "patched", "r", warnings=[w]))[0])["response"]
     assert resp["warnings"] == [w]
@@ -273,9 +272,7 @@ def test_an_update_that_changes_or_removes_the_group_is_denied():
     doc["request"]["object"]["metadata"]["labels"]["kai.scheduler/podgroup"] = "elsewhere"
     verdict = validate(parsed(doc), TEST_SETTINGS)
     assert not verdict.allowed
-    assert verdict.message == rules.group_change_problem(
-        doc["request"]["oldObject"], doc["request"]["object"], TEST_SETTINGS
-    )
+    assert verdict.message == KAI.membership_change_problem(doc["request"]["oldObject"], doc["request"]["object"])
     assert "app-with-models" in verdict.message and "elsewhere" in verdict.message
     doc = review("pod-update-label")
     del doc["request"]["object"]["metadata"]["labels"]["kai.scheduler/podgroup"]

@@ -20,7 +20,7 @@ import string
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import orjson
 
@@ -184,35 +184,6 @@ def encode_response(uid: str, verdict: Verdict) -> tuple[bytes, int]:
     return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response}), patch_size
 
 
-def escape_key(key: str) -> str:
-    """A map key as one JSON Pointer token (RFC 6901): ``~`` → ``~0``, ``/`` → ``~1``."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def membership_patch(pod: Mapping[str, Any], group: str, settings: Settings) -> list[dict[str, Any]]:
-    """JSONPatch operations that put ``pod`` into ``group``: the dialect's group
-    annotation and label, creating ``metadata.annotations`` / ``metadata.labels``
-    when absent. Keys already holding ``group`` are left alone, so the patch for an
-    already-patched pod (a reinvocation) is empty.
-
-    A group name longer than a label value may be (63 characters: ``pg-<name>-<uid>``
-    of a workload whose name has 24 or more) goes into the annotation only, which is
-    what the scheduler reads: with the label the apiserver would refuse the pod.
-    """
-    md = pod.get("metadata")
-    wanted = rules.membership_keys(group, settings)
-    if not isinstance(md, dict):
-        return [{"op": "add", "path": "/metadata", "value": {f: {k: group} for f, k in wanted}}]
-    ops: list[dict[str, Any]] = []
-    for section, key in wanted:
-        current = md.get(section)
-        if not isinstance(current, dict):
-            ops.append({"op": "add", "path": f"/metadata/{section}", "value": {key: group}})
-        elif current.get(key) != group:
-            ops.append({"op": "add", "path": f"/metadata/{section}/{escape_key(key)}", "value": group})
-    return ops
-
-
 def _replay_key(review: Review) -> tuple[str, bytes] | None:
     """What an owned pod's decision depends on: everything in the pod but its
     ``managedFields`` (they carry a timestamp, and no rule reads them), and the
@@ -232,23 +203,6 @@ def _replay_key(review: Review) -> tuple[str, bytes] | None:
         return review.namespace, hashlib.blake2b(orjson.dumps(pod), digest_size=16).digest()
     except (TypeError, orjson.JSONEncodeError):
         return None
-
-
-def without_membership(pod: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
-    """``pod`` (a shallow copy) without the dialect's group annotation and label."""
-    d = settings.dialect
-    md = pod.get("metadata")
-    if not isinstance(md, dict):
-        return dict(pod)
-    md = dict(md)
-    for section, key in (("annotations", d.pod_group_annotation), ("labels", d.pod_group_label)):
-        if isinstance(md.get(section), dict) and key in md[section]:
-            md[section] = {k: v for k, v in md[section].items() if k != key}
-    return {**pod, "metadata": md}
-
-
-def missing_group_warning(name: str, namespace: str) -> str:
-    return f"PodGroup {name} not found in namespace {namespace}: the pod stays Pending until it exists"
 
 
 def pod_label(pod: Any) -> str:
@@ -292,7 +246,7 @@ def validate(review: Review, settings: Settings) -> Verdict:
     if isinstance(named, rules.Denial) and not (updating and rules.hand_made_group(review.old, settings) == named):
         return deny(named.message)
     if updating:
-        change = rules.group_change_problem(review.old, pod, settings)
+        change = settings.backend.membership_change_problem(review.old, pod)
         if change:
             return deny(change)
     group = named if isinstance(named, str) else rules.group_of(pod, settings)
@@ -383,7 +337,7 @@ class Admission:
         elif gang.owner_less and not review.dry_run:
             await self._create_owner_less(pod, chain, review.namespace, deadline, verdict, named=named is not None)
         if verdict.group is not None:
-            verdict.patch = membership_patch(pod, verdict.group, settings)
+            verdict.patch = settings.backend.membership_patch(pod, verdict.group)
         if not verdict.patch and verdict.verdict == "patched":
             verdict.verdict = "allowed"
         if key is not None and gang.source == rules.OWNED and verdict.group is not None:
@@ -402,7 +356,7 @@ class Admission:
         prefix = f"{settings.group_prefix}-" if settings.group_prefix else ""
         if not named.startswith(prefix):
             return None, []
-        bare = without_membership(pod, settings)
+        bare = settings.backend.without_membership(pod)
         if rules.next_owner(bare) is None:
             md = rules.metadata(bare)
             name, generate = md.get("name"), md.get("generateName")
@@ -440,7 +394,7 @@ class Admission:
     async def _check_hand_made(self, name: str, namespace: str, deadline: float, verdict: Verdict) -> None:
         state, detail = await self.podgroups.exists(namespace, name, timeout=self._left(deadline))
         if state is Existence.MISSING:
-            verdict.warnings.append(missing_group_warning(name, namespace))
+            verdict.warnings.append(rules.missing_group_warning(name, namespace))
             verdict.reason += "; the PodGroup does not exist yet"
         elif state is Existence.UNKNOWN:
             verdict.reason += f"; could not check that the PodGroup exists: {detail}"

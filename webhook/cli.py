@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from podgang.options import add_flag, duration, own_namespace, port
+from podgang.settings import DEFAULT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(serve, "--cert-poll-interval", default=1.0, type=duration, help="how often to check the certificate files")
     add_flag(serve, "--shutdown-timeout", default=15.0, type=duration, help="on SIGTERM, how long requests in flight may take")
     scope = parser.add_argument_group("scope")
-    add_flag(scope, "--scheduler-name", default=["kai-scheduler"], repeat=True, help="pods with this schedulerName are in scope (repeatable)")
+    add_flag(scope, "--scheduler-name", default=list(DEFAULT.scheduler_names), repeat=True, help="pods with this schedulerName are in scope (repeatable)")
     add_flag(scope, "--exclude-namespace", default=["kube-system"], repeat=True, help="namespace podgang leaves alone (repeatable); --namespace is always excluded")
     api = parser.add_argument_group("Kubernetes API")
     add_flag(api, "--kubeconfig", default=None, help="kubeconfig file (else in-cluster config, else $KUBECONFIG or ~/.kube/config)")

@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable
 
-from podgang.dialect import OwnerRef
+from podgang.objects import OwnerRef
 from podgang.kinds import resource_for
 
 from podgang.webhook.api import ApiUnavailable, KubeApi

@@ -1,5 +1,5 @@
-"""PodGroups the webhook touches: it creates the group of an owner-less pod (KAI
-dialect, labelled as podgang's, minMember 1, no ownerReference: the pod has no uid
+"""PodGroups the webhook touches: it creates the group of an owner-less pod (in the
+backend's spelling, labelled as podgang's, minMember 1, no ownerReference: the pod has no uid
 yet, the grouper adopts the group once the pod exists), and checks that a
 hand-made group a pod names exists.
 
@@ -16,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from podgang.backends import GangSpec
 from podgang.settings import Settings
 
 from podgang.webhook.api import ApiUnavailable, KubeApi
@@ -45,7 +46,7 @@ class Existence(enum.Enum):
 
 
 class PodGroups:
-    """Creates and checks PodGroups through the API, in one dialect."""
+    """Creates and checks PodGroups through the API, in the backend's spelling."""
 
     def __init__(
         self,
@@ -60,7 +61,7 @@ class PodGroups:
     ):
         self.api = api
         self.settings = settings
-        self.dialect = settings.dialect
+        self.backend = settings.backend
         self.metrics = metrics
         self.exists_ttl = exists_ttl
         self.missing_ttl = missing_ttl
@@ -74,7 +75,7 @@ class PodGroups:
         return isinstance(labels, dict) and labels.get(self.settings.managed_by_label) == self.settings.managed_by_value
 
     def manifest_for_owner_less(self, namespace: str, name: str) -> dict[str, Any]:
-        return self.dialect.manifest(name, namespace, 1, labels=self.settings.managed_labels)
+        return self.backend.build_podgroup(GangSpec(name, namespace, 1, labels=self.settings.managed_labels))
 
     async def create_for_pod(
         self, namespace: str, name: str, *, timeout: float | Callable[[], float] | None = None
@@ -90,7 +91,7 @@ class PodGroups:
             return CreateResult(Outcome.FAILED, "no Kubernetes API access configured")
         body = self.manifest_for_owner_less(namespace, name)
         try:
-            reply = await self.api.post(self.dialect.path(namespace), body, timeout=left())
+            reply = await self.api.post(self.backend.podgroup.path(namespace), body, timeout=left())
         except ApiUnavailable as exc:
             self.metrics.api_errors.labels("create_podgroup").inc()
             return CreateResult(Outcome.FAILED, str(exc))
@@ -103,7 +104,7 @@ class PodGroups:
             return CreateResult(Outcome.FAILED, f"create {name}: {reply.describe()}")
         # it exists: ours to reuse, or someone else's?
         try:
-            existing = await self.api.get(self.dialect.path(namespace, name), timeout=left())
+            existing = await self.api.get(self.backend.podgroup.path(namespace, name), timeout=left())
         except ApiUnavailable as exc:
             self.metrics.api_errors.labels("get_podgroup").inc()
             return CreateResult(Outcome.FAILED, f"{name} exists; reading it failed: {exc}")
@@ -146,7 +147,7 @@ class PodGroups:
         if self.api is None:
             return Existence.UNKNOWN, "no Kubernetes API access configured"
         try:
-            reply = await self.api.get(self.dialect.path(namespace, name), timeout=timeout)
+            reply = await self.api.get(self.backend.podgroup.path(namespace, name), timeout=timeout)
         except ApiUnavailable as exc:
             self.metrics.api_errors.labels("get_podgroup").inc()
             return Existence.UNKNOWN, str(exc)

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.kube_emulator import KubeEmulator  # noqa: E402
 
-from podgang.dialect import OwnerRef  # noqa: E402
+from podgang.objects import OwnerRef  # noqa: E402
 from podgang.rules import owned_group_name  # noqa: E402
 
 NS = "bench"

@@ -1,4 +1,4 @@
-"""The PodGroup dialect: KAI's PodGroup manifest shape, merge patches, owner references."""
+"""The KAI backend: KAI's PodGroup manifest shape, resize patches, owner references."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import jsonschema
 import pytest
 import yaml
 
-from podgang.dialect import DIALECTS, KAI, OwnerRef, PodGroupDialect
+from podgang.backends import BACKENDS, GangSpec
+from podgang.backends.base import PATCH
+from podgang.backends.kai import KAI, MIN_MEMBER, PRIORITY_CLASS, QUEUE
+from podgang.objects import OwnerRef
 from podgang.rules import Gang, gang_for_pod, min_member_for
 from podgang.settings import DEFAULT
 
@@ -17,7 +20,7 @@ CRD = Path(__file__).parent / "fixtures" / "crds" / "scheduling.run.ai_podgroups
 
 def kai_schema() -> dict:
     crd = yaml.safe_load(CRD.read_text())
-    [version] = [v for v in crd["spec"]["versions"] if v["name"] == KAI.version]
+    [version] = [v for v in crd["spec"]["versions"] if v["name"] == KAI.podgroup.version]
     return version["schema"]["openAPIV3Schema"]
 
 
@@ -25,28 +28,28 @@ OWNER = OwnerRef("apps/v1", "Deployment", "web", "2d14ca47-2cb2-410d-8124-0dd58f
 
 
 def test_kai_identity():
-    assert KAI.api_version == "scheduling.run.ai/v2alpha2"
-    assert (KAI.group, KAI.version, KAI.plural, KAI.kind) == ("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup")
-    assert KAI.pod_group_annotation == "pod-group-name"
-    assert KAI.pod_group_label == "kai.scheduler/podgroup"
+    assert KAI.podgroup.api_version == "scheduling.run.ai/v2alpha2"
+    assert (KAI.podgroup.group, KAI.podgroup.version, KAI.podgroup.plural, KAI.podgroup.kind) == ("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup")
+    assert KAI.annotation == "pod-group-name"
+    assert KAI.label == "kai.scheduler/podgroup"
     assert KAI.subgroup_label == "kai.scheduler/subgroup-name"
-    assert KAI.min_member_field == "minMember"
-    assert DIALECTS["kai"] is KAI
-    assert DEFAULT.dialect is KAI
+    assert MIN_MEMBER == "minMember"
+    assert BACKENDS["kai"] is KAI
+    assert DEFAULT.backend is KAI
 
 
 def test_kai_matches_the_crd():
     crd = yaml.safe_load(CRD.read_text())
-    assert crd["spec"]["group"] == KAI.group
-    assert crd["spec"]["names"]["kind"] == KAI.kind
-    assert crd["spec"]["names"]["plural"] == KAI.plural
+    assert crd["spec"]["group"] == KAI.podgroup.group
+    assert crd["spec"]["names"]["kind"] == KAI.podgroup.kind
+    assert crd["spec"]["names"]["plural"] == KAI.podgroup.plural
     spec_props = kai_schema()["properties"]["spec"]["properties"]
-    for field in (KAI.min_member_field, KAI.queue_field, KAI.priority_class_field):
+    for field in (MIN_MEMBER, QUEUE, PRIORITY_CLASS):
         assert field in spec_props
 
 
 def test_manifest_full_shape():
-    m = KAI.manifest(
+    m = KAI.build_podgroup(GangSpec(
         "pg-web-2d14ca47-2cb2-410d-8124-0dd58f4b12e1",
         "cap",
         3,
@@ -55,7 +58,7 @@ def test_manifest_full_shape():
         annotations={"podgang.io/reason": "deployment/web spec.replicas 3"},
         queue="test",
         priority_class="inference",
-    )
+    ))
     assert m == {
         "apiVersion": "scheduling.run.ai/v2alpha2",
         "kind": "PodGroup",
@@ -81,20 +84,20 @@ def test_manifest_full_shape():
 
 
 def test_manifest_minimal_shape():
-    m = KAI.manifest("pg-bare", None, 1)
+    m = KAI.build_podgroup(GangSpec("pg-bare", None, 1))
     assert m == {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup", "metadata": {"name": "pg-bare"}, "spec": {"minMember": 1}}
     jsonschema.validate(m, kai_schema())
 
 
 def test_manifest_copies_its_inputs():
     labels = {"a": "b"}
-    m = KAI.manifest("g", "ns", 2, labels=labels)
+    m = KAI.build_podgroup(GangSpec("g", "ns", 2, labels=labels))
     labels["a"] = "changed"
     assert m["metadata"]["labels"] == {"a": "b"}
 
 
 def test_manifest_min_member_is_an_int():
-    m = KAI.manifest("g", "ns", True)  # type: ignore[arg-type]
+    m = KAI.build_podgroup(GangSpec("g", "ns", True))  # type: ignore[arg-type]
     assert m["spec"]["minMember"] == 1 and type(m["spec"]["minMember"]) is int
 
 
@@ -110,7 +113,7 @@ def test_manifest_from_the_rules():
     gang = gang_for_pod(pod)
     assert isinstance(gang, Gang)
     size = min_member_for({"kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 3}})
-    m = KAI.manifest(gang.name, "cap", size.value, owner=gang.owner, labels=DEFAULT.managed_labels)
+    m = KAI.build_podgroup(GangSpec(gang.name, "cap", size.value, owner=gang.owner, labels=DEFAULT.managed_labels))
     jsonschema.validate(m, kai_schema())
     assert m["metadata"]["ownerReferences"][0]["uid"] == OWNER.uid
     assert m["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"}
@@ -120,12 +123,12 @@ def test_manifest_from_the_rules():
 
 def test_crd_rejects_a_negative_min_member():
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(KAI.manifest("g", "ns", -1), kai_schema())
+        jsonschema.validate(KAI.build_podgroup(GangSpec("g", "ns", -1)), kai_schema())
 
 
 def test_min_member_patch():
-    assert KAI.min_member_patch(4) == {"spec": {"minMember": 4}}
-    assert KAI.min_member_patch(3) == {"spec": {"minMember": 3}}
+    assert KAI.resize({}, 4).body == {"spec": {"minMember": 4}}
+    assert KAI.resize({}, 3).body == {"spec": {"minMember": 3}}
 
 
 def test_min_member_reading():
@@ -137,9 +140,10 @@ def test_min_member_reading():
     assert KAI.min_member({"spec": {"minMember": "3"}}) is None
 
 
-def test_queue():
-    assert KAI.queue({"spec": {"queue": "test"}}) == "test"
-    assert KAI.queue({}) is None
+def test_resize_is_a_merge_patch_of_min_member():
+    resize = KAI.resize({"spec": {"minMember": 3}}, 4)
+    assert resize.action == PATCH
+    assert resize.body == {"spec": {"minMember": 4}}
 
 
 def test_is_podgroup():
@@ -149,8 +153,8 @@ def test_is_podgroup():
 
 
 def test_paths():
-    assert KAI.path("cap") == "/apis/scheduling.run.ai/v2alpha2/namespaces/cap/podgroups"
-    assert KAI.path("cap", "pg-web") == "/apis/scheduling.run.ai/v2alpha2/namespaces/cap/podgroups/pg-web"
+    assert KAI.podgroup.path("cap") == "/apis/scheduling.run.ai/v2alpha2/namespaces/cap/podgroups"
+    assert KAI.podgroup.path("cap", "pg-web") == "/apis/scheduling.run.ai/v2alpha2/namespaces/cap/podgroups/pg-web"
 
 
 def test_owner_ref_round_trip():
@@ -164,20 +168,3 @@ def test_owner_ref_round_trip():
 def test_owner_ref_from_partial_dict():
     assert OwnerRef.from_dict({}) == OwnerRef("", "", "", "", False)
     assert OwnerRef.from_dict({"kind": "Job", "name": "j"}).controller is False
-
-
-def test_another_dialect_is_data():
-    volcano = PodGroupDialect(
-        name="volcano",
-        group="scheduling.volcano.sh",
-        version="v1beta1",
-        plural="podgroups",
-        kind="PodGroup",
-        pod_group_annotation="scheduling.k8s.io/group-name",
-        pod_group_label="volcano.sh/podgroup",
-        subgroup_label="volcano.sh/subgroup",
-    )
-    m = volcano.manifest("g", "ns", 4)
-    assert m["apiVersion"] == "scheduling.volcano.sh/v1beta1"
-    assert volcano.min_member_patch(5) == {"spec": {"minMember": 5}}
-    assert not KAI.is_podgroup(m)

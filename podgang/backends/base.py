@@ -1,0 +1,149 @@
+"""What a gang scheduler's backend must answer, and nothing else.
+
+podgang's rules decide *which* gang a pod joins and *how large* it must be; a
+backend says how one scheduler spells that: where a pod carries its membership,
+the patches that set it (at admission, or backfilled later), the PodGroup object
+and its size field, and what happens when the size must change on a live group.
+Everything outside ``podgang/backends/`` talks to a scheduler only through
+:class:`Backend`, so a new scheduler is one new module. No I/O.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from podgang.objects import Denial, OwnerRef, Resource, as_dict, metadata
+
+PATCH = "patch"
+REPLACE_WHEN_EMPTY = "replace-when-empty"
+REFUSE = "refuse"
+
+
+@dataclass(frozen=True)
+class Resize:
+    """How a live PodGroup's size change is applied.
+
+    ``patch``: send ``body`` as a merge patch. ``replace-when-empty``: the group
+    cannot change while it lives; delete it once it has no pods so that it is
+    created again with the new size. ``refuse``: it cannot change at all; ``why``
+    says so.
+    """
+
+    action: str
+    body: dict[str, Any] | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class GangSpec:
+    """A PodGroup as podgang wants it, before a backend spells it."""
+
+    name: str
+    namespace: str | None
+    min_member: int
+    owner: OwnerRef | None = None
+    labels: Mapping[str, str] | None = None
+    annotations: Mapping[str, str] | None = None
+    queue: str | None = None
+    priority_class: str | None = None
+
+
+class Backend(ABC):
+    """One gang scheduler's PodGroup and pod-membership dialect."""
+
+    #: the backend's name on the command line (``--backend SCHEDULER=NAME``)
+    name: str
+    #: where its PodGroups live
+    podgroup: Resource
+    #: pod labels and annotations the grouper must keep to read membership
+    pod_label_keys: tuple[str, ...] = ()
+    pod_annotation_keys: tuple[str, ...] = ()
+
+    # -- pod membership -------------------------------------------------------
+
+    @abstractmethod
+    def named_group(self, obj: Any) -> tuple[str, str] | Denial | None:
+        """The group a pod or pod template names itself (a hand-made group) and the
+        key that names it, None when it names none, a :class:`Denial` when its keys
+        contradict each other."""
+
+    @abstractmethod
+    def group_of(self, pod: Any) -> str | None:
+        """The group a pod already carries, whoever set it."""
+
+    def subgroup_of(self, pod: Any) -> str | None:
+        """The pod's subgroup inside its gang, where the scheduler has subgroups."""
+        return None
+
+    @abstractmethod
+    def membership_patch(self, pod: Mapping[str, Any], group: str) -> list[dict[str, Any]]:
+        """JSONPatch operations that put ``pod`` into ``group`` at admission;
+        empty when the pod already carries it."""
+
+    @abstractmethod
+    def backfill_patch(self, pod: Mapping[str, Any], group: str) -> dict[str, Any] | None:
+        """A merge patch that puts an already created pod into ``group``, or None
+        when the scheduler's membership cannot be set after creation."""
+
+    @abstractmethod
+    def needs_backfill(self, pod: Mapping[str, Any]) -> bool:
+        """Whether a created pod lacks part of its membership."""
+
+    @abstractmethod
+    def without_membership(self, pod: Mapping[str, Any]) -> dict[str, Any]:
+        """A shallow copy of ``pod`` without its membership (to find its natural gang)."""
+
+    @abstractmethod
+    def membership_change_problem(self, old_pod: Any, new_pod: Any) -> str | None:
+        """Why an UPDATE may not make this change to a pod's membership, or None."""
+
+    @abstractmethod
+    def describe_membership(self, group: str) -> str:
+        """What setting the membership wrote, for events: ``key=group set``."""
+
+    # -- PodGroups ------------------------------------------------------------
+
+    @abstractmethod
+    def build_podgroup(self, gang: GangSpec) -> dict[str, Any]:
+        """A complete PodGroup object, ready to create."""
+
+    @abstractmethod
+    def min_member(self, podgroup: Any) -> int | None:
+        """The PodGroup's current size, or None when it has none (or a bad one)."""
+
+    @abstractmethod
+    def resize(self, podgroup: Any, value: int) -> Resize:
+        """How to bring a live PodGroup to size ``value``."""
+
+    @abstractmethod
+    def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        """The part of a PodGroup's spec the grouper keeps in its cache."""
+
+    def is_podgroup(self, obj: Any) -> bool:
+        obj = as_dict(obj)
+        return obj.get("kind") == self.podgroup.kind and obj.get("apiVersion") == self.podgroup.api_version
+
+    @staticmethod
+    def podgroup_metadata(gang: GangSpec) -> dict[str, Any]:
+        """The metadata every backend's PodGroup carries."""
+        md: dict[str, Any] = {"name": gang.name}
+        if gang.namespace:
+            md["namespace"] = gang.namespace
+        if gang.labels:
+            md["labels"] = dict(gang.labels)
+        if gang.annotations:
+            md["annotations"] = dict(gang.annotations)
+        if gang.owner is not None:
+            md["ownerReferences"] = [gang.owner.to_dict()]
+        return md
+
+    def __repr__(self) -> str:
+        return f"<backend {self.name}: {self.podgroup.api_version} {self.podgroup.kind}>"
+
+
+def string_value(obj: Any, section: str, key: str) -> str | None:
+    """``metadata.<section>[key]`` when it is a string."""
+    value = as_dict(metadata(obj).get(section)).get(key)
+    return value if isinstance(value, str) else None

@@ -1,0 +1,145 @@
+"""API objects as plain dicts: accessors that never raise, and the references
+(an ownerReference, a REST resource) every layer passes around.
+
+Everything podgang reads arrives as JSON from the apiserver or from a user's
+manifest, so each accessor takes untrusted input and answers with an empty value
+rather than an exception. No I/O, and no knowledge of any scheduler or workload.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping as AbcMapping
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+EMPTY: Mapping[str, Any] = {}
+
+
+def as_dict(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is a mapping, else an empty one."""
+    if type(value) is dict:  # the common case, and much cheaper than an ABC check
+        return value
+    return value if isinstance(value, AbcMapping) else EMPTY
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if type(value) is list else []
+
+
+def as_int(value: Any, default: int) -> int:
+    """An integer field (never a bool), else ``default``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return default
+    return value
+
+
+def str_map(value: Any) -> dict[str, str]:
+    """A labels/annotations map; non-string entries are ignored."""
+    return {k: v for k, v in as_dict(value).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def metadata(obj: Any) -> Mapping[str, Any]:
+    return as_dict(as_dict(obj).get("metadata"))
+
+
+def labels(obj: Any) -> dict[str, str]:
+    return str_map(metadata(obj).get("labels"))
+
+
+def annotations(obj: Any) -> dict[str, str]:
+    return str_map(metadata(obj).get("annotations"))
+
+
+def spec(obj: Any) -> Mapping[str, Any]:
+    return as_dict(as_dict(obj).get("spec"))
+
+
+def status(obj: Any) -> Mapping[str, Any]:
+    return as_dict(as_dict(obj).get("status"))
+
+
+def quoted(value: Any) -> str:
+    """A value quoted for messages, the way kubectl users read them: "like this"."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
+
+
+def kind_name(obj: Any) -> str:
+    """``deployment/web`` for messages."""
+    kind = as_dict(obj).get("kind")
+    name = metadata(obj).get("name") or metadata(obj).get("generateName") or "?"
+    return f"{str(kind or 'object').lower()}/{name}"
+
+
+@dataclass(frozen=True)
+class Denial:
+    """A pod or workload podgang refuses, with the message the user sees."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    """An ownerReference as data (what a PodGroup is owned by, what a pod points at)."""
+
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool = True
+
+    @classmethod
+    def from_dict(cls, ref: Mapping[str, Any]) -> "OwnerRef":
+        return cls(
+            api_version=str(ref.get("apiVersion") or ""),
+            kind=str(ref.get("kind") or ""),
+            name=str(ref.get("name") or ""),
+            uid=str(ref.get("uid") or ""),
+            controller=bool(ref.get("controller", False)),
+        )
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any], controller: bool = True) -> "OwnerRef":
+        """A reference to ``obj`` itself."""
+        md = metadata(obj)
+        return cls(str(obj.get("apiVersion") or ""), str(obj.get("kind") or ""),
+                   str(md.get("name") or ""), str(md.get("uid") or ""), controller)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": self.controller,
+            "blockOwnerDeletion": False,
+        }
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the REST API."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    optional: bool = False  # served by a CRD that may not be installed
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        """The REST path of the collection (in ``namespace``, or cluster-wide), or of one object."""
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        base = f"{root}/namespaces/{namespace}/{self.plural}" if namespace else f"{root}/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+    @property
+    def label(self) -> str:
+        """``deployments.apps`` (how RBAC and kubectl name it)."""
+        return self.plural if not self.group else f"{self.plural}.{self.group}"
+
+
+POD = Resource("", "v1", "pods", "Pod")
