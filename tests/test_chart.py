@@ -250,6 +250,25 @@ def test_schema_rejects_bad_values(path, value):
     assert "/" + path.replace(".", "/") in message or f"'{path.rsplit('.', 1)[-1]}' not allowed" in message, message
 
 
+def test_schema_rejects_extra_labels_the_chart_sets_itself():
+    """A second copy of one of the chart's own labels would be a duplicate key: Helm
+    renders it without a word, the parser decides which value wins, and an overridden
+    selector label no longer matches. The schema refuses them by name."""
+    docs = render(VARIANTS["service-monitor"])
+    own_labels = {
+        "webhook.podLabels": deployment(docs, "webhook")["spec"]["template"]["metadata"]["labels"],
+        "grouper.podLabels": deployment(docs, "grouper")["spec"]["template"]["metadata"]["labels"],
+        "metrics.serviceMonitor.labels": one(docs, "ServiceMonitor", f"{RELEASE}-webhook")["metadata"]["labels"],
+    }
+    for path, labels in own_labels.items():
+        chart_keys = [key for key in labels if key != "release"]  # "release" is the variant's own extra label
+        assert "app.kubernetes.io/instance" in chart_keys
+        for key in chart_keys:
+            with pytest.raises(helm.HelmValuesError, match=f"invalid propertyName '{re.escape(key)}'"):
+                HELM_CHART.validate_schema(_with(path, {key: "x"}))
+        HELM_CHART.validate_schema(_with(path, {"team": "infra", "example.com/owner": "a"}))
+
+
 def test_schema_requires_leader_election_for_several_groupers():
     bad = _with("grouper.leaderElection", {"enabled": False})
     with pytest.raises(helm.HelmValuesError, match="/grouper"):
