@@ -1,25 +1,23 @@
-"""The Helm chart charts/podgang: values schema, rendered manifests, and the renderer.
+"""The Helm chart charts/podgang, rendered, linted and schema-checked by Helm's own engine.
 
-No helm binary exists here, so the chart is rendered by tests/helm_render.py (a renderer
-for the documented template subset; its own behaviour is pinned down first, so a
-renderer bug cannot hide a chart bug). Every rendered built-in object is validated
-against the Kubernetes OpenAPI schema of the newest version kubernetes_validate knows;
-cert-manager and Prometheus Operator objects are checked by hand.
+helm-python-sdk carries Helm v4's engine as a library (no helm binary), so the manifests
+here are the ones `helm template` prints. Every rendered built-in
+object is validated against the Kubernetes OpenAPI schema of the newest version
+kubernetes_validate knows; cert-manager and Prometheus Operator objects are checked by hand.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
-import json
 import re
 from pathlib import Path
 
+import helm_python as helm
 import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-
-from tests.helm_render import RenderError, go_format_float, load_values, render_chart, render_manifests, render_string
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "podgang"
@@ -28,7 +26,8 @@ NAMESPACE = "gang-system"
 K8S_VERSION = kubernetes_validate.latest_version()
 CRD_KINDS = {"Certificate", "Issuer", "ServiceMonitor"}
 
-SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+HELM_CHART = helm.Chart.load(CHART)
+NOTES = "podgang/templates/NOTES.txt"
 DEFAULT_VALUES = yaml.safe_load((CHART / "values.yaml").read_text())
 
 VARIANTS = {
@@ -65,8 +64,44 @@ VARIANTS = {
 }
 
 
-def render(values: dict | None = None) -> list[dict]:
-    return render_manifests(CHART, values or {}, release_name=RELEASE, namespace=NAMESPACE)
+class ManifestLoader(yaml.SafeLoader):
+    """YAML loading that refuses a key given twice in one mapping.
+
+    Helm renders and lints such a manifest without a word, PyYAML keeps the last value,
+    and which one a cluster sees depends on the parser: the tests treat it as a bug."""
+
+    def construct_mapping(self, node, deep=False):
+        counts = collections.Counter(self.construct_object(key, deep=True) for key, _ in node.value)
+        duplicates = sorted(str(key) for key, n in counts.items() if n > 1)
+        if duplicates:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate keys {duplicates}", node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+def render_files(values: dict | None = None, release: str = RELEASE, namespace: str = NAMESPACE) -> dict[str, str]:
+    """Helm's rendering of every template, as `helm template` does it: path -> text.
+
+    Helm validates the values against values.schema.json first (HelmValuesError)."""
+    return HELM_CHART.render(values or {}, name=release, namespace=namespace, is_install=True)
+
+
+def render(values: dict | None = None, release: str = RELEASE, namespace: str = NAMESPACE) -> list[dict]:
+    """The rendered Kubernetes objects (NOTES.txt left out)."""
+    docs = []
+    for path, text in sorted(render_files(values, release, namespace).items()):
+        if path == NOTES:
+            continue
+        try:
+            docs += [doc for doc in yaml.load_all(text, Loader=ManifestLoader) if doc is not None]
+        except yaml.YAMLError as error:
+            raise ValueError(f"{path} is not valid YAML: {error}") from error
+    return docs
+
+
+def lint(values: dict) -> dict:
+    """`helm lint --strict` of the chart with these values, against the Kubernetes version
+    kubernetes_validate checks."""
+    return helm.lint(CHART, values, strict=True, namespace=NAMESPACE, kube_version=f"v{K8S_VERSION}")
 
 
 def find(docs: list[dict], kind: str, name: str | None = None) -> list[dict]:
@@ -119,145 +154,28 @@ def defaults() -> list[dict]:
     return render()
 
 
-# --------------------------------------------------------------------------- the renderer
+# --------------------------------------------------------------------------- lint, values schema
 
 
-class TestRenderer:
-    """The renderer follows Go template / Sprig / Helm semantics on small templates."""
-
-    def test_fields_text_and_trim_markers(self):
-        ctx = {"Values": {"a": {"b": "x"}}}
-        assert render_string("v: {{ .Values.a.b }}\n", ctx) == "v: x\n"
-        assert render_string("a  {{- .Values.a.b -}}  \n b", ctx) == "axb"
-        assert render_string("a {{/* note */}}b", ctx) == "a b"
-        assert render_string("a\n{{- /* note */ -}}\nb", ctx) == "ab"
-        # "{{-x" is not a trim marker in Go (the dash must be followed by a space).
-        assert render_string("a {{ -1 }}", ctx) == "a -1"
-
-    def test_missing_key_is_empty_but_field_of_nil_fails(self):
-        ctx = {"Values": {"a": {}}}
-        assert render_string("[{{ .Values.a.missing }}]", ctx) == "[]"
-        with pytest.raises(RenderError, match="nil pointer"):
-            render_string("{{ .Values.nope.deeper }}", ctx)
-
-    def test_if_else_if_else(self):
-        tpl = "{{ if eq .Values.x \"a\" }}A{{ else if eq .Values.x \"b\" }}B{{ else }}C{{ end }}"
-        assert [render_string(tpl, {"Values": {"x": x}}) for x in ("a", "b", "z")] == ["A", "B", "C"]
-
-    def test_truthiness(self):
-        tpl = "{{ if .Values.v }}T{{ else }}F{{ end }}"
-        for value, expected in [(0, "F"), (0.0, "F"), ("", "F"), ([], "F"), ({}, "F"), (None, "F"), (False, "F"),
-                                (1, "T"), ("x", "T"), ([0], "T"), ({"k": 1}, "T"), (True, "T")]:
-            assert render_string(tpl, {"Values": {"v": value}}) == expected, value
-
-    def test_with_range_and_variables(self):
-        ctx = {"Values": {"l": ["p", "q"], "m": {"b": 2, "a": 1}, "empty": []}, "Release": {"Name": "r"}}
-        assert render_string("{{ with .Values.m }}{{ .a }}{{ end }}", ctx) == "1"
-        assert render_string("{{ with .Values.empty }}x{{ else }}e{{ end }}", ctx) == "e"
-        assert render_string("{{ range .Values.l }}<{{ . }}>{{ end }}", ctx) == "<p><q>"
-        assert render_string("{{ range $i, $v := .Values.l }}{{ $i }}={{ $v }};{{ end }}", ctx) == "0=p;1=q;"
-        assert render_string("{{ range $k, $v := .Values.m }}{{ $k }}{{ $v }}{{ end }}", ctx) == "a1b2"
-        assert render_string("{{ range .Values.empty }}x{{ else }}none{{ end }}", ctx) == "none"
-        assert render_string("{{ range .Values.l }}{{ $.Release.Name }}{{ end }}", ctx) == "rr"
-        assert render_string("{{ $x := .Values.l }}{{ with .Values.m }}{{ $x }}{{ end }}", ctx) == "[p q]"
-        with pytest.raises(RenderError, match="undefined variable"):
-            render_string("{{ if true }}{{ $y := 1 }}{{ end }}{{ $y }}", ctx)
-
-    def test_define_include_nindent_indent(self):
-        tpl = '{{ define "t" }}a: {{ .x }}\nb: 2{{ end }}k:{{ include "t" .Values | nindent 2 }}\n{{ include "t" .Values | indent 4 }}'
-        assert render_string(tpl, {"Values": {"x": "1"}}) == "k:\n  a: 1\n  b: 2\n    a: 1\n    b: 2"
-
-    def test_to_yaml_sorts_keys_and_prints_values_numbers_as_integers(self):
-        out = render_string("{{ toYaml .Values }}", {"Values": {"b": [1.0, "x"], "a": {"d": 65532.0, "c": True}}})
-        assert out == "a:\n  c: true\n  d: 65532\nb:\n- 1\n- x"
-        assert render_string("{{ toYaml .Values.e }}", {"Values": {"e": {}}}) == "{}"
-
-    def test_strings(self):
-        ctx = {"Values": {"s": 'a"b', "n": None, "long": "abcdefgh-"}}
-        assert render_string("{{ .Values.s | quote }} {{ quote .Values.n }}|", ctx) == '"a\\"b" |'
-        assert render_string("{{ squote \"x\" }}", ctx) == "'x'"
-        assert render_string('{{ default "d" .Values.n }} {{ default "d" "" }} {{ default "d" "v" }}', ctx) == "d d v"
-        assert render_string("{{ .Values.long | trunc 8 | trimSuffix \"-\" }}", ctx) == "abcdefgh"
-        assert render_string('{{ printf "%s-%v-%d" "a" 2.0 3 }}', ctx) == "a-2-3"
-        assert render_string("{{ toJson (list \"a\" 1) }}", ctx) == '["a",1]'
-        assert render_string('{{ b64enc "hi" }}', ctx) == "aGk="
-        assert render_string('{{ contains "gang" "podgang-x" }} {{ has "b" (list "a" "b") }}', ctx) == "true true"
-        assert render_string('{{ toYaml (uniq (concat (list "a" "b") (list "b" "c"))) }}', ctx) == "- a\n- b\n- c"
-
-    def test_logic(self):
-        ctx = {"Values": {}}
-        assert render_string("{{ and 1 0 }} {{ and 1 2 }} {{ or 0 \"\" }} {{ or 0 3 }} {{ not 0 }}", ctx) == "0 2  3 true"
-        # and/or short-circuit: the failing branch is never evaluated
-        assert render_string("{{ or true (fail \"boom\") }}", ctx) == "true"
-        assert render_string('{{ eq "a" "b" "a" }} {{ ne 1 2 }}', ctx) == "true true"
-
-    def test_values_numbers_are_float64_as_in_helm(self):
-        ctx = {"Values": {"n": 2.0, "big": 1000000.0}}
-        assert render_string("{{ .Values.n }} {{ .Values.big }}", ctx) == "2 1e+06"
-        with pytest.raises(RenderError, match="incompatible types"):
-            render_string("{{ eq .Values.n 2 }}", ctx)
-        with pytest.raises(RenderError, match="%d"):
-            render_string('{{ printf "%d" .Values.n }}', ctx)
-        assert [go_format_float(f) for f in (0.5, 123456.0, 1234567.0, 0.00001)] == ["0.5", "123456", "1.234567e+06", "1e-05"]
-
-    def test_required_and_fail(self):
-        with pytest.raises(RenderError, match="need x"):
-            render_string('{{ required "need x" .Values.x }}', {"Values": {"x": ""}})
-        assert render_string('{{ required "need x" .Values.x }}', {"Values": {"x": "ok"}}) == "ok"
-        with pytest.raises(RenderError, match="nope"):
-            render_string('{{ fail "nope" }}', {"Values": {}})
-
-    @pytest.mark.parametrize(
-        "source",
-        [
-            "{{ if true }}unclosed",
-            "{{ end }}",
-            "{{ else }}",
-            "{{ lookup \"v1\" \"Secret\" \"ns\" \"n\" }}",
-            "{{ tpl \"x\" . }}",
-            "{{ template \"x\" . }}",
-            "{{ $x := 1 }}{{ $x = 2 }}",
-            "{{ .Values.a",
-            '{{ include "missing" . }}',
-            "{{ .Values.a 1 }}",
-        ],
-    )
-    def test_outside_the_subset_or_malformed_is_an_error(self, source):
-        with pytest.raises(RenderError):
-            render_string(source, {"Values": {"a": 1}})
-
-    @pytest.mark.parametrize("source", ["{{/* x */ }}", "{{ /* x */}}x", "{{/* x */-}}"])
-    def test_comments_must_hug_the_delimiters_as_in_go(self, source):
-        with pytest.raises(RenderError):
-            render_string(source, {})
-
-    def test_struct_fields_are_checked(self):
-        chart = render_chart(CHART, {}, release_name=RELEASE, namespace=NAMESPACE)
-        assert chart  # Chart/Release fields used by the templates all exist
-        from tests.helm_render import Struct
-
-        with pytest.raises(RenderError, match="can't evaluate field"):
-            render_string("{{ .Release.Nmae }}", Struct(Release=Struct(Name="x")))
-
-    def test_duplicate_keys_are_rejected_like_helm(self):
-        docs = render({"webhook": {"podLabels": {"team": "a"}}})
-        assert deployment(docs, "webhook")["spec"]["template"]["metadata"]["labels"]["team"] == "a"
-        with pytest.raises(RenderError, match="duplicate key"):
-            render({"webhook": {"podLabels": {"app.kubernetes.io/component": "x"}}})
-
-    def test_values_merge_like_helm(self):
-        values = load_values(CHART, {"webhook": {"replicas": 3}, "image": {"tag": None}}, validate=False)
-        assert values["webhook"]["replicas"] == 3
-        assert values["webhook"]["failurePolicy"] == "Ignore"  # siblings kept
-        assert "tag" not in values["image"]  # null deletes
+def test_helm_lint_passes(variant):
+    _name, values, _docs = variant
+    report = lint(values)
+    assert report["total_charts_linted"] == 1
+    findings = [m for m in report["messages"] if m["severity"] >= 2]  # 2 warning, 3 error; 1 is info
+    assert not findings and not report["errors"], findings or report["errors"]
 
 
-# --------------------------------------------------------------------------- values schema
+def test_helm_lint_reports_bad_values():
+    """Guards the lint test: a value outside the schema is a lint error."""
+    report = lint({"webhook": {"timeoutSeconds": 0}})
+    assert any(m["severity"] == 3 and "/webhook/timeoutSeconds" in m["error"] for m in report["messages"]), report
 
 
 def test_values_yaml_is_valid_against_the_schema():
-    jsonschema.Draft7Validator.check_schema(SCHEMA)
-    jsonschema.Draft7Validator(SCHEMA).validate(DEFAULT_VALUES)
+    """Helm checks values.schema.json against the draft-07 meta-schema, then the values."""
+    assert HELM_CHART.values == DEFAULT_VALUES
+    HELM_CHART.validate_schema(DEFAULT_VALUES)
+    HELM_CHART.validate_schema({})
 
 
 def test_every_value_is_documented_in_the_chart_readme():
@@ -326,28 +244,49 @@ BAD_VALUES = [
 
 @pytest.mark.parametrize("path,value", BAD_VALUES, ids=[f"{p}={v!r}" for p, v in BAD_VALUES])
 def test_schema_rejects_bad_values(path, value):
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft7Validator(SCHEMA).validate(_with(path, value))
+    with pytest.raises(helm.HelmValuesError) as rejected:
+        HELM_CHART.validate_schema(_with(path, value))
+    message = str(rejected.value)  # names the value: at '/webhook/timeoutSeconds', or the unknown key
+    assert "/" + path.replace(".", "/") in message or f"'{path.rsplit('.', 1)[-1]}' not allowed" in message, message
+
+
+def test_schema_rejects_extra_labels_the_chart_sets_itself():
+    """A second copy of one of the chart's own labels would be a duplicate key: Helm
+    renders it without a word, the parser decides which value wins, and an overridden
+    selector label no longer matches. The schema refuses them by name."""
+    docs = render(VARIANTS["service-monitor"])
+    own_labels = {
+        "webhook.podLabels": deployment(docs, "webhook")["spec"]["template"]["metadata"]["labels"],
+        "grouper.podLabels": deployment(docs, "grouper")["spec"]["template"]["metadata"]["labels"],
+        "metrics.serviceMonitor.labels": one(docs, "ServiceMonitor", f"{RELEASE}-webhook")["metadata"]["labels"],
+    }
+    for path, labels in own_labels.items():
+        chart_keys = [key for key in labels if key != "release"]  # "release" is the variant's own extra label
+        assert "app.kubernetes.io/instance" in chart_keys
+        for key in chart_keys:
+            with pytest.raises(helm.HelmValuesError, match=f"invalid propertyName '{re.escape(key)}'"):
+                HELM_CHART.validate_schema(_with(path, {key: "x"}))
+        HELM_CHART.validate_schema(_with(path, {"team": "infra", "example.com/owner": "a"}))
 
 
 def test_schema_requires_leader_election_for_several_groupers():
     bad = _with("grouper.leaderElection", {"enabled": False})
-    with pytest.raises(jsonschema.ValidationError):
-        jsonschema.Draft7Validator(SCHEMA).validate(bad)
+    with pytest.raises(helm.HelmValuesError, match="/grouper"):
+        HELM_CHART.validate_schema(bad)
     bad["grouper"]["replicas"] = 1
-    jsonschema.Draft7Validator(SCHEMA).validate(bad)
+    HELM_CHART.validate_schema(bad)
 
 
 @pytest.mark.parametrize("timeout", [1, 30])
 def test_schema_accepts_timeout_bounds(timeout):
-    jsonschema.Draft7Validator(SCHEMA).validate(_with("webhook.timeoutSeconds", timeout))
+    HELM_CHART.validate_schema(_with("webhook.timeoutSeconds", timeout))
 
 
-def test_rendering_validates_values_like_helm():
-    with pytest.raises(RenderError, match="schema"):
+def test_rendering_validates_the_values():
+    with pytest.raises(helm.HelmValuesError, match="schema"):
         render({"webhook": {"timeoutSeconds": 0}})
     # null deletes a key in Helm; keys the templates rely on are required
-    with pytest.raises(RenderError, match="leaderElection"):
+    with pytest.raises(helm.HelmValuesError, match="leaderElection"):
         render({"grouper": {"leaderElection": None}})
 
 
@@ -358,17 +297,22 @@ def test_kubernetes_validate_is_strict():
     """The schema validation below would catch a misspelt field (guards the test itself)."""
     docs = render()
     broken = copy.deepcopy(deployment(docs, "webhook"))
-    broken.pop("__source__")
     broken["spec"]["template"]["spec"]["containers"][0]["securityContex"] = {}
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(broken, K8S_VERSION, strict=True)
+
+
+def test_rendered_yaml_with_a_duplicate_key_is_refused():
+    """The loader behind render() refuses a key given twice (guards the tests themselves)."""
+    with pytest.raises(yaml.constructor.ConstructorError, match=r"duplicate keys \['team'\]"):
+        yaml.load("labels:\n  team: a\n  app: b\n  team: c\n", Loader=ManifestLoader)
+    assert yaml.load("a: {b: 1}\nc: {b: 2}\n", Loader=ManifestLoader) == {"a": {"b": 1}, "c": {"b": 2}}
 
 
 def test_every_builtin_object_passes_the_kubernetes_schema(variant):
     name, _, docs = variant
     assert docs
     for doc in docs:
-        doc = {k: v for k, v in doc.items() if k != "__source__"}
         if doc["kind"] in CRD_KINDS:
             continue
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
@@ -438,7 +382,7 @@ def test_restricted_pod_security(variant):
 
 def test_notes_render(variant):
     name, values, _ = variant
-    notes = render_chart(CHART, values, release_name=RELEASE, namespace=NAMESPACE)["templates/NOTES.txt"]
+    notes = render_files(values)[NOTES]
     assert f"{RELEASE}-webhook" in notes and "{{" not in notes
 
 
@@ -848,12 +792,12 @@ def test_everything_variant_applies_the_values():
 
 
 def test_names_follow_release_and_overrides():
-    docs = render_manifests(CHART, {}, release_name="prod", namespace="ns")
+    docs = render({}, "prod", "ns")
     assert {d["metadata"]["name"] for d in find(docs, "Deployment")} == {"prod-podgang-webhook", "prod-podgang-grouper"}
-    docs = render_manifests(CHART, {"fullnameOverride": "gang"}, release_name="prod", namespace="ns")
+    docs = render({"fullnameOverride": "gang"}, "prod", "ns")
     assert {d["metadata"]["name"] for d in find(docs, "Deployment")} == {"gang-webhook", "gang-grouper"}
     long_release = "a" * 53
-    docs = render_manifests(CHART, {}, release_name=long_release, namespace="ns")
+    docs = render({}, long_release, "ns")
     for doc in find(docs, "Service") + find(docs, "Deployment"):
         assert len(doc["metadata"]["name"]) <= 63 and not doc["metadata"]["name"].endswith("-")
 

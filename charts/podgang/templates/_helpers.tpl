@@ -1,9 +1,8 @@
 {{/*
 Named templates shared by the chart.
 
-Keep every template inside the subset documented in charts/podgang/README.md
-("Template subset"): the tests render the chart with tests/helm_render.py, which
-implements exactly that subset, and real Helm must render the same output.
+The tests render, lint and schema-check the chart with Helm's own engine
+(helm-python-sdk): see "For contributors" in charts/podgang/README.md.
 */}}
 
 {{/* Chart name, overridable with nameOverride. */}}
