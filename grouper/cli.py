@@ -23,7 +23,9 @@ log = logging.getLogger("podgang.grouper")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--kubeconfig", help="kubeconfig file (default: in-cluster config, then $KUBECONFIG, ~/.kube/config)")
-    add_flag(parser, "--namespace", repeat=True, default=[], dest="namespaces",
+    add_flag(parser, "--namespace", default=own_namespace(),
+             help="podgang's own namespace (the Lease lives here; always excluded; default: the pod's own)")
+    add_flag(parser, "--watch-namespace", repeat=True, default=[], dest="namespaces",
              help="watch only this namespace (repeatable; default: all namespaces)")
     add_flag(parser, "--exclude-namespace", repeat=True, default=["kube-system"], dest="exclude_namespaces",
              help="never touch pods in this namespace (repeatable; podgang's own namespace is always excluded)")
@@ -60,11 +62,11 @@ def settings_from(args: argparse.Namespace):
     from podgang.settings import Settings
 
     excluded = list(dict.fromkeys(args.exclude_namespaces))
-    mine = own_namespace()
+    mine = args.namespace
     if mine and mine not in excluded:
         excluded.append(mine)
     return Settings().with_changes(
-        scheduler_names=tuple(dict.fromkeys(args.scheduler_names)) or ("kai-scheduler",),
+        scheduler_names=tuple(dict.fromkeys(args.scheduler_names)) or DEFAULT.scheduler_names,
         excluded_namespaces=tuple(excluded),
         staleness_grace_period=float(args.staleness_grace_period),
         orphan_timeout=float(args.orphan_timeout),
@@ -164,7 +166,7 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
         state["standby"] = not flag
 
     if args.leader_elect:
-        lease_ns = args.leader_election_namespace or own_namespace() or "default"
+        lease_ns = args.leader_election_namespace or args.namespace or "default"
         main = asyncio.create_task(run_as_leader(
             api_client, lead, name=args.leader_election_name, namespace=lease_ns, identity=identity,
             lease_duration=max(2, round(args.leader_election_lease_duration)),

@@ -471,7 +471,7 @@ def test_grouper_deployment(defaults):
     assert flag_values(args, "--orphan-timeout") == ["2m"]
     assert flag_values(args, "--metrics-port") == ["8080"]
     assert flag_values(args, "--log-format") == ["json"]
-    assert flag_values(args, "--namespace") == [], "default: watch all namespaces"
+    assert flag_values(args, "--watch-namespace") == [], "default: watch all namespaces"
     assert c["ports"] == [{"name": "http-metrics", "containerPort": 8080, "protocol": "TCP"}]
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         assert c[probe]["httpGet"] == {"path": path, "port": "http-metrics"}
@@ -584,7 +584,7 @@ def test_grouper_rbac_is_least_privilege(defaults):
 
 def test_grouper_watch_namespaces_binds_rbac_per_namespace():
     docs = render(VARIANTS["watch-namespaces"])
-    assert flag_values(args_of(docs, "grouper"), "--namespace") == ["team-a", "team-b"]
+    assert flag_values(args_of(docs, "grouper"), "--watch-namespace") == ["team-a", "team-b"]
     assert not find(docs, "ClusterRoleBinding", f"{RELEASE}-grouper")
     rules = _rules_for(docs, f"{RELEASE}-grouper")
     assert _allowed(rules, "", "pods", "watch", namespace="team-a")
@@ -788,7 +788,7 @@ def test_everything_variant_applies_the_values():
     gargs = args_of(docs, "grouper")
     assert flag_values(gargs, "--staleness-grace-period") == ["90s"]
     assert flag_values(gargs, "--orphan-timeout") == ["5m"]
-    assert flag_values(gargs, "--namespace") == ["team-a"]
+    assert flag_values(gargs, "--watch-namespace") == ["team-a"]
 
 
 def test_names_follow_release_and_overrides():

@@ -41,7 +41,7 @@ def test_defaults_follow_the_spec(monkeypatch):
 
 def test_flags_and_environment(monkeypatch):
     monkeypatch.setenv("PODGANG_STALENESS_GRACE_PERIOD", "90s")
-    monkeypatch.setenv("PODGANG_NAMESPACE", "a,b")
+    monkeypatch.setenv("PODGANG_WATCH_NAMESPACE", "a,b")
     monkeypatch.setenv("PODGANG_LEADER_ELECT", "true")
     monkeypatch.setenv("POD_NAMESPACE", "podgang-system")
     args = parse(["--orphan-timeout", "5m", "--scheduler-name", "kai-scheduler", "--scheduler-name", "other",
@@ -51,7 +51,10 @@ def test_flags_and_environment(monkeypatch):
     settings = cli.settings_from(args)
     assert settings.scheduler_names == ("kai-scheduler", "other")
     assert settings.excluded_namespaces == ("infra", "podgang-system")  # its own namespace always
-    assert parse(["--namespace", "x"]).namespaces == ["x"]  # the command line wins
+    assert parse(["--watch-namespace", "x"]).namespaces == ["x"]  # the command line wins
+    # --namespace is podgang's own namespace, as in the webhook: excluded, and the Lease's home
+    own = parse(["--namespace", "gang-system", "--leader-elect"])
+    assert own.namespaces == ["a", "b"] and "gang-system" in cli.settings_from(own).excluded_namespaces
 
 
 def test_bad_duration_is_a_usage_error(capsys):
