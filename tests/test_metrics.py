@@ -9,9 +9,10 @@ import socket
 import aiohttp
 import pytest
 
-from podgang.metrics import GrouperMetrics, ProcessMetrics, WebhookMetrics
+from podgang.metrics import GrouperMetrics, WebhookMetrics
 from tests.grouper_support import deploy_with_pods, min_member, owned_group, running_grouper
 from tests.kube_emulator import kube_emulator_fixture
+from tests.metrics_support import exported_series
 from tests.webhook_support import eventually, review, running_webhook
 
 PROCESS_SERIES = ("process_resident_memory_bytes", "process_open_fds", "process_cpu_seconds_total")
@@ -65,23 +66,19 @@ async def test_the_grouper_exports_process_metrics_and_no_created_series(emu):
     assert_process_metrics_and_no_created(text)
 
 
-def families(metrics: ProcessMetrics) -> dict[str, tuple[str, ...]]:
-    """Exported family name (without the process prefix) -> label names."""
-    out = {}
-    for collector in list(metrics.registry._collector_to_names):  # every metric object, children or not
-        name = getattr(collector, "_name", None)
-        if name and name.startswith(metrics.PREFIX + "_"):
-            out[name[len(metrics.PREFIX) + 1:]] = tuple(collector._labelnames)
-    return out
+def by_concept(metrics) -> dict[str, frozenset[str]]:
+    """Series name without the process prefix -> label names (podgang's own series)."""
+    prefix = metrics.PREFIX + "_"
+    return {name[len(prefix):]: labels for name, labels in exported_series(metrics).items() if name.startswith(prefix)}
 
 
 def test_a_concept_in_both_processes_has_the_same_label_names():
-    webhook, grouper = families(WebhookMetrics()), families(GrouperMetrics())
+    webhook, grouper = by_concept(WebhookMetrics()), by_concept(GrouperMetrics())
     shared = set(webhook) & set(grouper)
-    assert {"api_errors", "events_dropped", "podgroups_created"} <= shared
+    assert {"api_errors_total", "events_dropped_total", "podgroups_created_total"} <= shared
     for name in shared:
-        assert webhook[name] == grouper[name], f"{name}: webhook labels {webhook[name]}, grouper {grouper[name]}"
-    assert webhook["api_errors"] == ("call", "code")
+        assert webhook[name] == grouper[name], f"{name}: webhook labels {set(webhook[name])}, grouper {set(grouper[name])}"
+    assert webhook["api_errors_total"] == {"call", "code"}
 
 
 def test_an_api_error_without_an_answer_has_code_none():
