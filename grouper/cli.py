@@ -96,10 +96,11 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
     from kubernetes_asyncio.client import ApiClient
 
     from podgang.grouper.controller import Controller
-    from podgang.grouper.events import EventSink
     from podgang.grouper.leader import default_identity, run_as_leader
-    from podgang.grouper.metrics import GrouperMetrics, HealthServer
+    from podgang.grouper.health import HealthServer
+    from podgang.events import EventSink
     from podgang.kube import EventRecorder, make_api_client
+    from podgang.metrics import GrouperMetrics
 
     settings = settings_from(args)
     options = options_from(args)
@@ -140,7 +141,7 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
 
     async def lead() -> None:
         recorder = EventRecorder(api_client, "podgang-grouper", instance=identity, timeout=options.request_timeout)
-        controller = Controller(api_client, settings, options, metrics=metrics, events=EventSink(recorder))
+        controller = Controller(api_client, settings, options, metrics=metrics, events=EventSink(recorder, on_drop=metrics.events_dropped.inc))
         state["controller"] = controller
         if on_controller:
             on_controller(controller)

@@ -22,16 +22,16 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from podgang import rules
+from podgang.events import EventSink
 from podgang.kinds import FOLLOWED
 from podgang.objects import POD, Resource
 from podgang.kube import status_reason
+from podgang.metrics import GrouperMetrics
 from podgang.settings import Settings
 
 from podgang.grouper import stale
 from podgang.grouper.api import RawApi, error_reason
-from podgang.grouper.events import EventSink
 from podgang.grouper.informer import Informer
-from podgang.grouper.metrics import GrouperMetrics
 from podgang.grouper.model import Cache, Obj, obj_key, split_key
 from podgang.grouper.podgroups import (
     Desired,
@@ -414,7 +414,7 @@ class Controller:
     async def _write_failed(self, key: str, write: Write, exc: ApiException, actual: Obj | None) -> bool:
         namespace, name = split_key(key)
         reason = error_reason(exc)
-        self.metrics.api_errors.labels(action=write.action, code=str(exc.status)).inc()
+        self.metrics.api_error(write.action, exc.status)
         if exc.status == 409 or (exc.status == 404 and write.action != "create"):
             # stale resourceVersion, created by someone else meanwhile, or gone: re-read
             self.metrics.conflicts.inc()
@@ -624,7 +624,7 @@ class Controller:
         except ApiException as exc:
             if exc.status == 404:
                 return
-            self.metrics.api_errors.labels(action="backfill", code=str(exc.status)).inc()
+            self.metrics.api_error("backfill", exc.status)
             self._warn_once((POD_KEY, key), (f"cannot set the PodGroup of pod {name}: {status_reason(exc)}",),
                             [pod], "BackfillFailed")
             raise

@@ -18,7 +18,9 @@ import pytest
 
 from podgang.backends import GangSpec, Resize
 from podgang.backends.base import REPLACE_WHEN_EMPTY, Backend, string_value
+from podgang.events import EventSink
 from podgang.grouper.controller import Controller, Options
+from podgang.kube import EventRecorder
 from podgang.manifests import Manifest, Source
 from podgang.objects import Denial, Resource, annotations, as_dict
 from podgang.plan import build_plan, podgroup_manifests
@@ -141,7 +143,8 @@ async def test_the_grouper_creates_holds_and_replaces_through_the_backend(emu):
     group = owned_group(dep)
     pods = [emu.put(toy_pod(f"web-{i}", rs, group)) for i in range(3)]
     client = emu.api_client()
-    controller = Controller(client, SETTINGS, Options(resync_period=300.0, request_timeout=5.0))
+    controller = Controller(client, SETTINGS, Options(resync_period=300.0, request_timeout=5.0),
+                            events=EventSink(EventRecorder(client, "podgang-grouper")))
     task = asyncio.create_task(controller.run())
     try:
         await emu.wait_for(lambda: emu.get("gangs", NS, group) is not None, 10, "the Gang was not created")
@@ -163,7 +166,8 @@ async def test_the_grouper_creates_holds_and_replaces_through_the_backend(emu):
         await emu.wait_for(lambda: (emu.get("gangs", NS, group) or {}).get("spec") == {"size": 5}, 10,
                            "the Gang was not replaced with size 5")
         assert emu.count("DELETE", r"/gangs/") == 1
-        assert events(emu, "PodGroupReplaced")
+        (replaced,) = await eventually(lambda: events(emu, "PodGroupReplaced"), what="a PodGroupReplaced event")
+        assert replaced["message"].startswith("minMember 3 → 5: no pod names the group")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -175,12 +179,13 @@ async def test_the_grouper_backfills_through_the_backend(emu):
     rs = emu.put(replicaset(dep))
     emu.put(toy_pod("web-0", rs, None))
     client = emu.api_client()
-    controller = Controller(client, SETTINGS, Options(resync_period=300.0, request_timeout=5.0))
+    controller = Controller(client, SETTINGS, Options(resync_period=300.0, request_timeout=5.0),
+                            events=EventSink(EventRecorder(client, "podgang-grouper")))
     task = asyncio.create_task(controller.run())
     try:
         await emu.wait_for(lambda: annotations(emu.get("pods", NS, "web-0")).get(KEY) == owned_group(dep), 10,
                            "the pod was not backfilled")
-        (backfilled,) = events(emu, "Backfilled")
+        (backfilled,) = await eventually(lambda: events(emu, "Backfilled"), what="a Backfilled event")
         assert backfilled["message"].startswith(f"{KEY}={owned_group(dep)} set")
     finally:
         task.cancel()

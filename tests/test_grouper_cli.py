@@ -13,7 +13,8 @@ import aiohttp
 import pytest
 
 from podgang.grouper import cli
-from podgang.grouper.metrics import GrouperMetrics, HealthServer
+from podgang.grouper.health import HealthServer
+from podgang.metrics import GrouperMetrics
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -558,7 +558,7 @@ async def test_watch_410_relists_without_losing_an_update(emu):
         emu.compact()  # and the history is gone: the resume answers 410
         await emu.wait_for(lambda: min_member(emu, name) == 7, 5.0)
         assert sum(i.lists for i in g.controller.informers["Deployment"]) > lists_before
-        restarts = g.controller.metrics.render().decode()
+        restarts = g.controller.metrics.exposition()[0].decode()
         assert 'podgang_grouper_watch_restarts_total{reason="expired",resource="deployments"}' in restarts
 
 

@@ -1,12 +1,19 @@
-"""podgang.kube.EventRecorder against the HTTP API emulator: what `kubectl describe`
-shows, repeats counted on one Event, memory bounded, and never an exception."""
+"""Events against the HTTP API emulator. podgang.kube.EventRecorder: what `kubectl
+describe` shows, repeats counted on one Event, memory bounded, and never an exception.
+podgang.events.EventSink, the one event queue of both processes: bounded (a full queue
+drops and counts), written in the background, written out on stop, and a stop that
+cannot finish is still bounded."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+from podgang.events import EventSink
 from podgang.kube import EventRecorder
 from tests.kube_emulator import kube_emulator_fixture
+from tests.webhook_support import eventually
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "team", "uid": "u-1"}}
 
@@ -53,3 +60,81 @@ async def test_an_api_failure_is_logged_not_raised(emu, recorder, caplog):
     await recorder.emit(POD, "GangEvicted", "evicting 2 remaining members")
     assert emu.list("events", "team") == []
     assert "could not record event" in caplog.text
+
+
+# -- EventSink ----------------------------------------------------------------
+
+def pod(i: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"web-{i}", "namespace": "team", "uid": f"u-{i}"}}
+
+
+def names(emu) -> list[str]:
+    return sorted(e["involvedObject"]["name"] for e in emu.list("events", "team"))
+
+
+async def test_events_are_written_in_the_background(emu, recorder):
+    sink = EventSink(recorder, writers=2)
+    sink.start()
+    try:
+        for i in range(5):
+            sink.emit(pod(i), "Backfilled", f"pod {i} joined its group")
+        await eventually(lambda: len(emu.list("events", "team")) == 5 or None, what="5 events written")
+        assert names(emu) == [f"web-{i}" for i in range(5)]
+    finally:
+        await sink.stop()
+
+
+async def test_a_full_queue_drops_and_counts_the_rest(emu, recorder):
+    counted = []
+    sink = EventSink(recorder, writers=1, capacity=3, on_drop=lambda: counted.append(1))
+    for i in range(5):  # no writer yet: the queue fills up
+        sink.emit(pod(i), "GangStale", "2 of 3 members active")
+    assert sink.dropped == 2 and len(counted) == 2
+    sink.start()
+    await sink.stop()
+    assert names(emu) == ["web-0", "web-1", "web-2"]
+
+
+async def test_stop_writes_what_is_queued(emu, recorder):
+    sink = EventSink(recorder, writers=1)
+    sink.start()
+    for i in range(20):
+        sink.emit(pod(i), "MinMemberChanged", f"minMember {i} → {i + 1}")
+    await sink.stop()
+    assert len(names(emu)) == 20
+    assert sink._tasks == []
+
+
+async def test_a_stop_that_cannot_write_gives_up_after_its_timeout(emu, recorder, caplog):
+    emu.delay(3, r"/events$")  # slower than the stop allows (and than the recorder's own 2 s)
+    sink = EventSink(recorder, writers=1)
+    sink.start()
+    sink.emit(pod(0), "GangEvicted", "evicting 2 remaining members")
+    await asyncio.wait_for(sink.stop(timeout=0.1), timeout=1.5)
+    assert "stopping with events not written" in caplog.text
+    assert sink._tasks == []
+
+
+async def test_a_failed_write_does_not_stop_the_writers(emu, recorder):
+    emu.fail("POST", r"/events$", 500, times=1)
+    sink = EventSink(recorder, writers=1)
+    sink.start()
+    sink.emit(pod(0), "Backfilled", "lost to the 500")
+    sink.emit(pod(1), "Backfilled", "written after it")
+    await sink.stop()
+    assert names(emu) == ["web-1"]
+
+
+async def test_without_a_recorder_events_are_discarded():
+    sink = EventSink(None)
+    sink.start()
+    sink.emit(pod(0), "Backfilled", "nowhere to write")
+    assert sink.dropped == 0 and sink._tasks == []
+    await sink.stop()
+
+
+def test_a_sink_needs_a_writer_and_room():
+    with pytest.raises(ValueError, match="at least one writer"):
+        EventSink(None, writers=0)
+    with pytest.raises(ValueError, match="capacity=0"):
+        EventSink(None, capacity=0)

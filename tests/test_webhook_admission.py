@@ -314,7 +314,7 @@ async def test_remembered_decisions_do_not_keep_the_pods_they_were_made_for():
 
     from tests.webhook_support import NS, REPLICASET_UID, recorded_object
     from podgang.webhook.admission import Admission
-    from podgang.webhook.metrics import WebhookMetrics
+    from podgang.metrics import WebhookMetrics
     from podgang.webhook.owners import OwnerCache
     from podgang.webhook.podgroups import PodGroups
 
@@ -368,7 +368,7 @@ async def test_a_workload_with_a_long_name_still_gets_pods_the_apiserver_accepts
     gives a group name no label value can hold. The pod must still be valid (the
     annotation carries the group; KAI reads the annotation), or every pod is refused."""
     from podgang.webhook.admission import Admission
-    from podgang.webhook.metrics import WebhookMetrics
+    from podgang.metrics import WebhookMetrics
     from podgang.webhook.owners import OwnerCache
     from podgang.webhook.podgroups import PodGroups
 

@@ -240,7 +240,7 @@ async def test_metrics_count_requests_by_operation_and_verdict(tmp_path):
         assert await wh.metric("podgang_webhook_admission_requests_total", endpoint="/validate-pods", operation="CREATE", verdict="denied") == 1
         assert await wh.metric("podgang_webhook_admission_requests_total", endpoint="/validate-pods", operation="UPDATE", verdict="allowed") == 1
         assert await wh.metric("podgang_webhook_admission_duration_seconds_count", endpoint="/validate-pods", operation="CREATE", verdict="denied") == 1
-        assert await wh.metric("podgang_webhook_podgroups_created_total") == 0
+        assert await wh.metric("podgang_webhook_podgroups_created_total", source="owner-less") == 0
         status, _ = await wh.get("/metrics")
         assert status == 200
 
@@ -293,7 +293,7 @@ def test_a_rotation_seen_halfway_is_not_reported_as_a_broken_certificate(tmp_pat
     """``podgang certs generate`` (and ``--manage-certs``) replace tls.key, then tls.crt.
     A check that falls between the two sees a new key beside the old leaf: that is a
     rotation in progress, not a failed load (which would page whoever alerts on it)."""
-    from podgang.webhook.metrics import WebhookMetrics
+    from podgang.metrics import WebhookMetrics
     from podgang.webhook.tls import ServingCertificate
 
     cert_dir, other = tmp_path / "certs", tmp_path / "next"

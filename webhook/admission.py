@@ -25,9 +25,9 @@ from typing import Any, Callable
 import orjson
 
 from podgang import rules
+from podgang.events import EventSink
 from podgang.settings import Settings
 
-from podgang.webhook.events import BackgroundEvents
 from podgang.webhook.owners import OwnerCache, OwnerLookupFailed
 from podgang.webhook.podgroups import Existence, Outcome, PodGroups
 
@@ -137,7 +137,7 @@ def _show(value: Any) -> str:
 @dataclass(slots=True)
 class Verdict:
     allowed: bool
-    verdict: str  # see webhook.metrics.VERDICTS
+    verdict: str  # see podgang.metrics.VERDICTS
     reason: str
     group: str | None = None
     patch: list[dict[str, Any]] = field(default_factory=list)
@@ -267,7 +267,7 @@ class Admission:
         podgroups: PodGroups,
         *,
         api_timeout: float = 2.0,
-        events: BackgroundEvents | None = None,
+        events: EventSink | None = None,
     ):
         self.settings = settings
         self.owners = owners
@@ -453,7 +453,7 @@ class Admission:
             return
         obj = podgroup or self.podgroups.manifest_for_owner_less(namespace, name)
         message = f"created for owner-less pod {pod_label(pod)} in namespace {namespace} (minMember 1)"
-        self.events.emit_soon(obj, "PodGroupCreated", message)
+        self.events.emit(obj, "PodGroupCreated", message)
 
     def _left(self, deadline: float) -> float:
         """The timeout for the next API call: the configured one, cut to the time left."""

@@ -17,7 +17,7 @@ from podgang.objects import OwnerRef
 from podgang.kinds import resource_for
 
 from podgang.webhook.api import ApiUnavailable, KubeApi
-from podgang.webhook.metrics import WebhookMetrics
+from podgang.metrics import WebhookMetrics
 
 Key = tuple[str, str, str, str]
 
@@ -145,10 +145,10 @@ class OwnerCache:
         try:
             reply = await self.api.get(resource.path(namespace, ref.name), timeout=timeout)
         except ApiUnavailable as exc:
-            self.metrics.api_errors.labels("get_owner").inc()
+            self.metrics.api_error("get_owner", None)
             raise OwnerLookupFailed(f"{what}: {exc}") from None
         if not reply.ok or not isinstance(reply.body, dict):
-            self.metrics.api_errors.labels("get_owner").inc()
+            self.metrics.api_error("get_owner", reply.status)
             if reply.status in REMEMBERED_STATUSES:
                 raise _Refused(f"{what}: {reply.describe()}")
             raise OwnerLookupFailed(f"{what}: {reply.describe()}")

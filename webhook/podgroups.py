@@ -20,7 +20,7 @@ from podgang.backends import GangSpec
 from podgang.settings import Settings
 
 from podgang.webhook.api import ApiUnavailable, KubeApi
-from podgang.webhook.metrics import WebhookMetrics
+from podgang.metrics import WebhookMetrics
 
 log = logging.getLogger("podgang.webhook")
 
@@ -93,25 +93,25 @@ class PodGroups:
         try:
             reply = await self.api.post(self.backend.podgroup.path(namespace), body, timeout=left())
         except ApiUnavailable as exc:
-            self.metrics.api_errors.labels("create_podgroup").inc()
+            self.metrics.api_error("create_podgroup", None)
             return CreateResult(Outcome.FAILED, str(exc))
         if reply.ok:
             self.metrics.podgroups_created.inc()
             self._remember(namespace, name, Existence.EXISTS)
             return CreateResult(Outcome.CREATED, podgroup=reply.body if isinstance(reply.body, dict) else None)
         if reply.status != 409:
-            self.metrics.api_errors.labels("create_podgroup").inc()
+            self.metrics.api_error("create_podgroup", reply.status)
             return CreateResult(Outcome.FAILED, f"create {name}: {reply.describe()}")
         # it exists: ours to reuse, or someone else's?
         try:
             existing = await self.api.get(self.backend.podgroup.path(namespace, name), timeout=left())
         except ApiUnavailable as exc:
-            self.metrics.api_errors.labels("get_podgroup").inc()
+            self.metrics.api_error("get_podgroup", None)
             return CreateResult(Outcome.FAILED, f"{name} exists; reading it failed: {exc}")
         if existing.status == 404:
             return CreateResult(Outcome.TAKEN, f"{name} existed a moment ago and is gone now")
         if not existing.ok:
-            self.metrics.api_errors.labels("get_podgroup").inc()
+            self.metrics.api_error("get_podgroup", existing.status)
             return CreateResult(Outcome.FAILED, f"{name} exists; reading it failed: {existing.describe()}")
         if self.is_managed(existing.body):
             self.metrics.podgroups_reused.inc()
@@ -149,7 +149,7 @@ class PodGroups:
         try:
             reply = await self.api.get(self.backend.podgroup.path(namespace, name), timeout=timeout)
         except ApiUnavailable as exc:
-            self.metrics.api_errors.labels("get_podgroup").inc()
+            self.metrics.api_error("get_podgroup", None)
             return Existence.UNKNOWN, str(exc)
         if reply.ok:
             self._remember(namespace, name, Existence.EXISTS)
@@ -157,7 +157,7 @@ class PodGroups:
         if reply.status == 404 and _names(reply.body, name):
             self._remember(namespace, name, Existence.MISSING)
             return Existence.MISSING, reply.message
-        self.metrics.api_errors.labels("get_podgroup").inc()
+        self.metrics.api_error("get_podgroup", reply.status)
         return Existence.UNKNOWN, reply.describe()
 
     def _remember(self, namespace: str, name: str, state: Existence) -> None:

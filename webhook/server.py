@@ -16,7 +16,9 @@ from typing import Any
 from aiohttp import web
 
 from podgang import rules
+from podgang.events import EventSink
 from podgang.kube import EventRecorder
+from podgang.metrics import WebhookMetrics
 from podgang.settings import DEFAULT, Settings
 
 from podgang.webhook.admission import (
@@ -31,8 +33,6 @@ from podgang.webhook.admission import (
 from podgang.webhook.api import KubeApi
 from podgang.webhook.certificates import CertificateKeeper
 from podgang.webhook.decisions import DecisionLog
-from podgang.webhook.events import BackgroundEvents
-from podgang.webhook.metrics import WebhookMetrics
 from podgang.webhook.owners import OwnerCache
 from podgang.webhook.podgroups import PodGroups
 from podgang.webhook.tls import ServingCertificate
@@ -83,9 +83,10 @@ class WebhookServer:
             keep_labels=(self.settings.skip_label,),
         )
         self.podgroups = PodGroups(self.api, self.settings, self.metrics)
-        self.events: BackgroundEvents | None = None
+        self.events: EventSink | None = None
         if api_client is not None:
-            self.events = BackgroundEvents(EventRecorder(api_client, "webhook", timeout=config.api_timeout))
+            self.events = EventSink(EventRecorder(api_client, "webhook", timeout=config.api_timeout),
+                                    capacity=1000, on_drop=self.metrics.events_dropped.inc)
         self.admission = Admission(
             self.settings, self.owners, self.podgroups, api_timeout=config.api_timeout, events=self.events
         )
@@ -107,6 +108,8 @@ class WebhookServer:
         return app
 
     async def start(self) -> None:
+        if self.events is not None:
+            self.events.start()
         self.certificate = ServingCertificate(self.config.cert_dir, self.metrics)
         self._runner = web.AppRunner(
             self.build_app(), access_log=None, shutdown_timeout=self.config.shutdown_timeout, handle_signals=False
@@ -153,7 +156,7 @@ class WebhookServer:
             await self._runner.cleanup()
             self._runner = None
         if self.events is not None:
-            await self.events.drain()
+            await self.events.stop()
         self.decision_log.flush()
         log.info("webhook stopped")
 

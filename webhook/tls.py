@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from podgang.webhook.metrics import WebhookMetrics
+from podgang.metrics import WebhookMetrics
 
 log = logging.getLogger("podgang.webhook")
 
