@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from podgang import rules
+from podgang.api import Api, make_api_client
 from podgang.kube import EventRecorder
 from podgang.settings import DEFAULT, Settings
 
@@ -28,7 +29,6 @@ from podgang.webhook.admission import (
     parse_review,
     pod_label,
 )
-from podgang.webhook.api import KubeApi
 from podgang.webhook.certificates import CertificateKeeper
 from podgang.webhook.decisions import DecisionLog
 from podgang.webhook.events import BackgroundEvents
@@ -74,7 +74,7 @@ class WebhookServer:
         self.settings = config.settings
         self.metrics = WebhookMetrics()
         self.api_client = api_client
-        self.api = KubeApi(api_client, timeout=config.api_timeout) if api_client is not None else None
+        self.api = Api(api_client, timeout=config.api_timeout) if api_client is not None else None
         self.owners = OwnerCache(
             self.api,
             self.metrics,
@@ -266,8 +266,6 @@ async def serve(config: WebhookConfig, *, kubeconfig: str | None = None, json_lo
     import signal
 
     from podgang.webhook.decisions import stderr_stream
-
-    from podgang.kube import make_api_client
 
     try:
         api_client = await make_api_client(kubeconfig)
