@@ -59,7 +59,9 @@ class WebhookConfig:
     namespace: str | None = None
     secret: str = "podgang-webhook-tls"
     service: str = "podgang-webhook"
-    webhook_configs: list[str] = field(default_factory=list)
+    webhook_configs: list[str] = field(default_factory=list)  # each looked up as both kinds
+    mutating_webhook_configs: list[str] = field(default_factory=list)
+    validating_webhook_configs: list[str] = field(default_factory=list)
     cert_check_interval: float = 3600.0
 
 
