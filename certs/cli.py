@@ -2,7 +2,8 @@
 
   podgang certs generate --out DIR --dns-name NAME… [--ip ADDR…]
       a CA and a serving certificate as files (an existing CA in DIR is kept)
-  podgang certs ensure --namespace NS --secret NAME --service SVC --webhook-config NAME…
+  podgang certs ensure --namespace NS --secret NAME --service SVC
+                       --mutating-webhook-config NAME --validating-webhook-config NAME
       the same, kept in a Secret, published as caBundle, rotated before expiry
 
 Every flag can also be given as a PODGANG_* environment variable.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from podgang.options import add_flag
 
@@ -51,13 +53,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(ens, "--namespace", help="namespace of the Secret and the Service", metavar="NS")
     add_flag(ens, "--secret", help="name of the Secret to keep the certificates in", metavar="NAME")
     add_flag(ens, "--service", help="the webhook's Service: the leaf covers SVC.NS.svc and its short forms", metavar="SVC")
-    add_flag(ens, "--webhook-config", repeat=True, help="Mutating/ValidatingWebhookConfiguration to patch (repeatable)", metavar="NAME")
+    add_webhook_config_flags(ens)
     add_flag(ens, "--kubeconfig", help="kubeconfig file (default: in-cluster config, then $KUBECONFIG or ~/.kube/config)", metavar="PATH")
     add_flag(ens, "--cluster-domain", default="cluster.local", help="cluster DNS domain for SVC.NS.svc.DOMAIN")
     _validity_flags(ens)
     add_flag(ens, "--key-type", default="ec", choices=("ec", "rsa"), help="key algorithm for new keys")
     add_flag(ens, "--request-timeout", default=10.0, type=float, help="seconds per API call")
     ens.set_defaults(_certs_run=_run_ensure)
+
+
+def add_webhook_config_flags(parser: Any) -> None:
+    """The configurations whose caBundle is kept current (``podgang certs ensure`` and
+    ``podgang webhook --manage-certs``). Each name is read and patched only as the
+    kind it is given as, so RBAC can allow each name on its own kind only."""
+    add_flag(parser, "--mutating-webhook-config", default=[], repeat=True, metavar="NAME",
+             help="MutatingWebhookConfiguration whose caBundle to keep current (repeatable; "
+                  "needs get/patch on mutatingwebhookconfigurations/NAME)")
+    add_flag(parser, "--validating-webhook-config", default=[], repeat=True, metavar="NAME",
+             help="ValidatingWebhookConfiguration whose caBundle to keep current (repeatable; "
+                  "needs get/patch on validatingwebhookconfigurations/NAME)")
+    add_flag(parser, "--webhook-config", default=[], repeat=True, metavar="NAME",
+             help="a name looked up as both a Mutating- and a ValidatingWebhookConfiguration, either may be "
+                  "missing (repeatable; needs get/patch on both kinds: prefer the two flags above)")
 
 
 def _validity_flags(parser: argparse.ArgumentParser) -> None:
@@ -104,31 +121,15 @@ def _run_ensure(args: argparse.Namespace) -> int:
     return asyncio.run(_ensure(args))
 
 
-async def _load_configuration(kubeconfig: str | None):
-    import os
-
-    from kubernetes_asyncio import client, config
-
-    configuration = client.Configuration()
-    if kubeconfig:
-        await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        await config.load_kube_config(client_configuration=configuration)
-    return configuration
-
-
 async def _ensure(args: argparse.Namespace) -> int:
-    from kubernetes_asyncio import client
-
+    from podgang.api import make_api_client
     from podgang.certs.kube import EnsureError, ensure
 
     try:
-        configuration = await _load_configuration(args.kubeconfig)
-    except Exception as exc:  # the loaders raise a variety of errors
-        return _fail(args, f"cannot load the Kubernetes configuration: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", 1)
-    async with client.ApiClient(configuration=configuration) as api_client:
+        api_client = await make_api_client(args.kubeconfig)
+    except RuntimeError as exc:
+        return _fail(args, str(exc), 1)
+    async with api_client:
         try:
             bundle = await ensure(
                 api_client,
@@ -136,6 +137,8 @@ async def _ensure(args: argparse.Namespace) -> int:
                 secret=args.secret,
                 service=args.service,
                 webhook_configs=args.webhook_config,
+                mutating_configs=args.mutating_webhook_config,
+                validating_configs=args.validating_webhook_config,
                 days=args.days,
                 ca_days=args.ca_days,
                 key_type=args.key_type,

@@ -15,7 +15,8 @@ leaf of the old CA keep working during the rollout. Writes use optimistic concur
 (create → 409 → re-read; replace with the read ``resourceVersion`` → 409 → re-read and
 decide again), so replicas running at once end with one Secret. Then the ``caBundle``
 of every webhook of the named Mutating/ValidatingWebhookConfigurations is patched when
-it differs. Call :func:`write_files` only after :func:`ensure` returned: by then the
+it differs (each name read as the kind it was given as: the chart's RBAC allows each
+name on its own kind only). Call :func:`write_files` only after :func:`ensure` returned: by then the
 API server trusts the CA of the leaf being written.
 """
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
-import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -35,6 +35,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.x509.oid import NameOID
 
+from podgang.api import Api, ApiError, Conflict, Forbidden, Invalid, NotFound, Unauthorized
 from podgang.certs import pki
 from podgang.certs.files import CERT_MODE, KEY_MODE, atomic_write
 
@@ -227,29 +228,20 @@ def published_bundle(secret_bundle: Sequence[x509.Certificate], existing: bytes 
 
 # ---------------------------------------------------------------- the API
 
-
-def _status_message(exc: Exception) -> str:
-    body = getattr(exc, "body", None)
-    if body:
-        try:
-            message = json.loads(body).get("message")
-            if message:
-                return str(message).splitlines()[0]
-        except (ValueError, AttributeError, TypeError):
-            pass
-    text = str(getattr(exc, "reason", None) or exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+MUTATING = ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations")
+VALIDATING = ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations")
+WEBHOOK_CONFIGS = "/apis/admissionregistration.k8s.io/v1"
 
 
-def _api_error(exc: Exception, verb: str, what: str, needs: str) -> str:
-    status = getattr(exc, "status", None)
-    if status == 403:
+def _refusal(exc: ApiError, verb: str, what: str, needs: str) -> str:
+    """One line for a call that failed: the permission it lacks when RBAC refused it."""
+    if isinstance(exc, Forbidden):
         return f"forbidden: cannot {verb} {what}: the service account needs {needs}"
-    if status == 401:
+    if isinstance(exc, Unauthorized):
         return f"unauthorized: the API server rejected the credentials (while trying to {verb} {what})"
-    if status is None or status == 0:
-        return f"cannot reach the API server to {verb} {what}: {_status_message(exc)}"
-    return f"cannot {verb} {what}: HTTP {status}: {_status_message(exc)}"
+    if not exc.status:
+        return f"cannot reach the API server to {verb} {what}: {exc.message}"
+    return f"cannot {verb} {what}: HTTP {exc.status}: {exc.message or exc.reason}"
 
 
 def _b64(data: bytes) -> str:
@@ -265,12 +257,6 @@ def _unb64(text: str | None) -> bytes:
         return b""
 
 
-def _transport_errors() -> tuple[type[BaseException], ...]:
-    import aiohttp
-
-    return (asyncio.TimeoutError, aiohttp.ClientError, OSError)
-
-
 async def ensure(
     api_client: Any,
     *,
@@ -278,6 +264,8 @@ async def ensure(
     secret: str,
     service: str,
     webhook_configs: Iterable[str] = (),
+    mutating_configs: Iterable[str] = (),
+    validating_configs: Iterable[str] = (),
     now: Clock = None,
     days: int = 365,
     ca_days: int = 3650,
@@ -290,35 +278,34 @@ async def ensure(
     """Make the Secret hold a valid CA + leaf for ``service``, publish the CA bundle.
 
     ``api_client``: a ``kubernetes_asyncio.client.ApiClient``. ``now``: a datetime or a
-    zero-argument callable returning one (defaults to the real clock). Raises
-    :class:`EnsureError` when the Secret cannot be read or written; problems with a
-    webhook configuration (missing, forbidden) are returned in ``errors`` after the
-    Secret is settled and the other configurations are patched.
+    zero-argument callable returning one (defaults to the real clock).
+    ``mutating_configs`` / ``validating_configs``: names of configurations of that one
+    kind (only that kind is read and patched: what least-privilege RBAC allows);
+    ``webhook_configs``: names looked up as both kinds (either may be missing; this
+    needs get/patch on both). Raises :class:`EnsureError` when the Secret cannot be
+    read or written; problems with a webhook configuration (missing, forbidden) are
+    returned in ``errors`` after the Secret is settled and the other configurations
+    are patched.
     """
-    from kubernetes_asyncio import client
-    from kubernetes_asyncio.client.rest import ApiException
-
     if isinstance(webhook_configs, str):
         webhook_configs = [webhook_configs]
     clock = _clock(now)
-    core = client.CoreV1Api(api_client)
+    api = Api(api_client, timeout=request_timeout)
+    path = f"/api/v1/namespaces/{namespace}/secrets"
     dns_names = list(dict.fromkeys([*service_dns_names(service, namespace, cluster_domain), *extra_dns_names]))
     where = f"secrets/{secret} in namespace {namespace}"
-    transport = _transport_errors()
     actions: list[str] = []
     decision: Decision | None = None
     changed = False
 
     for _attempt in range(max_attempts):
         try:
-            obj = await core.read_namespaced_secret(secret, namespace, _request_timeout=request_timeout)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise EnsureError(_api_error(exc, "get", where, f"get/update on secrets/{secret}")) from None
+            obj = await api.get(f"{path}/{secret}")
+        except NotFound:
             obj = None
-        except transport as exc:
-            raise EnsureError(_api_error(exc, "get", where, "")) from None
-        current = {k: _unb64(v) for k, v in (obj.data or {}).items()} if obj is not None else None
+        except ApiError as exc:
+            raise EnsureError(_refusal(exc, "get", where, f"get/update on secrets/{secret}")) from None
+        current = {k: _unb64(v) for k, v in (obj.get("data") or {}).items()} if obj is not None else None
         decision = await asyncio.to_thread(
             decide, current, dns_names=dns_names, now=clock(), days=days, ca_days=ca_days, key_type=key_type
         )
@@ -334,22 +321,20 @@ async def ensure(
                     "type": SECRET_TYPE,
                     "data": ours,
                 }
-                await core.create_namespaced_secret(namespace, body, _request_timeout=request_timeout)
+                await api.create(path, body)
             else:
-                body = api_client.sanitize_for_serialization(obj)
+                body = dict(obj)
                 body["data"] = {**(body.get("data") or {}), **ours}
-                body.setdefault("metadata", {})["resourceVersion"] = obj.metadata.resource_version
-                body["metadata"].pop("managedFields", None)
-                await core.replace_namespaced_secret(secret, namespace, body, _request_timeout=request_timeout)
-        except ApiException as exc:
-            if exc.status in (409, 404):
-                # someone else created, changed or deleted it meanwhile: read again, decide again
-                log.debug("conflict on %s (HTTP %s), re-reading", where, exc.status)
-                continue
+                body["metadata"] = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+                await api.replace(f"{path}/{secret}", body)  # carries the read resourceVersion
+        except (Conflict, NotFound) as exc:
+            # someone else created, changed or deleted it meanwhile: read again, decide again
+            log.debug("conflict on %s (HTTP %s), re-reading", where, exc.status)
+            continue
+        except ApiError as exc:
             verb, needs = ("create", "create on secrets") if obj is None else ("update", f"get/update on secrets/{secret}")
-            raise EnsureError(_api_error(exc, verb, where, f"{needs} in namespace {namespace}")) from None
-        except transport as exc:
-            raise EnsureError(_api_error(exc, "write", where, "")) from None
+            raise EnsureError(_refusal(exc, verb if exc.status else "write", where,
+                                       f"{needs} in namespace {namespace}")) from None
         changed = True
         prefix = "created" if obj is None else "updated"
         actions.extend(f"secret {namespace}/{secret}: {a}" for a in decision.actions)
@@ -366,10 +351,27 @@ async def ensure(
         )
 
     errors: list[str] = []
-    for name in dict.fromkeys(webhook_configs):
-        done, errs = await _publish(api_client, name, decision.bundle, clock, request_timeout)
+    either = list(dict.fromkeys(webhook_configs))
+    strict = {(MUTATING, name): True for name in mutating_configs}
+    strict.update({(VALIDATING, name): True for name in validating_configs})
+    for name in either:
+        for kind in (MUTATING, VALIDATING):
+            strict.setdefault((kind, name), False)
+    found: set[str] = set()
+    for (kind, name), alone in strict.items():
+        present, done, errs = await _publish(api, kind, name, decision.bundle, clock)
         actions.extend(done)
         errors.extend(errs)
+        if present:
+            found.add(name)
+        elif alone:
+            errors.append(f"{kind[0]} {name} not found")
+    for name in either:
+        if name not in found:
+            errors.append(
+                f"webhook configuration {name} not found: there is no MutatingWebhookConfiguration "
+                f"or ValidatingWebhookConfiguration named {name}"
+            )
     for line in errors:
         log.warning("%s", line)
 
@@ -384,82 +386,47 @@ async def ensure(
     )
 
 
-_KINDS = (
-    ("MutatingWebhookConfiguration", "mutatingwebhookconfigurations", "read_mutating_webhook_configuration", "patch_mutating_webhook_configuration"),
-    ("ValidatingWebhookConfiguration", "validatingwebhookconfigurations", "read_validating_webhook_configuration", "patch_validating_webhook_configuration"),
-)
-
-
 async def _publish(
-    api_client: Any,
+    api: Api,
+    kind: tuple[str, str],
     name: str,
     bundle: Sequence[x509.Certificate],
     clock: Callable[[], dt.datetime],
-    request_timeout: float,
     max_attempts: int = 5,
-) -> tuple[list[str], list[str]]:
-    """Patch ``caBundle`` of every webhook in the configurations called ``name``."""
-    from kubernetes_asyncio import client
-    from kubernetes_asyncio.client.rest import ApiException
-
-    api = client.AdmissionregistrationV1Api(api_client)
-    transport = _transport_errors()
-    actions: list[str] = []
-    errors: list[str] = []
-    found = False
-    for kind, resource, read_name, patch_name in _KINDS:
-        what = f"{resource}/{name}"
-        needs = f"get/patch on {resource}/{name}"
-        for _attempt in range(max_attempts):
-            try:
-                obj = await getattr(api, read_name)(name, _request_timeout=request_timeout)
-            except ApiException as exc:
-                if exc.status != 404:
-                    found = True
-                    errors.append(_api_error(exc, "get", what, needs))
-                obj = None
-            except transport as exc:
-                found = True
-                errors.append(_api_error(exc, "get", what, needs))
-                obj = None
-            if obj is None:
-                break
-            found = True
-            ops: list[dict[str, Any]] = []
-            webhooks = obj.webhooks or []
-            for index, hook in enumerate(webhooks):
-                existing = _unb64(hook.client_config.ca_bundle if hook.client_config else None)
-                want = published_bundle(bundle, existing, clock())
-                if existing != want:
-                    # the test pins the index to the webhook we read: a reordered list fails the patch
-                    ops.append({"op": "test", "path": f"/webhooks/{index}/name", "value": hook.name})
-                    ops.append({"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": _b64(want)})
-            if not ops:
-                actions.append(f"caBundle of {kind} {name} unchanged ({len(webhooks)} webhook(s))")
-                break
-            try:
-                await getattr(api, patch_name)(
-                    name, ops, _request_timeout=request_timeout, _content_type="application/json-patch+json"
-                )
-            except ApiException as exc:
-                if exc.status in (409, 422, 404):
-                    continue  # changed under us: read again
-                errors.append(_api_error(exc, "patch", what, needs))
-                break
-            except transport as exc:
-                errors.append(_api_error(exc, "patch", what, needs))
-                break
-            actions.append(f"patched caBundle of {kind} {name} ({len(ops) // 2} of {len(webhooks)} webhook(s))")
-            log.info("patched caBundle of %s %s", kind, name)
-            break
-        else:
-            errors.append(f"cannot patch {what}: it kept changing ({max_attempts} attempts)")
-    if not found:
-        errors.append(
-            f"webhook configuration {name} not found: there is no MutatingWebhookConfiguration "
-            f"or ValidatingWebhookConfiguration named {name}"
-        )
-    return actions, errors
+) -> tuple[bool, list[str], list[str]]:
+    """Patch ``caBundle`` of every webhook in the configuration ``kind`` called ``name``;
+    (whether it exists, actions, errors)."""
+    title, resource = kind
+    what = f"{resource}/{name}"
+    needs = f"get/patch on {resource}/{name}"
+    path = f"{WEBHOOK_CONFIGS}/{resource}/{name}"
+    for _attempt in range(max_attempts):
+        try:
+            obj = await api.get(path)
+        except NotFound:
+            return False, [], []
+        except ApiError as exc:
+            return True, [], [_refusal(exc, "get", what, needs)]
+        ops: list[dict[str, Any]] = []
+        webhooks = [h for h in obj.get("webhooks") or () if isinstance(h, Mapping)]
+        for index, hook in enumerate(webhooks):
+            existing = _unb64((hook.get("clientConfig") or {}).get("caBundle"))
+            want = published_bundle(bundle, existing, clock())
+            if existing != want:
+                # the test pins the index to the webhook we read: a reordered list fails the patch
+                ops.append({"op": "test", "path": f"/webhooks/{index}/name", "value": hook.get("name")})
+                ops.append({"op": "add", "path": f"/webhooks/{index}/clientConfig/caBundle", "value": _b64(want)})
+        if not ops:
+            return True, [f"caBundle of {title} {name} unchanged ({len(webhooks)} webhook(s))"], []
+        try:
+            await api.json_patch(path, ops)
+        except (Conflict, Invalid, NotFound):
+            continue  # changed under us: read again
+        except ApiError as exc:
+            return True, [], [_refusal(exc, "patch", what, needs)]
+        log.info("patched caBundle of %s %s", title, name)
+        return True, [f"patched caBundle of {title} {name} ({len(ops) // 2} of {len(webhooks)} webhook(s))"], []
+    return True, [], [f"cannot patch {what}: it kept changing ({max_attempts} attempts)"]
 
 
 # ---------------------------------------------------------------- files

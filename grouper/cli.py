@@ -93,31 +93,24 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
     ``api_client``: use this client (tests) instead of building one from flags.
     ``on_controller``: called with each Controller created (tests inspect it).
     """
-    from kubernetes_asyncio.client import ApiClient
-
     from podgang.grouper.controller import Controller
     from podgang.grouper.leader import default_identity, run_as_leader
     from podgang.grouper.health import HealthServer
+    from podgang.api import make_api_client
     from podgang.events import EventSink
-    from podgang.kube import EventRecorder, make_api_client
+    from podgang.kube import EventRecorder
     from podgang.metrics import GrouperMetrics
 
     settings = settings_from(args)
     options = options_from(args)
     own_client = api_client is None
     if api_client is None:
-        try:
-            api_client = await make_api_client(args.kubeconfig)
+        watches = 9 * max(1, len(options.namespaces))
+        try:  # one connection per watch plus room for writes
+            api_client = await make_api_client(args.kubeconfig, connections=watches + 32)
         except RuntimeError as exc:
             log.error(str(exc))
             return 2
-        # one connection per watch plus room for writes
-        configuration = api_client.configuration
-        watches = 9 * max(1, len(options.namespaces))
-        if configuration.connection_pool_maxsize < watches + 32:
-            await api_client.close()
-            configuration.connection_pool_maxsize = watches + 32
-            api_client = ApiClient(configuration=configuration)
     identity = args.leader_election_identity or default_identity()
     metrics = GrouperMetrics()
     state: dict = {"controller": None, "standby": bool(args.leader_elect)}

@@ -19,18 +19,16 @@ from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
 from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from podgang import rules
+from podgang.api import Api, ApiError, describe
 from podgang.events import EventSink
 from podgang.kinds import FOLLOWED
-from podgang.objects import POD, Resource
-from podgang.kube import status_reason
 from podgang.metrics import GrouperMetrics
+from podgang.objects import POD, Resource
 from podgang.settings import Settings
 
 from podgang.grouper import stale
-from podgang.grouper.api import RawApi, error_reason
 from podgang.grouper.informer import Informer
 from podgang.grouper.model import Cache, Obj, obj_key, split_key
 from podgang.grouper.podgroups import (
@@ -93,7 +91,7 @@ class Controller:
         self.events = events or EventSink(None)
         self.clock = clock
         self.wall = wall
-        self.api = RawApi(api_client, timeout=self.options.request_timeout)
+        self.api = Api(api_client, timeout=self.options.request_timeout)
         self.cache = Cache(settings)
         self.queue = WorkQueue()
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
@@ -267,9 +265,9 @@ class Controller:
                 result = "error"
                 failures = self._failures[item] = self._failures.get(item, 0) + 1
                 retry = min(0.5 * 2 ** min(failures, 8), 60.0)
-                level = logging.WARNING if isinstance(exc, ApiException) else logging.ERROR
-                log.log(level, "reconcile failed: retrying", exc_info=not isinstance(exc, ApiException),
-                        extra={"fields": {"key": item[1], "error": status_reason(exc), "retry_in_s": retry}})
+                level = logging.WARNING if isinstance(exc, ApiError) else logging.ERROR
+                log.log(level, "reconcile failed: retrying", exc_info=not isinstance(exc, ApiError),
+                        extra={"fields": {"key": item[1], "error": describe(exc), "retry_in_s": retry}})
                 self.queue.add(item, retry)
             finally:
                 self.queue.done(item)
@@ -319,7 +317,7 @@ class Controller:
             try:
                 if not await self._write(key, writes[0], desired, actual, started):
                     continue  # the cache was refreshed: plan again
-            except ApiException:
+            except ApiError:
                 # the write is warned about and retried, but the gang is still
                 # watched: a PodGroup that refuses its new size can go stale too
                 assert desired is not None
@@ -407,22 +405,21 @@ class Controller:
                 self.events.emit(actual, "PodGroupReplaced", message)
                 self._decision(key, "replace", message, started, old=write.old, new=write.new)
                 return False  # plan again: the next write creates it
-        except ApiException as exc:
+        except ApiError as exc:
             return await self._write_failed(key, write, exc, actual)
         raise ValueError(f"unknown write {write.action}")
 
-    async def _write_failed(self, key: str, write: Write, exc: ApiException, actual: Obj | None) -> bool:
+    async def _write_failed(self, key: str, write: Write, exc: ApiError, actual: Obj | None) -> bool:
         namespace, name = split_key(key)
-        reason = error_reason(exc)
-        self.metrics.api_error(write.action, exc.status)
+        self.metrics.api_error(write.action, exc.status or None)
         if exc.status == 409 or (exc.status == 404 and write.action != "create"):
             # stale resourceVersion, created by someone else meanwhile, or gone: re-read
             self.metrics.conflicts.inc()
             log.info("write raced with another change: re-reading", extra={"fields": {
-                "group": key, "action": write.action, "reason": reason or exc.reason, "status": exc.status}})
+                "group": key, "action": write.action, "reason": exc.reason, "status": exc.status}})
             await self._reread(namespace, name)
             return False
-        self._warn_once((GROUP, key, "write"), (f"cannot {write.action} PodGroup {name}: {status_reason(exc)}",),
+        self._warn_once((GROUP, key, "write"), (f"cannot {write.action} PodGroup {name}: {exc}",),
                         [actual] if actual else [], "PodGroupWriteFailed")
         raise exc
 
@@ -430,7 +427,7 @@ class Controller:
         d = self.podgroup_resource
         try:
             fresh = await self.api.get(d.path(namespace, name))
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status != 404:
                 raise
             cached = self.cache.podgroups.get(f"{namespace}/{name}")
@@ -478,7 +475,7 @@ class Controller:
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         try:
             await self.api.delete(path, body)
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status not in (404, 409):
                 raise
         self._forget(self.podgroup_resource.kind, actual)
@@ -583,7 +580,7 @@ class Controller:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.warning("eviction failed: retrying", extra={"fields": {"group": key, "error": status_reason(exc)}})
+            log.warning("eviction failed: retrying", extra={"fields": {"group": key, "error": describe(exc)}})
             retry = True
         finally:
             self._evicting.pop(key, None)
@@ -621,11 +618,11 @@ class Controller:
             return
         try:
             patched = await self.api.merge_patch(POD.path(namespace, name), patch)
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status == 404:
                 return
-            self.metrics.api_error("backfill", exc.status)
-            self._warn_once((POD_KEY, key), (f"cannot set the PodGroup of pod {name}: {status_reason(exc)}",),
+            self.metrics.api_error("backfill", exc.status or None)
+            self._warn_once((POD_KEY, key), (f"cannot set the PodGroup of pod {name}: {exc}",),
                             [pod], "BackfillFailed")
             raise
         self.writes += 1

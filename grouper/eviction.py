@@ -11,7 +11,7 @@ PodDisruptionBudgets are respected. Per pod:
   Otherwise (a PDB update conflict) it is retried.
 - 429 (a PDB refuses), any other error, timeouts and connection failures: retried
   with exponential backoff, ``attempts`` tries in all; then refused with the
-  API's message and causes.
+  API's message and causes (:class:`podgang.api.ApiError` says it in one line).
 
 Pods are evicted concurrently, at most ``concurrency`` at a time. ``sleep`` is
 injectable so tests need not wait.
@@ -23,12 +23,8 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
 
-import orjson
-from kubernetes_asyncio.client import CoreV1Api
-from kubernetes_asyncio.client.rest import ApiException
-
-from podgang.grouper.stale import format_duration
-from podgang.kube import status_reason
+from podgang.api import Api, ApiError, Conflict, NotFound
+from podgang.kinds import POD
 
 MAX_BACKOFF = 30.0
 
@@ -57,32 +53,6 @@ def eviction_body(name: str, namespace: str, uid: str | None = None) -> dict[str
     return body
 
 
-def refusal_reason(exc: BaseException) -> str:
-    """``HTTP 429 TooManyRequests: <message>: <cause>; <cause>`` from an API Status,
-    else :func:`podgang.kube.status_reason`."""
-    if not isinstance(exc, ApiException):
-        return status_reason(exc)
-    try:
-        status = orjson.loads(exc.body or b"{}")
-    except (orjson.JSONDecodeError, TypeError):
-        status = None
-    if not isinstance(status, Mapping):
-        return status_reason(exc)
-    message = str(status.get("message") or "").strip()
-    details = status.get("details") if isinstance(status.get("details"), Mapping) else {}
-    causes = [
-        str(c.get("message")).strip()
-        for c in details.get("causes") or []
-        if isinstance(c, Mapping) and c.get("message")
-    ]
-    text = f"HTTP {exc.status} {status.get('reason') or exc.reason or ''}".strip()
-    if message:
-        text += f": {message}"
-    if causes:
-        text += (" " if message.endswith(".") else ": ") + "; ".join(causes)
-    return text
-
-
 def _pod_key(pod: Any) -> tuple[str, str, str | None]:
     md = pod.get("metadata") if isinstance(pod, Mapping) else None
     md = md if isinstance(md, Mapping) else {}
@@ -98,12 +68,11 @@ EVICTED, GONE, REFUSED = "evicted", "gone", "refused"
 
 
 async def _evict_one(
-    api: CoreV1Api,
+    api: Api,
     name: str,
     namespace: str,
     uid: str | None,
     *,
-    timeout: float,
     attempts: int,
     backoff: float,
     sleep: Callable[[float], Awaitable[Any]],
@@ -112,36 +81,28 @@ async def _evict_one(
     last = "not attempted"
     for attempt in range(1, attempts + 1):
         try:
-            await api.create_namespaced_pod_eviction(name, namespace, body, _request_timeout=timeout)
+            await api.create(f"{POD.path(namespace, name)}/eviction", body)
             return EVICTED, ""
-        except ApiException as exc:
-            if exc.status == 404:
+        except NotFound:
+            return GONE, ""
+        except ApiError as exc:  # 429 (a PDB refuses), 5xx, no answer: retried
+            last = str(exc)
+            if isinstance(exc, Conflict) and uid and await _replaced(api, name, namespace, uid):
                 return GONE, ""
-            last = refusal_reason(exc)
-            if exc.status == 409 and uid and await _replaced(api, name, namespace, uid, timeout):
-                return GONE, ""
-        except asyncio.CancelledError:
-            raise
-        except TimeoutError:
-            last = f"no answer within {format_duration(timeout)}"
-        except Exception as exc:  # connection errors: retried like the API's 5xx
-            last = status_reason(exc)
         if attempt < attempts:
             await sleep(min(backoff * 2 ** (attempt - 1), MAX_BACKOFF))
     return REFUSED, f"{last} (gave up after {attempts} attempt{'s' if attempts != 1 else ''})"
 
 
-async def _replaced(api: CoreV1Api, name: str, namespace: str, uid: str, timeout: float) -> bool:
+async def _replaced(api: Api, name: str, namespace: str, uid: str) -> bool:
     """After a 409: is the pod with ``uid`` gone (deleted, or recreated under its name)?"""
     try:
-        pod = await api.read_namespaced_pod(name, namespace, _request_timeout=timeout)
-    except ApiException as exc:
-        return exc.status == 404
-    except asyncio.CancelledError:
-        raise
-    except Exception:
+        pod = await api.get(POD.path(namespace, name))
+    except NotFound:
+        return True
+    except ApiError:
         return False  # cannot tell: retry the eviction
-    current = getattr(getattr(pod, "metadata", None), "uid", None)
+    current = (pod.get("metadata") or {}).get("uid") if isinstance(pod, Mapping) else None
     return current != uid
 
 
@@ -157,7 +118,7 @@ async def evict_pods(
 ) -> EvictionResult:
     """Evict ``pods`` (objects as the API serves them; name, namespace and uid are
     used). Results keep the order of ``pods``; a pod listed twice is evicted once."""
-    api = CoreV1Api(api_client)
+    api = Api(api_client, timeout=timeout)
     attempts = max(int(attempts), 1)
     limit = asyncio.Semaphore(max(int(concurrency), 1))
     targets: list[tuple[str, str, str | None]] = []
@@ -176,7 +137,7 @@ async def evict_pods(
     async def one(name: str, namespace: str, uid: str | None) -> tuple[str, str]:
         async with limit:
             return await _evict_one(
-                api, name, namespace, uid, timeout=timeout, attempts=attempts, backoff=backoff, sleep=sleep
+                api, name, namespace, uid, attempts=attempts, backoff=backoff, sleep=sleep
             )
 
     async with asyncio.TaskGroup() as group:

@@ -19,13 +19,9 @@ import random
 import time
 from typing import Any, Callable, Mapping
 
-import aiohttp
-from kubernetes_asyncio.client.exceptions import ApiException
-
+from podgang.api import Api, ApiError, Gone, NotFound
 from podgang.kinds import Resource
-from podgang.kube import status_reason
 
-from podgang.grouper.api import RawApi
 from podgang.grouper.model import Obj, is_newer, key_of, resource_version
 
 log = logging.getLogger("podgang.grouper.informer")
@@ -33,14 +29,10 @@ log = logging.getLogger("podgang.grouper.informer")
 Handler = Callable[[str, Obj | None, Obj | None], None]
 
 
-class Gone(Exception):
-    """The resourceVersion expired (410): relist."""
-
-
 class Informer:
     def __init__(
         self,
-        api: RawApi,
+        api: Api,
         resource: Resource,
         namespace: str | None,
         *,
@@ -136,12 +128,8 @@ class Informer:
                 self._restart("expired")
                 failures = 0
                 continue
-            except ApiException as exc:
-                if exc.status == 410:
-                    self.resource_version = None
-                    self._restart("expired")
-                    continue
-                if exc.status == 404:
+            except ApiError as exc:
+                if isinstance(exc, NotFound):
                     if self.resource_version is None:
                         await self._absent(exc)
                     else:
@@ -149,23 +137,18 @@ class Informer:
                         self._restart("http_404")
                     continue
                 failures = self._failed(failures)
-                self._restart(f"http_{exc.status}")
+                self._restart(f"http_{exc.status}" if exc.status else "error")
                 log.warning("watch failed: backing off", extra={"fields": {
-                    "resource": self.name, "error": status_reason(exc), "failures": failures}})
-            except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
-                failures = self._failed(failures)
-                self._restart("error")
-                log.warning("watch failed: backing off", extra={"fields": {
-                    "resource": self.name, "error": status_reason(exc), "failures": failures}})
+                    "resource": self.name, "error": str(exc), "failures": failures}})
             await asyncio.sleep(self._backoff(failures))
 
-    async def _absent(self, exc: ApiException) -> None:
+    async def _absent(self, exc: ApiError) -> None:
         if not self.absent:
             self.absent = True
             level = logging.INFO if self.optional else logging.ERROR
             log.log(level, f"{self.name} is not served (CRD not installed?): not watching it; "
                            f"probing again every {int(self.absent_probe_interval)}s",
-                    extra={"fields": {"resource": self.name, "error": status_reason(exc)}})
+                    extra={"fields": {"resource": self.name, "error": str(exc)}})
             if self.on_presence:
                 self.on_presence(False)
             # everything we had is gone
@@ -219,11 +202,6 @@ class Informer:
                                           timeout_seconds=self.watch_timeout):
             kind = event.get("type")
             obj = event.get("object") or {}
-            if kind == "ERROR":
-                code = obj.get("code")
-                if code == 410:
-                    raise Gone(obj.get("message"))
-                raise ApiException(status=code or 500, reason=str(obj.get("message") or obj.get("reason")))
             rv = resource_version(obj)
             if rv:
                 self.resource_version = rv

@@ -6,8 +6,9 @@ non-zero, so the pod restarts clean (no half-stopped controller keeps writing).
 On a clean shutdown the leader hands the Lease back so a standby takes over at
 once instead of after the lease duration.
 
-The library's LeaseLock makes its API calls without a timeout; the lock here is
-the same with a timeout on every call.
+The library's LeaseLock makes its API calls without a timeout and lets a dropped
+connection crash the elector; the lock here is the same with a timeout on every
+call and its errors read by the one parser in :mod:`podgang.api`.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ import socket
 import uuid
 from typing import Awaitable, Callable
 
-import aiohttp
+import orjson
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
+
+from podgang.api import ApiError, NotFound, as_api_error, describe
 
 log = logging.getLogger("podgang.grouper.leader")
 
@@ -36,7 +39,8 @@ def default_identity() -> str:
 
 
 class TimedLeaseLock(LeaseLock):
-    """LeaseLock with ``_request_timeout`` on every call."""
+    """LeaseLock with ``_request_timeout`` on every call, and its failures read by
+    :mod:`podgang.api` (a dropped connection is a failed try, never a crash)."""
 
     def __init__(self, name: str, namespace: str, identity: str, api_client: client.ApiClient, timeout: float):
         super().__init__(name, namespace, identity, api_client)
@@ -45,10 +49,11 @@ class TimedLeaseLock(LeaseLock):
     async def get(self, name, namespace):
         try:
             lease = await self.api_instance.read_namespaced_lease(name, namespace, _request_timeout=self.timeout)
-        except ApiException as e:
-            return False, e
-        except (asyncio.TimeoutError, OSError, aiohttp.ClientError) as e:  # surface as "could not read": retried
-            return False, ApiException(status=0, reason=f"{type(e).__name__}: {e}")
+        except Exception as e:  # API errors, timeouts, connections cut by a restarting apiserver
+            error = as_api_error(e)
+            if not isinstance(error, NotFound):
+                log.info("could not read the Lease", extra={"fields": {"lease": name, "error": str(error)}})
+            return False, _for_the_elector(error)
         self.lease_reference = lease
         return True, self.election_record(lease)
 
@@ -57,8 +62,8 @@ class TimedLeaseLock(LeaseLock):
         try:
             await self.api_instance.create_namespaced_lease(namespace, body, _request_timeout=self.timeout)
             return True
-        except (ApiException, asyncio.TimeoutError, OSError, aiohttp.ClientError) as e:
-            log.info("could not create the Lease", extra={"fields": {"lease": name, "error": str(e)[:200]}})
+        except Exception as e:
+            log.info("could not create the Lease", extra={"fields": {"lease": name, "error": describe(e)}})
             return False
 
     async def update(self, name, namespace, updated_record):
@@ -69,8 +74,8 @@ class TimedLeaseLock(LeaseLock):
                 name=name, namespace=namespace, body=self.lease_reference, _request_timeout=self.timeout
             )
             return True
-        except (ApiException, asyncio.TimeoutError, OSError, aiohttp.ClientError) as e:
-            log.debug("could not update the Lease", extra={"fields": {"lease": name, "error": str(e)[:200]}})
+        except Exception as e:
+            log.debug("could not update the Lease", extra={"fields": {"lease": name, "error": describe(e)}})
             return False
 
     async def release(self) -> None:
@@ -87,7 +92,15 @@ class TimedLeaseLock(LeaseLock):
                                                              _request_timeout=self.timeout)
             log.info("released the Lease", extra={"fields": {"lease": f"{self.namespace}/{self.name}"}})
         except Exception as exc:  # best effort: the Lease expires anyway
-            log.info("could not release the Lease", extra={"fields": {"error": str(exc)[:200]}})
+            log.info("could not release the Lease", extra={"fields": {"error": describe(exc)}})
+
+
+def _for_the_elector(error: ApiError) -> ApiException:
+    """What kubernetes_asyncio's elector expects from a failed read: an ApiException
+    whose body is a Status with a ``code`` (it reads the code to tell "no Lease yet")."""
+    refusal = ApiException(status=error.status, reason=str(error))
+    refusal.body = orjson.dumps({**error.body, "code": error.status}).decode()
+    return refusal
 
 
 async def run_as_leader(

@@ -33,7 +33,11 @@ pod eviction honouring PodDisruptionBudgets, finalizers, ownerReference garbage
 collection (synchronous), namespace deletion, and chunked watch streams with history
 replay, bookmarks, timeouts and 410 Expired after ``compact()``.
 
-Not emulated: authentication/authorisation, admission webhooks, server-side apply,
+Authorisation, when asked for: ``grant(rules)`` with RBAC rules (``tests/rbac.py``)
+answers every request they do not allow with 403 Forbidden, worded as the apiserver
+does, and records it in ``forbidden``.
+
+Not emulated: authentication, admission webhooks, server-side apply,
 schema validation (only metadata.name and pod spec.containers are checked), historical
 reads (a list at an old resourceVersion serves the current state), controllers/kubelet
 (nothing reconciles; pods are deleted immediately unless they carry finalizers), and
@@ -60,6 +64,8 @@ import orjson
 import yaml
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient, Configuration
+
+from tests import rbac
 
 __all__ = [
     "DEFAULT_RESOURCES",
@@ -494,6 +500,8 @@ class KubeEmulator:
         self._delays: list[tuple[re.Pattern[str] | None, float]] = []
         self._refuse_evictions = 0
         self.requests: list[RecordedRequest] = []
+        self._grants: tuple[list[rbac.Rule], str] | None = None
+        self.forbidden: list[str] = []  # one line per request refused under grant()
         self._runner: web.AppRunner | None = None
 
     # ----------------------------------------------------------------- lifecycle
@@ -625,6 +633,37 @@ class KubeEmulator:
     def refuse_evictions(self, times: int = 1) -> None:
         """Make the next ``times`` evictions answer 429 as if a PDB refused them."""
         self._refuse_evictions += times
+
+    def grant(self, rules: list[rbac.Rule] | None,
+              user: str = "system:serviceaccount:podgang:podgang") -> None:
+        """From now on, allow only what ``rules`` allow (None: everything again)."""
+        self._grants = None if rules is None else (list(rules), user)
+
+    def _authorize(self, method: str, query: dict[str, str], res: ResourceType,
+                   namespace: str | None, name: str | None, sub: str | None) -> None:
+        if self._grants is None:
+            return
+        rules, user = self._grants
+        if name is None:
+            verb = {"GET": "watch" if _truthy(query.get("watch")) else "list", "POST": "create",
+                    "DELETE": "deletecollection"}.get(method, method.lower())
+        else:
+            verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete",
+                    "POST": "create"}.get(method, method.lower())
+        resource = f"{res.plural}/{sub}" if sub else res.plural
+        if rbac.allows(rules, res.group, resource, verb, name=name, namespace=namespace):
+            return
+        where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+        subject = f'{res.qualified} "{name}"' if name else res.qualified
+        message = (f'{subject} is forbidden: User "{user}" cannot {verb} resource "{resource}" '
+                   f'in API group "{res.group}"{where}')
+        self.forbidden.append(message)
+        details: Obj = {"kind": res.plural}
+        if name:
+            details["name"] = name
+        if res.group:
+            details["group"] = res.group
+        raise ApiError(status_body(403, message, "Forbidden", details))
 
     def clear_faults(self) -> None:
         self._faults.clear()
@@ -991,6 +1030,7 @@ class KubeEmulator:
                     namespace: str | None, name: str | None, sub: str | None
                     ) -> web.StreamResponse:
         method, query = request.method, record.query
+        self._authorize(method, query, res, namespace, name, sub)
         table = self._tables[res.key]
         if name is None:
             if method == "GET" and _truthy(query.get("watch")):

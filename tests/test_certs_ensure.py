@@ -279,6 +279,10 @@ async def test_broken_ca_in_the_secret_is_replaced(emu, api):
 
 
 async def _replicas(emu: KubeEmulator, when: dt.datetime, n: int = 5) -> list[CertBundle]:
+    """``n`` replicas starting at once. Every call on the Secret is held for a moment,
+    so all of them have read it before the first write lands (on a loaded machine a
+    replica used to start late, find the winner's Secret and never race)."""
+    emu.delay(0.5, r"/namespaces/[^/]+/secrets")
     clients = [ApiClient(emu.configuration()) for _ in range(n)]
     try:
         return await asyncio.gather(*(run(c, when) for c in clients))

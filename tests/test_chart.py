@@ -19,6 +19,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.rbac import allows, rules_for
+
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "podgang"
 RELEASE = "podgang"
@@ -441,9 +443,10 @@ def test_webhook_args(defaults):
     assert flag_values(args, "--namespace") == [NAMESPACE]
     assert flag_values(args, "--secret") == [f"{RELEASE}-webhook-tls"]
     assert flag_values(args, "--service") == [f"{RELEASE}-webhook"]
-    assert sorted(flag_values(args, "--webhook-config")) == sorted(
-        c["metadata"]["name"] for c in webhook_configs(defaults)
-    )
+    names = {c["kind"]: c["metadata"]["name"] for c in webhook_configs(defaults)}
+    assert flag_values(args, "--mutating-webhook-config") == [names["MutatingWebhookConfiguration"]]
+    assert flag_values(args, "--validating-webhook-config") == [names["ValidatingWebhookConfiguration"]]
+    assert not flag_values(args, "--webhook-config")  # looked up as both kinds: forbidden by the chart's RBAC
 
 
 def test_webhook_service_and_pdb(defaults):
@@ -489,29 +492,10 @@ def test_separate_service_accounts_without_automount(defaults):
 
 
 def _rules_for(docs, service_account):
-    """Every RBAC rule bound to the ServiceAccount, with the namespace it applies in."""
-    roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in find(docs, "Role") + find(docs, "ClusterRole")}
-    rules = []
-    for binding in find(docs, "RoleBinding") + find(docs, "ClusterRoleBinding"):
-        if not any(s["kind"] == "ServiceAccount" and s["name"] == service_account and s["namespace"] == NAMESPACE for s in binding["subjects"]):
-            continue
-        ref = binding["roleRef"]
-        role_ns = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
-        role = roles[(ref["kind"], role_ns, ref["name"])]
-        scope = binding["metadata"].get("namespace", "*cluster*")
-        rules += [(scope, rule) for rule in role["rules"]]
-    return rules
+    return rules_for(docs, service_account, NAMESPACE)
 
 
-def _allowed(rules, group, resource, verb, name=None, namespace=None):
-    for scope, rule in rules:
-        if scope != "*cluster*" and scope != namespace:
-            continue
-        if group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]:
-            names = rule.get("resourceNames")
-            if not names or name in names:
-                return True
-    return False
+_allowed = allows
 
 
 def test_webhook_rbac_is_least_privilege(defaults):
@@ -699,6 +683,7 @@ def test_cert_manager_mode(variant_name):
         assert config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{cert['metadata']['name']}"
     args = args_of(docs, "webhook")
     assert "--manage-certs" not in args and not flag_values(args, "--secret") and not flag_values(args, "--webhook-config")
+    assert not flag_values(args, "--mutating-webhook-config") and not flag_values(args, "--validating-webhook-config")
     assert flag_values(args, "--cert-dir") == ["/certs"]
     assert flag_values(args, "--namespace") == [NAMESPACE]
     pod = deployment(docs, "webhook")["spec"]["template"]["spec"]

@@ -4,8 +4,7 @@ labels those series have. The exported names come from the processes' own metric
 registries (tests/metrics_support.py), so a renamed metric or label fails here.
 
 The files are checked directly (JSON, and the template's text with Helm's actions
-replaced by a placeholder); the dashboard's ConfigMap reads the JSON with
-``.Files.Get``, which tests/helm_render.py does not do.
+replaced by a placeholder), and rendered through Helm's own engine.
 """
 
 from __future__ import annotations

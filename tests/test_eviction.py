@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.rest import ApiException
-
-from podgang.grouper.eviction import EvictionResult, evict_pods, refusal_reason
+from podgang.api import TooManyRequests, parse_status
+from podgang.grouper.eviction import EvictionResult, evict_pods
 from tests.kube_emulator import KubeEmulator, kube_emulator_fixture
 
 NS = "team-a"
@@ -314,11 +313,9 @@ async def test_nothing_to_evict(emu, api):
 
 def test_refusal_reason_reads_the_recorded_pdb_status():
     body = (FIXTURES / "429-eviction-blocked-by-pdb.json").read_text()
-    exc = ApiException(status=429, reason="Too Many Requests")
-    exc.body = body
-    assert json.loads(body)["code"] == 429
-    assert refusal_reason(exc) == (
+    exc = parse_status(429, body, "Too Many Requests")
+    assert json.loads(body)["code"] == 429 and isinstance(exc, TooManyRequests)
+    assert str(exc) == (
         f"HTTP 429 TooManyRequests: {PDB_MESSAGE} The disruption budget gang needs 3 healthy pods and has 3 currently"
     )
-    exc.body = b"not json"
-    assert refusal_reason(exc).startswith("HTTP 429 Too Many Requests")
+    assert str(parse_status(429, b"not json", "Too Many Requests")).startswith("HTTP 429 Too Many Requests")

@@ -161,28 +161,25 @@ async def poll(predicate, timeout=10.0, message="condition not met"):
 
 
 async def test_real_apiserver_shared_group_and_deployment_group(apiserver):
-    from kubernetes_asyncio.client.exceptions import ApiException
-
-    from podgang.grouper.api import RawApi
-    from podgang.kube import make_api_client
+    from podgang.api import Api, ApiError, make_api_client
     from tests.grouper_support import args, deployment, owned_group, pod, podgroup, replicaset
     from podgang.grouper import cli
 
     await apiserver.ready()
     api_client = await make_api_client(apiserver.kubeconfig)
-    api = RawApi(api_client, timeout=10)
+    api = Api(api_client, timeout=10)
     try:
         crd = next((yaml.safe_load(p.read_text()) for p in CRD_CANDIDATES if p.exists()), MINIMAL_CRD)
         try:
             await api.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-        except ApiException as exc:
+        except ApiError as exc:
             if exc.status != 409:
                 raise
 
         async def established():
             try:
                 got = await api.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/podgroups.scheduling.run.ai")
-            except ApiException:
+            except ApiError:
                 return False
             return any(c.get("type") == "Established" and c.get("status") == "True"
                        for c in (got.get("status") or {}).get("conditions") or [])
@@ -209,7 +206,7 @@ async def test_real_apiserver_shared_group_and_deployment_group(apiserver):
             try:
                 return (await api.get(f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NS}/podgroups/{name}"))[
                     "spec"].get("minMember")
-            except ApiException:
+            except ApiError:
                 return None
 
         await put(podgroup("shared", 3, ns=NS))

@@ -360,8 +360,7 @@ async def test_lease_calls_cut_off_mid_answer_are_failed_tries_not_a_crash():
 async def test_a_watch_cut_after_working_reconnects_at_once_every_time():
     # a load balancer that cuts every long-lived watch: each cut comes after events, so
     # the wait before reconnecting must not double with every cut (it did, up to 30 s)
-    import aiohttp
-
+    from podgang.api import Unavailable
     from podgang.grouper.informer import Informer
     from podgang.kinds import POD
 
@@ -375,7 +374,7 @@ async def test_a_watch_cut_after_working_reconnects_at_once_every_time():
         async def watch(self, path, *, resource_version, timeout_seconds, query=None):
             self.rv += 1
             yield {"type": "BOOKMARK", "object": {"kind": "Pod", "metadata": {"resourceVersion": str(self.rv)}}}
-            raise aiohttp.ClientPayloadError("Response payload is not completed")
+            raise Unavailable(0, "", "the watch broke off: ClientPayloadError: Response payload is not completed")
 
     informer = Informer(CuttingApi(), POD, None, store={}, slim=lambda raw: raw, keep=lambda obj: True,
                         handler=lambda *a: None)

@@ -64,6 +64,8 @@ class CertificateKeeper:
             secret=cfg.secret,
             service=cfg.service,
             webhook_configs=cfg.webhook_configs,
+            mutating_configs=cfg.mutating_webhook_configs,
+            validating_configs=cfg.validating_webhook_configs,
             request_timeout=max(cfg.api_timeout, 5.0),
         )
         if bundle.errors:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 
+from podgang.certs.cli import add_webhook_config_flags
 from podgang.options import add_flag, duration, own_namespace, port
 from podgang.settings import DEFAULT
 
@@ -32,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(certs, "--namespace", default=own_namespace(), help="podgang's namespace (Secret and Service live here; always excluded)")
     add_flag(certs, "--secret", default="podgang-webhook-tls", help="Secret holding the CA and the serving certificate")
     add_flag(certs, "--service", default="podgang-webhook", help="Service in front of the webhook (the certificate's DNS names)")
-    add_flag(certs, "--webhook-config", default=[], repeat=True, help="Mutating/ValidatingWebhookConfiguration whose caBundle to keep current (repeatable)")
+    add_webhook_config_flags(certs)
     add_flag(certs, "--cert-check-interval", default=3600.0, type=duration, help="how often to check the certificate for rotation")
     logs = parser.add_argument_group("logging")
     add_flag(logs, "--log-format", default="json", type=str.lower, choices=LOG_FORMATS, help="json: one object per line; text: for humans")
@@ -81,6 +82,8 @@ def config_from_args(args: argparse.Namespace):
         secret=args.secret,
         service=args.service,
         webhook_configs=list(args.webhook_config),
+        mutating_webhook_configs=list(args.mutating_webhook_config),
+        validating_webhook_configs=list(args.validating_webhook_config),
         cert_check_interval=args.cert_check_interval,
     )
 

@@ -13,11 +13,10 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable
 
-from podgang.objects import OwnerRef
+from podgang.api import Api, ApiError, Forbidden, NotFound, Unauthorized
 from podgang.kinds import resource_for
-
-from podgang.webhook.api import ApiUnavailable, KubeApi
 from podgang.metrics import WebhookMetrics
+from podgang.objects import OwnerRef
 
 Key = tuple[str, str, str, str]
 
@@ -31,7 +30,7 @@ class _Refused(OwnerLookupFailed):
 
 
 FAILURE_TTL = 5.0
-REMEMBERED_STATUSES = frozenset({401, 403, 404})
+REMEMBERED = (Unauthorized, Forbidden, NotFound)  # answers that will not change in a moment
 
 
 def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -55,7 +54,7 @@ class OwnerCache:
 
     def __init__(
         self,
-        api: KubeApi | None,
+        api: Api | None,
         metrics: WebhookMetrics,
         *,
         max_size: int = 10_000,
@@ -143,16 +142,15 @@ class OwnerCache:
         if self.api is None:
             raise OwnerLookupFailed(f"{what}: no Kubernetes API access configured")
         try:
-            reply = await self.api.get(resource.path(namespace, ref.name), timeout=timeout)
-        except ApiUnavailable as exc:
-            self.metrics.api_error("get_owner", None)
-            raise OwnerLookupFailed(f"{what}: {exc}") from None
-        if not reply.ok or not isinstance(reply.body, dict):
-            self.metrics.api_error("get_owner", reply.status)
-            if reply.status in REMEMBERED_STATUSES:
-                raise _Refused(f"{what}: {reply.describe()}")
-            raise OwnerLookupFailed(f"{what}: {reply.describe()}")
-        obj = trimmed(reply.body, self.keep_labels)
+            body = await self.api.get(resource.path(namespace, ref.name), timeout=timeout)
+        except ApiError as exc:
+            self.metrics.api_error("get_owner", exc.status or None)
+            failure = _Refused if isinstance(exc, REMEMBERED) else OwnerLookupFailed
+            raise failure(f"{what}: {exc}") from None
+        if not isinstance(body, dict):
+            self.metrics.api_error("get_owner", 200)
+            raise OwnerLookupFailed(f"{what}: the answer is not an object")
+        obj = trimmed(body, self.keep_labels)
         uid = obj["metadata"].get("uid")
         if ref.uid and uid != ref.uid:
             raise _Refused(f"{what}: found uid {uid}, the pod points at uid {ref.uid} (the owner was replaced)")

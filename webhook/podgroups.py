@@ -16,11 +16,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from podgang.api import Api, ApiError, Conflict, NotFound
 from podgang.backends import GangSpec
-from podgang.settings import Settings
-
-from podgang.webhook.api import ApiUnavailable, KubeApi
 from podgang.metrics import WebhookMetrics
+from podgang.settings import Settings
 
 log = logging.getLogger("podgang.webhook")
 
@@ -50,7 +49,7 @@ class PodGroups:
 
     def __init__(
         self,
-        api: KubeApi | None,
+        api: Api | None,
         settings: Settings,
         metrics: WebhookMetrics,
         *,
@@ -91,31 +90,26 @@ class PodGroups:
             return CreateResult(Outcome.FAILED, "no Kubernetes API access configured")
         body = self.manifest_for_owner_less(namespace, name)
         try:
-            reply = await self.api.post(self.backend.podgroup.path(namespace), body, timeout=left())
-        except ApiUnavailable as exc:
-            self.metrics.api_error("create_podgroup", None)
-            return CreateResult(Outcome.FAILED, str(exc))
-        if reply.ok:
+            created = await self.api.create(self.backend.podgroup.path(namespace), body, timeout=left())
+        except Conflict:
+            pass  # it exists: ours to reuse, or someone else's?
+        except ApiError as exc:
+            self.metrics.api_error("create_podgroup", exc.status or None)
+            return CreateResult(Outcome.FAILED, f"create {name}: {exc}" if exc.status else str(exc))
+        else:
             self.metrics.podgroups_created.inc()
             self._remember(namespace, name, Existence.EXISTS)
-            return CreateResult(Outcome.CREATED, podgroup=reply.body if isinstance(reply.body, dict) else None)
-        if reply.status != 409:
-            self.metrics.api_error("create_podgroup", reply.status)
-            return CreateResult(Outcome.FAILED, f"create {name}: {reply.describe()}")
-        # it exists: ours to reuse, or someone else's?
+            return CreateResult(Outcome.CREATED, podgroup=created if isinstance(created, dict) else None)
         try:
             existing = await self.api.get(self.backend.podgroup.path(namespace, name), timeout=left())
-        except ApiUnavailable as exc:
-            self.metrics.api_error("get_podgroup", None)
-            return CreateResult(Outcome.FAILED, f"{name} exists; reading it failed: {exc}")
-        if existing.status == 404:
+        except NotFound:
             return CreateResult(Outcome.TAKEN, f"{name} existed a moment ago and is gone now")
-        if not existing.ok:
-            self.metrics.api_error("get_podgroup", existing.status)
-            return CreateResult(Outcome.FAILED, f"{name} exists; reading it failed: {existing.describe()}")
-        if self.is_managed(existing.body):
+        except ApiError as exc:
+            self.metrics.api_error("get_podgroup", exc.status or None)
+            return CreateResult(Outcome.FAILED, f"{name} exists; reading it failed: {exc}")
+        if self.is_managed(existing):
             self.metrics.podgroups_reused.inc()
-            return CreateResult(Outcome.REUSED, podgroup=existing.body)
+            return CreateResult(Outcome.REUSED, podgroup=existing)
         return CreateResult(
             Outcome.TAKEN,
             f"PodGroup {name} exists and is not labelled {self.settings.managed_by_label}={self.settings.managed_by_value}",
@@ -147,18 +141,18 @@ class PodGroups:
         if self.api is None:
             return Existence.UNKNOWN, "no Kubernetes API access configured"
         try:
-            reply = await self.api.get(self.backend.podgroup.path(namespace, name), timeout=timeout)
-        except ApiUnavailable as exc:
-            self.metrics.api_error("get_podgroup", None)
+            await self.api.get(self.backend.podgroup.path(namespace, name), timeout=timeout)
+        except NotFound as exc:
+            if exc.names(name):
+                self._remember(namespace, name, Existence.MISSING)
+                return Existence.MISSING, exc.message
+            self.metrics.api_error("get_podgroup", exc.status or None)
             return Existence.UNKNOWN, str(exc)
-        if reply.ok:
-            self._remember(namespace, name, Existence.EXISTS)
-            return Existence.EXISTS, ""
-        if reply.status == 404 and _names(reply.body, name):
-            self._remember(namespace, name, Existence.MISSING)
-            return Existence.MISSING, reply.message
-        self.metrics.api_error("get_podgroup", reply.status)
-        return Existence.UNKNOWN, reply.describe()
+        except ApiError as exc:
+            self.metrics.api_error("get_podgroup", exc.status or None)
+            return Existence.UNKNOWN, str(exc)
+        self._remember(namespace, name, Existence.EXISTS)
+        return Existence.EXISTS, ""
 
     def _remember(self, namespace: str, name: str, state: Existence) -> None:
         ttl = self.exists_ttl if state is Existence.EXISTS else self.missing_ttl
@@ -170,9 +164,3 @@ class PodGroups:
         while len(self._seen) > self.max_size:
             self._seen.popitem(last=False)
 
-
-def _names(status: Any, name: str) -> bool:
-    """A 404 Status about this very object (not "the server could not find the
-    requested resource", which means the PodGroup CRD is not installed)."""
-    details = status.get("details") if isinstance(status, dict) else None
-    return isinstance(details, dict) and details.get("name") == name

@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from podgang import rules
+from podgang.api import Api, make_api_client
 from podgang.events import EventSink
 from podgang.kube import EventRecorder
 from podgang.metrics import WebhookMetrics
@@ -30,7 +31,6 @@ from podgang.webhook.admission import (
     parse_review,
     pod_label,
 )
-from podgang.webhook.api import KubeApi
 from podgang.webhook.certificates import CertificateKeeper
 from podgang.webhook.decisions import DecisionLog
 from podgang.webhook.owners import OwnerCache
@@ -59,7 +59,9 @@ class WebhookConfig:
     namespace: str | None = None
     secret: str = "podgang-webhook-tls"
     service: str = "podgang-webhook"
-    webhook_configs: list[str] = field(default_factory=list)
+    webhook_configs: list[str] = field(default_factory=list)  # each looked up as both kinds
+    mutating_webhook_configs: list[str] = field(default_factory=list)
+    validating_webhook_configs: list[str] = field(default_factory=list)
     cert_check_interval: float = 3600.0
 
 
@@ -74,7 +76,7 @@ class WebhookServer:
         self.settings = config.settings
         self.metrics = WebhookMetrics()
         self.api_client = api_client
-        self.api = KubeApi(api_client, timeout=config.api_timeout) if api_client is not None else None
+        self.api = Api(api_client, timeout=config.api_timeout) if api_client is not None else None
         self.owners = OwnerCache(
             self.api,
             self.metrics,
@@ -269,8 +271,6 @@ async def serve(config: WebhookConfig, *, kubeconfig: str | None = None, json_lo
     import signal
 
     from podgang.webhook.decisions import stderr_stream
-
-    from podgang.kube import make_api_client
 
     try:
         api_client = await make_api_client(kubeconfig)

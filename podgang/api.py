@@ -1,0 +1,327 @@
+"""The one way podgang talks to the Kubernetes API: raw JSON calls with a timeout on
+every call, errors as exception classes, one parser of the API's ``Status`` bodies,
+and one factory for the client.
+
+It rides on kubernetes_asyncio's ``ApiClient`` (its aiohttp session and every kind of
+kubeconfig credential: token, client certificate, exec plugin refresh) but skips the
+generated models: the grouper reads thousands of objects and keeps a few fields of
+each, and the webhook answers within the apiserver's few seconds. kubernetes_asyncio
+traps this module closes: there is no default client timeout (every call here has
+one); ``patch_*`` sends a dict as JSON-patch unless told otherwise (a PATCH here is a
+merge patch unless the caller asks for a JSON patch); a watch without
+``timeoutSeconds`` can hang on a dead connection and hide a 410 (every watch here has
+one, and hands BOOKMARKs to the caller, who must move its resourceVersion on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, AsyncIterator, Mapping
+
+import aiohttp
+import orjson
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.exceptions import ApiException
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+MAX_MESSAGE = 1024  # a Status message quoted in a log line, an event or an error
+
+
+# ---------------------------------------------------------------- errors
+
+
+class ApiError(Exception):
+    """A call the API refused or could not answer.
+
+    ``status``: the HTTP status (0: no answer at all); ``reason``: the Status reason
+    (``NotFound``, ``AlreadyExists``, ``Conflict`` …, else the HTTP reason phrase);
+    ``message``: the Status message (one line); ``body``: the parsed Status ({} when
+    the answer was not one). ``str()`` is one line for logs and events.
+    """
+
+    def __init__(self, status: int, reason: str = "", message: str = "", body: Mapping[str, Any] | None = None):
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body: Mapping[str, Any] = body or {}
+        super().__init__(self.describe())
+
+    @property
+    def causes(self) -> list[str]:
+        """The messages of ``details.causes`` (a PDB's refusal, each invalid field)."""
+        details = self.body.get("details")
+        if not isinstance(details, Mapping):
+            return []
+        return [
+            _one_line(c.get("message"))
+            for c in details.get("causes") or ()
+            if isinstance(c, Mapping) and c.get("message")
+        ]
+
+    def names(self, name: str) -> bool:
+        """Whether the Status is about the object ``name`` (a 404 for the object, not
+        "the server could not find the requested resource": a CRD not installed)."""
+        details = self.body.get("details")
+        return isinstance(details, Mapping) and details.get("name") == name
+
+    def describe(self) -> str:
+        if not self.status:
+            return self.message or self.reason or "the API server did not answer"
+        text = f"HTTP {self.status} {self.reason}".strip()
+        if self.message:
+            text += f": {self.message}"
+        extra = [c for c in self.causes if c not in self.message]
+        if extra:
+            text += (" " if self.message.endswith(".") else ": ") + "; ".join(extra)
+        return text
+
+
+class NotFound(ApiError):
+    """404: the object (or the resource) does not exist."""
+
+
+class Conflict(ApiError):
+    """409: a stale resourceVersion or a failed precondition."""
+
+
+class AlreadyExists(Conflict):
+    """409 AlreadyExists: a create found the name taken."""
+
+
+class Gone(ApiError):
+    """410: the resourceVersion expired; list again."""
+
+
+class Unauthorized(ApiError):
+    """401: the credentials were rejected."""
+
+
+class Forbidden(ApiError):
+    """403: RBAC does not allow the call."""
+
+
+class Invalid(ApiError):
+    """422: the object (or the patch) was refused as invalid."""
+
+
+class TooManyRequests(ApiError):
+    """429: throttled, or an eviction a PodDisruptionBudget refuses."""
+
+
+class Unavailable(ApiError):
+    """No answer: a timeout, a connection failure, or the server saying it cannot
+    serve now (502, 503, 504). Worth retrying."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone, 422: Invalid,
+    429: TooManyRequests, 502: Unavailable, 503: Unavailable, 504: Unavailable,
+}
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text or "").split())[:MAX_MESSAGE]
+
+
+def parse_status(status: int, body: bytes | str | Mapping[str, Any] | None, http_reason: str = "") -> ApiError:
+    """The error for an answer with HTTP ``status`` and ``body`` (a Status, or
+    anything else a proxy may send): the one parser of the API's errors."""
+    parsed: Any = body
+    if isinstance(body, (bytes, str)):
+        try:
+            parsed = orjson.loads(body) if body else {}
+        except orjson.JSONDecodeError:
+            parsed = None
+    if isinstance(parsed, Mapping):
+        code = parsed.get("code") if isinstance(parsed.get("code"), int) else status
+        reason = str(parsed.get("reason") or http_reason or "")
+        cls = AlreadyExists if code == 409 and reason == "AlreadyExists" else _BY_STATUS.get(code, ApiError)
+        return cls(code, reason, _one_line(parsed.get("message")), parsed)
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
+    return _BY_STATUS.get(status, ApiError)(status, http_reason, _one_line(text)[:200], {})
+
+
+def as_api_error(exc: BaseException) -> ApiError:
+    """The error a failed call of kubernetes_asyncio's typed client (the leader
+    election keeps it) stands for: its ``ApiException`` through the same parser,
+    anything else (a timeout, a dropped connection) :class:`Unavailable`."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, ApiException) and exc.status:
+        return parse_status(exc.status, exc.body, str(exc.reason or ""))
+    if isinstance(exc, ApiException):
+        return Unavailable(0, "", _one_line(exc.reason))
+    return Unavailable(0, "", describe(exc))
+
+
+def describe(exc: BaseException) -> str:
+    """One line about any failure, for logs and events."""
+    if isinstance(exc, (ApiError, ApiException)):
+        return str(as_api_error(exc))
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def format_seconds(seconds: float) -> str:
+    return f"{seconds * 1000:.0f}ms" if seconds < 1 else f"{seconds:g}s"
+
+
+# ---------------------------------------------------------------- calls
+
+
+class Api:
+    """GET/POST/PUT/PATCH/DELETE returning the decoded JSON, and watch streams.
+
+    Raises :class:`ApiError` subclasses only (a timeout, a dropped connection and
+    a failing credential plugin are :class:`Unavailable`). ``timeout``: seconds
+    per call, unless a call says otherwise.
+    """
+
+    def __init__(self, api_client: client.ApiClient, timeout: float = 10.0):
+        self.api_client = api_client
+        self.timeout = timeout
+
+    async def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any,
+                    content_type: str, request_timeout: Any):
+        params = [(k, v) for k, v in (query or {}).items() if v is not None and v != ""]
+        return await self.api_client.call_api(
+            path,
+            method,
+            query_params=params,
+            header_params={"Accept": JSON, "Content-Type": content_type},
+            body=body,
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=request_timeout,
+        )
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """One call; the decoded JSON answer ({} when empty). A PATCH is a merge
+        patch unless ``content_type`` says otherwise."""
+        limit = self.timeout if timeout is None else timeout
+        if limit <= 0:
+            raise Unavailable(0, "", "no time left for the call")
+        kind = content_type or (MERGE_PATCH if method == "PATCH" else JSON)
+        try:
+            async with asyncio.timeout(limit):
+                response = await self._send(method, path, query, body, kind, limit)
+                try:
+                    data = await response.read()
+                finally:
+                    response.release()
+        except TimeoutError:
+            raise Unavailable(0, "", f"no answer within {format_seconds(limit)}") from None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # connection failures, and the credential hooks raise anything
+            raise Unavailable(0, "", describe(exc)) from None
+        if response.status >= 400:
+            raise parse_status(response.status, data, response.reason or "")
+        try:
+            return orjson.loads(data) if data else {}
+        except orjson.JSONDecodeError:
+            raise ApiError(response.status, "", f"the answer to {method} {path} is not JSON") from None
+
+    async def get(self, path: str, *, timeout: float | None = None, **query: Any) -> Any:
+        return await self.request("GET", path, query=query, timeout=timeout)
+
+    async def create(self, path: str, body: Any, *, timeout: float | None = None) -> Any:
+        return await self.request("POST", path, body=body, timeout=timeout)
+
+    async def replace(self, path: str, body: Any, *, timeout: float | None = None) -> Any:
+        return await self.request("PUT", path, body=body, timeout=timeout)
+
+    async def merge_patch(self, path: str, body: Any, *, timeout: float | None = None) -> Any:
+        return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH, timeout=timeout)
+
+    async def json_patch(self, path: str, ops: list[Any], *, timeout: float | None = None) -> Any:
+        return await self.request("PATCH", path, body=ops, content_type=JSON_PATCH, timeout=timeout)
+
+    async def delete(self, path: str, body: Any = None, *, timeout: float | None = None) -> Any:
+        return await self.request("DELETE", path, body=body, timeout=timeout)
+
+    async def watch(self, path: str, *, resource_version: str, timeout_seconds: int,
+                    query: Mapping[str, Any] | None = None) -> AsyncIterator[dict[str, Any]]:
+        """The events of one watch request, BOOKMARKs included, until the server ends
+        it after ``timeout_seconds``; the client gives up when nothing arrives for
+        ``timeout_seconds + 30`` s. An ERROR event is raised as its error (410:
+        :class:`Gone`)."""
+        params = {
+            **(query or {}),
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": resource_version,
+            "timeoutSeconds": str(int(timeout_seconds)),
+        }
+        limits = (min(self.timeout, 30.0), float(timeout_seconds) + 30.0)
+        try:
+            response = await self._send("GET", path, params, None, JSON, limits)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise Unavailable(0, "", describe(exc)) from None
+        try:
+            if response.status >= 400:
+                raise parse_status(response.status, await response.read(), response.reason or "")
+            while True:
+                line = await response.content.readline()
+                if not line:
+                    return
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    event = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    raise Unavailable(0, "", f"the watch of {path} sent a line that is not JSON") from None
+                if event.get("type") == "ERROR":
+                    obj = event.get("object") if isinstance(event.get("object"), Mapping) else {}
+                    raise parse_status(int(obj.get("code") or 500), obj)
+                yield event
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise Unavailable(0, "", f"the watch of {path} broke off: {describe(exc)}") from None
+        finally:
+            response.release()
+            response.close()
+
+
+# ---------------------------------------------------------------- the client
+
+
+async def make_api_client(kubeconfig: str | None = None, *, connections: int | None = None) -> client.ApiClient:
+    """An API client from ``kubeconfig`` if given, else in-cluster config when
+    running in a pod, else ``$KUBECONFIG`` / ``~/.kube/config``. ``connections``:
+    at least this many pooled connections (one per watch, plus writes).
+
+    Raises RuntimeError with what to do when none of them works.
+    """
+    configuration = client.Configuration()
+    try:
+        if kubeconfig:
+            await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        elif os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(IN_CLUSTER_TOKEN):
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            await config.load_kube_config(client_configuration=configuration)
+    except Exception as exc:  # the loaders raise several unrelated types
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RuntimeError(
+            f"cannot configure Kubernetes API access from {where} or in-cluster config: {first}; "
+            f"pass --kubeconfig PATH or run inside a pod with a service account"
+        ) from exc
+    if connections and configuration.connection_pool_maxsize < connections:
+        configuration.connection_pool_maxsize = connections
+    return client.ApiClient(configuration=configuration)
