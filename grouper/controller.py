@@ -484,7 +484,7 @@ class Controller:
         if previous is not None and min_member < previous:
             self._lowered_at[key] = now
         self._observed_min[key] = min_member
-        settling = rollout_reason(desired)
+        settling = rollout_reason(desired, self.cache)
         lowered = self._lowered_at.get(key)
         if settling is None and lowered is not None:
             if now - lowered < self.options.settle_window:

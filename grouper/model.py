@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from podgang import rules
+from podgang import rollouts, rules
 from podgang.dialect import OwnerRef
 from podgang.kinds import OWNER_KINDS, WORKLOAD_KINDS, Resource
 from podgang.settings import DEFAULT, Settings
@@ -79,11 +79,13 @@ class Slimmer:
         d = settings.dialect
         self.settings = settings
         self.pod_labels = (settings.skip_label, d.pod_group_label, d.subgroup_label,
-                           rules.LWS_GROUP_INDEX_LABEL, rules.LWS_NAME_LABEL)
+                           rules.LWS_GROUP_INDEX_LABEL, rules.LWS_NAME_LABEL,
+                           rollouts.POD_TEMPLATE_HASH, rollouts.CONTROLLER_REVISION_HASH, rollouts.POD_INDEX)
         self.pod_annotations = (d.pod_group_annotation, settings.min_member_annotation,
                                 settings.grace_period_annotation)
-        self.object_labels = (settings.skip_label, settings.managed_by_label)
-        self.object_annotations = (settings.min_member_annotation, settings.grace_period_annotation)
+        self.object_labels = (settings.skip_label, settings.managed_by_label, rollouts.POD_TEMPLATE_HASH)
+        self.object_annotations = (settings.min_member_annotation, settings.grace_period_annotation,
+                                   rollouts.REVISION_ANNOTATION)
         self.template_labels = (settings.skip_label, d.pod_group_label, d.subgroup_label)
         self.template_annotations = (d.pod_group_annotation,)
 
@@ -180,6 +182,13 @@ class Slimmer:
             if "replicas" in spec:
                 out_spec["replicas"] = spec["replicas"]
             out_spec["template"] = self._template(spec.get("template"))
+            # what a rollout check needs of the strategy: its type and a StatefulSet's partition
+            if kind == "Deployment" and "type" in _d(spec.get("strategy")):
+                out_spec["strategy"] = {"type": spec["strategy"]["type"]}
+            elif kind == "StatefulSet" and "updateStrategy" in spec:
+                strategy = _d(spec["updateStrategy"])
+                out_spec["updateStrategy"] = {"type": strategy.get("type"), "rollingUpdate": {
+                    "partition": _d(strategy.get("rollingUpdate")).get("partition")}}
         elif kind == "Job":
             out_spec = self._job_spec(spec, self._template)
         elif kind == "CronJob":
@@ -221,6 +230,10 @@ class Slimmer:
         ]
         if finished:
             out_status["conditions"] = [{"type": t, "status": "True"} for t in finished]
+        progressing = rollouts.condition(raw, "Progressing") if kind == "Deployment" else None
+        if progressing is not None:  # its reason tells a rollout from a lost pod
+            out_status.setdefault("conditions", []).append(
+                {k: _intern(progressing[k]) for k in rollouts.CONDITION_FIELDS if isinstance(progressing.get(k), str)})
         return {
             "apiVersion": raw.get("apiVersion"),
             "kind": kind,
@@ -271,31 +284,11 @@ def template_in_scope(workload: Mapping[str, Any], settings: Settings) -> bool:
     )
 
 
-def rolling_out(workload: Mapping[str, Any]) -> str | None:
+def rolling_out(workload: Mapping[str, Any], seen: rollouts.WorkloadPods = rollouts.NO_PODS) -> str | None:
     """Why a workload is rolling out right now (its controller replaces pods on
-    purpose), or None. Deployment/StatefulSet/ReplicaSet/LeaderWorkerSet:
-    ``status.observedGeneration < metadata.generation``, updated replicas below
-    the desired count, or (StatefulSet) ``currentRevision != updateRevision``."""
-    kind = workload.get("kind")
-    if kind not in ("Deployment", "StatefulSet", "ReplicaSet", "LeaderWorkerSet"):
-        return None
-    md = _d(workload.get("metadata"))
-    status = _d(workload.get("status"))
-    spec = _d(workload.get("spec"))
-    generation = md.get("generation")
-    observed = status.get("observedGeneration")
-    if isinstance(generation, int) and (not isinstance(observed, int) or observed < generation):
-        return f"{kind.lower()} {md.get('name')}: observedGeneration {observed} < generation {generation}"
-    if kind != "ReplicaSet":
-        replicas = spec.get("replicas", 1)
-        updated = status.get("updatedReplicas") or 0
-        if isinstance(replicas, int) and updated < replicas:
-            return f"{kind.lower()} {md.get('name')}: {updated} of {replicas} replicas updated"
-    if kind == "StatefulSet":
-        current, update = status.get("currentRevision"), status.get("updateRevision")
-        if current and update and current != update:
-            return f"statefulset {md.get('name')}: revision {current} → {update}"
-    return None
+    purpose), or None: :func:`podgang.rollouts.rolling_out`, with its pods as
+    :meth:`Cache.workload_pods` finds them."""
+    return rollouts.rolling_out(workload, seen)
 
 
 def needs_backfill(pod: Mapping[str, Any], settings: Settings) -> bool:
@@ -349,6 +342,7 @@ class Cache:
         self.owned_group: dict[tuple[str, str], str] = {}  # (kind, key) -> group key it owns
         self.group_owner: dict[str, tuple[str, str]] = {}  # group key -> (kind, key)
         self.workload_children: dict[str, set[tuple[str, str]]] = {}  # owner uid -> {(kind, key)}
+        self.replaced_revisions: dict[str, dict[str, str]] = {}  # StatefulSet uid -> {pod name: revision deleted}
         self.watched_kinds: set[str] = {r.kind for r in WORKLOAD_KINDS if not r.optional}
 
     # -- stores
@@ -471,6 +465,7 @@ class Cache:
                 self.unlabelled.discard(key)
             if group:
                 changes.groups.add(group)
+        self._remember_replaced(old, new)
         if new is not None:
             if needs_backfill(new, self.settings) and not _d(new.get("metadata")).get("deletionTimestamp"):
                 self.unlabelled.add(key)
@@ -526,10 +521,28 @@ class Cache:
         uid = _d(obj.get("metadata")).get("uid")
         if uid and (old is None or new is None):
             self._children_need_look(uid, changes)
+        if uid and new is None:
+            self.replaced_revisions.pop(uid, None)
         # a workload's status (rollout) matters to the groups of its pods
         if uid:
             self._descendant_groups(uid, changes, depth=0)
         return changes
+
+    def _remember_replaced(self, old: Obj | None, new: Obj | None) -> None:
+        """A StatefulSet pod's successor keeps its name: remember the revision of a
+        deleted one until the successor runs (a rollout check tells an update from a loss by it)."""
+        owner = rules.controller_ref(new or old)
+        if owner is None or owner.kind != "StatefulSet" or not owner.uid:
+            return
+        name = str(_d((new or old or {}).get("metadata")).get("name") or "")
+        if new is None:
+            revision = rules.labels(old).get(rollouts.CONTROLLER_REVISION_HASH)
+            if revision:
+                self.replaced_revisions.setdefault(owner.uid, {})[name] = revision
+        elif rules.is_active(new) and (replaced := self.replaced_revisions.get(owner.uid)) is not None:
+            replaced.pop(name, None)
+            if not replaced:
+                del self.replaced_revisions[owner.uid]
 
     def _children_need_look(self, uid: str, changes: Changes) -> None:
         """Pods whose owner chain runs through ``uid`` may resolve (or change) now."""
@@ -554,6 +567,24 @@ class Cache:
                 self._descendant_groups(child_uid, changes, depth + 1, unlabelled_too)
 
     # -- queries
+
+    def _pods_of(self, owner_uid: str) -> list[Obj]:
+        return [p for k in self.pods_by_owner.get(owner_uid, ()) if (p := self.pods.get(k)) is not None]
+
+    def workload_pods(self, workload: Mapping[str, Any]) -> rollouts.WorkloadPods:
+        """A Deployment's pods (through its ReplicaSets) and its newest ReplicaSet's
+        hash, or a StatefulSet's pods and the revisions of its deleted ones: what
+        :func:`rolling_out` needs besides the workload."""
+        uid = _d(workload.get("metadata")).get("uid")
+        kind = workload.get("kind")
+        if not uid or kind not in ("Deployment", "StatefulSet"):
+            return rollouts.NO_PODS
+        if kind == "StatefulSet":
+            return rollouts.WorkloadPods(self._pods_of(uid), replaced=self.replaced_revisions.get(uid, {}))
+        sets = [rs for k, key in self.workload_children.get(uid, ()) if k == "ReplicaSet"
+                and (rs := self.workload(k, key)) is not None]
+        pods = [p for rs in sets for p in self._pods_of(str(_d(rs.get("metadata")).get("uid") or ""))]
+        return rollouts.WorkloadPods(pods, newest_hash=rollouts.newest_hash(sets))
 
     def members(self, group_key: str) -> list[Obj]:
         return [p for k in self.pods_by_group.get(group_key, ()) if (p := self.pods.get(k)) is not None]

@@ -329,7 +329,7 @@ def with_owners(cache: Cache, workloads: tuple[Obj, ...] | list[Obj]) -> list[Ob
     return out
 
 
-def rollout_reason(desired: Desired) -> str | None:
+def rollout_reason(desired: Desired, cache: Cache) -> str | None:
     """Why the workloads behind a gang are removing its pods on purpose right
     now (being deleted, suspended, rolling out, or finished: a failed Job's controller deletes the rest of
     its pods), or None."""
@@ -338,7 +338,7 @@ def rollout_reason(desired: Desired) -> str | None:
             return f"{display_name(workload)} is being deleted"
         if (workload.get("spec") or {}).get("suspend") is True:  # a Job or JobSet (e.g. preempted by Kueue)
             return f"{display_name(workload)} is suspended"
-        why = rolling_out(workload)
+        why = rolling_out(workload, cache.workload_pods(workload))
         if why:
             return why
     finished = finished_workloads(desired)
