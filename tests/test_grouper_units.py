@@ -32,6 +32,7 @@ from tests.grouper_support import (
     pod,
     podgroup,
     replicaset,
+    revisioned,
     uid,
 )
 
@@ -306,13 +307,6 @@ def test_slim_pods_keep_their_revision_labels_from_the_recorded_watch():
     line = (FIXTURES / "watch-pods-scale-down-with-bookmarks.jsonl").read_text().splitlines()[0]
     slim = Slimmer().pod(json.loads(line)["object"])
     assert slim["metadata"]["labels"] == {"pod-template-hash": "7887448d46"}
-
-
-def revisioned(dep: dict, revision: int, template_hash: str) -> dict:
-    rs = replicaset(dep, template_hash)
-    rs["metadata"]["labels"] = {"pod-template-hash": template_hash}
-    rs["metadata"]["annotations"] = {"deployment.kubernetes.io/revision": str(revision)}
-    return rs
 
 
 def test_a_deployments_pods_are_found_through_its_replicasets_with_the_newest_hash():
