@@ -80,6 +80,11 @@ def condition(workload: Mapping[str, Any], kind: str) -> Mapping[str, Any] | Non
     return None
 
 
+def _running_or_due(pod: Mapping[str, Any]) -> bool:
+    """Not terminating and not finished (a pod the kubelet evicted stays around as Failed)."""
+    return not rules.is_terminating(pod) and rules.pod_phase(pod) not in ("Succeeded", "Failed")
+
+
 def generation_lag(workload: Mapping[str, Any]) -> str | None:
     """The controller has not seen the latest spec yet (any change may be a rollout)."""
     generation = rules.metadata(workload).get("generation")
@@ -106,7 +111,7 @@ def deployment_rollout(deployment: Mapping[str, Any], seen: WorkloadPods = NO_PO
     progressing = condition(deployment, "Progressing")
     if progressing is not None and progressing.get("status") == "True" and progressing.get("reason") in ROLLOUT_REASONS:
         return f"{name}: rollout in progress (Progressing: {progressing.get('reason')})"
-    hashes = [h for p in seen.pods if not rules.is_terminating(p) and (h := rules.labels(p).get(POD_TEMPLATE_HASH))]
+    hashes = [h for p in seen.pods if _running_or_due(p) and (h := rules.labels(p).get(POD_TEMPLATE_HASH))]
     if seen.newest_hash:
         old = [h for h in hashes if h != seen.newest_hash]
     else:

@@ -47,12 +47,12 @@ def rs_pod(name: str, template_hash: str, phase: str = "Running", terminating: b
 
 
 def pods(*spec: str, newest: str | None = NEW) -> WorkloadPods:
-    """``"new"``, ``"new:Pending"``, ``"old"``, ``"old:gone"`` (terminating) ..."""
+    """``"new"``, ``"new:Pending"``, ``"old"``, ``"old:gone"`` (terminating), ``"old:Failed"`` ..."""
     out = []
     for i, s in enumerate(spec):
         which, _, state = s.partition(":")
-        out.append(rs_pod(f"gang-{i}", NEW if which == "new" else OLD, "Pending" if state == "Pending" else "Running",
-                          terminating=state == "gone"))
+        phase = state if state in ("Pending", "Failed") else "Running"
+        out.append(rs_pod(f"gang-{i}", NEW if which == "new" else OLD, phase, terminating=state == "gone"))
     return WorkloadPods(out, newest_hash=newest)
 
 
@@ -71,6 +71,8 @@ DEPLOYMENT_ROWS = [
     ("member lost right after the rollout: replacement pending", deployment(),
      pods("new", "new", "new:Pending"), False),
     ("member lost: replacement not created yet", deployment(updated=2), pods("new", "new"), False),
+    ("member lost; an old pod the kubelet evicted long ago is still listed", deployment(),
+     pods("new", "new", "new:Pending", "old:Failed"), False),
     # maxSurge 1 / maxUnavailable 0: a new pod first, then an old one goes
     ("surge pod pending beside the old gang", deployment(reason="ReplicaSetUpdated", updated=1),
      pods("old", "old", "old", "new:Pending"), True),
@@ -123,7 +125,8 @@ def test_the_recorded_scale_up_is_not_a_rollout_once_observed():
 
 def test_newest_hash_is_the_highest_revision():
     def rs(revision, template_hash):
-        return {"metadata": {"annotations": {REVISION_ANNOTATION: revision}, "labels": {POD_TEMPLATE_HASH: template_hash}}}
+        return {"metadata": {"annotations": {REVISION_ANNOTATION: revision},
+                             "labels": {POD_TEMPLATE_HASH: template_hash}}}
 
     assert newest_hash([rs("2", NEW), rs("10", "c"), rs("9", OLD)]) == "c"
     assert newest_hash([rs("x", NEW), {"metadata": {}}]) is None
