@@ -531,13 +531,15 @@ class Cache:
     def _remember_replaced(self, old: Obj | None, new: Obj | None) -> None:
         """A StatefulSet pod's successor keeps its name: remember the revision of a
         deleted one until the successor runs (a rollout check tells an update from a loss by it)."""
+        if new is not None and not self.replaced_revisions:
+            return  # nothing remembered: the common case, kept cheap
         owner = rules.controller_ref(new or old)
         if owner is None or owner.kind != "StatefulSet" or not owner.uid:
             return
         name = str(_d((new or old or {}).get("metadata")).get("name") or "")
         if new is None:
             revision = rules.labels(old).get(rollouts.CONTROLLER_REVISION_HASH)
-            if revision:
+            if revision and owner.uid in self.by_uid:  # not the pods of a deleted StatefulSet
                 self.replaced_revisions.setdefault(owner.uid, {})[name] = revision
         elif rules.is_active(new) and (replaced := self.replaced_revisions.get(owner.uid)) is not None:
             replaced.pop(name, None)

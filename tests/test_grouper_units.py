@@ -343,8 +343,12 @@ def test_a_statefulset_pod_deleted_is_remembered_by_revision_until_its_successor
     feed(cache, db1("db-r2"))
     assert uid_ not in cache.replaced_revisions
     remove(cache, db1("db-r2"))
+    assert cache.workload_pods(sts).replaced == {"db-1": "db-r2"}
     remove(cache, sts)
     assert cache.replaced_revisions == {}  # forgotten with its StatefulSet
+    feed(cache, db1("db-r3"))
+    remove(cache, db1("db-r3"))  # the garbage collector removing its pods afterwards
+    assert cache.replaced_revisions == {}
 
 
 # ---------------------------------------------------------------------------- work queue
