@@ -113,11 +113,11 @@ def deployment_rollout(deployment: Mapping[str, Any], seen: WorkloadPods = NO_PO
         return f"{name}: rollout in progress (Progressing: {progressing.get('reason')})"
     hashes = [h for p in seen.pods if _running_or_due(p) and (h := rules.labels(p).get(POD_TEMPLATE_HASH))]
     if seen.newest_hash:
-        old = [h for h in hashes if h != seen.newest_hash]
-    else:
-        old = hashes if len(set(hashes)) > 1 else []
-    if old:
-        return f"{name}: {len(old)} {'pod' if len(old) == 1 else 'pods'} of an older revision still running"
+        old = sum(h != seen.newest_hash for h in hashes)
+        if old:
+            return f"{name}: {old} {'pod' if old == 1 else 'pods'} of an older revision still running"
+    elif len(set(hashes)) > 1:  # the newest ReplicaSet unknown: pods of several revisions are enough
+        return f"{name}: pods of {len(set(hashes))} revisions running"
     if progressing is None:
         return _updated_below_desired(deployment)  # no Progressing condition to go by: the counts
     spec = _d(deployment.get("spec"))
@@ -137,7 +137,7 @@ def ordinal(pod_name: str, statefulset_name: str, pod: Mapping[str, Any] | None 
         if not pod_name.startswith(prefix):
             return None
         text = pod_name[len(prefix):]
-    return int(text) if text.isdigit() and len(text) < 10 else None
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 10 else None
 
 
 def statefulset_rollout(statefulset: Mapping[str, Any], seen: WorkloadPods = NO_PODS) -> str | None:

@@ -112,6 +112,8 @@ def test_the_reasons_say_what_is_going_on():
         "deployment gang: rollout in progress (Progressing: ReplicaSetUpdated)")
     assert rolling_out(deployment(updated=1), pods("old", "old", "new")) == (
         "deployment gang: 2 pods of an older revision still running")
+    assert rolling_out(deployment(updated=1), pods("old", "old", "new", newest=None)) == (
+        "deployment gang: pods of 2 revisions running")
     assert rolling_out(deployment(strategy="Recreate", updated=0), WorkloadPods()) == (
         "deployment gang: recreating its pods (0 of 3 replicas updated)")
 
@@ -229,7 +231,7 @@ def test_statefulset_reasons_name_the_pod_and_revisions():
 def test_ordinal_from_the_pod_index_label_or_the_name():
     assert ordinal("db-12", "db") == 12
     assert ordinal("db-x", "db") is None and ordinal("other-1", "db") is None
-    assert ordinal("db-99999999999", "db") is None
+    assert ordinal("db-99999999999", "db") is None and ordinal("db-\u0663", "db") is None
     assert ordinal("renamed", "db", {"metadata": {"labels": {POD_INDEX: "4"}}}) == 4
 
 
