@@ -25,7 +25,7 @@ from podgang.api import Api, ApiError, describe
 from podgang.events import EventSink
 from podgang.kinds import FOLLOWED
 from podgang.metrics import GrouperMetrics
-from podgang.objects import POD, Resource
+from podgang.objects import POD, Resource, is_terminating
 from podgang.settings import Settings
 
 from podgang.grouper import stale
@@ -360,7 +360,7 @@ class Controller:
                 mm = desired.min_member
                 assert mm is not None
                 who = f"{desired.owner.kind.lower()} {desired.owner.name}" if desired.owner else "its pods"
-                live = [p for p in desired.members if not rules.is_terminating(p)]
+                live = [p for p in desired.members if not is_terminating(p)]
                 again = f"; {len(live)} pod{'s' if len(live) != 1 else ''} already name it" if live else ""
                 message = f"created for {who}: minMember {mm.value} ({mm.reason}){again}"
                 self.events.emit(created, "PodGroupCreated", message)
@@ -498,7 +498,7 @@ class Controller:
         if previous is not None and min_member < previous:
             self._lowered_at[key] = now
         self._observed_min[key] = min_member
-        settling = rollout_reason(desired)
+        settling = rollout_reason(desired, self.cache)
         lowered = self._lowered_at.get(key)
         if settling is None and lowered is not None:
             if now - lowered < self.options.settle_window:
@@ -595,7 +595,7 @@ class Controller:
     async def backfill_pod(self, key: str) -> None:
         started = time.perf_counter()
         pod = self.cache.pods.get(key)
-        if pod is None or rules.is_terminating(pod):
+        if pod is None or is_terminating(pod):
             return
         backend = self.settings.backend
         if not backend.needs_backfill(pod):

@@ -15,9 +15,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from podgang import kinds, rules
+from podgang import kinds, rollouts, rules
 from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, OWNER_KINDS, RUN_OWNERS, is_finished
-from podgang.objects import OwnerRef
+from podgang.objects import OwnerRef, is_active
 from podgang.settings import DEFAULT, Settings
 
 Obj = dict[str, Any]
@@ -75,11 +75,13 @@ class Slimmer:
     def __init__(self, settings: Settings = DEFAULT):
         backend = settings.backend
         self.settings = settings
-        self.pod_labels = (settings.skip_label, *backend.pod_label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL)
+        self.pod_labels = (settings.skip_label, *backend.pod_label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL,
+                           rollouts.POD_TEMPLATE_HASH, rollouts.CONTROLLER_REVISION_HASH, rollouts.POD_INDEX)
         self.pod_annotations = (*backend.pod_annotation_keys, settings.min_member_annotation,
                                 settings.grace_period_annotation)
-        self.object_labels = (settings.skip_label, settings.managed_by_label)
-        self.object_annotations = (settings.min_member_annotation, settings.grace_period_annotation)
+        self.object_labels = (settings.skip_label, settings.managed_by_label, rollouts.POD_TEMPLATE_HASH)
+        self.object_annotations = (settings.min_member_annotation, settings.grace_period_annotation,
+                                   rollouts.REVISION_ANNOTATION)
         self.template_labels = (settings.skip_label, *backend.pod_label_keys)
         self.template_annotations = backend.pod_annotation_keys
 
@@ -173,6 +175,11 @@ class Slimmer:
         ]
         if finished:
             out_status["conditions"] = [{"type": t, "status": "True"} for t in finished]
+        for condition_type in entry.kept_conditions if entry is not None else ():
+            found = rollouts.condition(raw, condition_type)
+            if found is not None:  # e.g. a Deployment's Progressing reason tells a rollout from a lost pod
+                out_status.setdefault("conditions", []).append(
+                    {k: _intern(found[k]) for k in rollouts.CONDITION_FIELDS if isinstance(found.get(k), str)})
         return {
             "apiVersion": raw.get("apiVersion"),
             "kind": kind,
@@ -205,13 +212,6 @@ def template_in_scope(workload: Mapping[str, Any], settings: Settings) -> bool:
         rules.scope_problem(template, namespace, settings) is None
         for _, template in kinds.pod_templates(workload)
     )
-
-
-def rolling_out(workload: Mapping[str, Any]) -> str | None:
-    """Why a workload's controller replaces its pods on purpose right now, or None
-    (the kind's registry entry decides)."""
-    entry = kinds.workload_kind(workload)
-    return entry.rolling_out(workload) if entry is not None else None
 
 
 def display_name(obj: Mapping[str, Any]) -> str:
@@ -255,6 +255,7 @@ class Cache:
         self.owned_group: dict[tuple[str, str], set[str]] = {}  # (kind, key) -> group keys it owns
         self.group_owner: dict[str, tuple[str, str]] = {}  # group key -> (kind, key)
         self.workload_children: dict[str, set[tuple[str, str]]] = {}  # owner uid -> {(kind, key)}
+        self.replaced_revisions: dict[str, dict[str, str]] = {}  # StatefulSet uid -> {pod name: revision deleted}
         self.watched_kinds: set[str] = {k.kind for k in FOLLOWED if not k.resource.optional}
 
     # -- stores
@@ -376,6 +377,7 @@ class Cache:
                 self.unlabelled.discard(key)
             if group:
                 changes.groups.add(group)
+        self._remember_replaced(old, new)
         if new is not None:
             if self.settings.backend.needs_backfill(new) and not _d(new.get("metadata")).get("deletionTimestamp"):
                 self.unlabelled.add(key)
@@ -430,10 +432,30 @@ class Cache:
         uid = _d(obj.get("metadata")).get("uid")
         if uid and (old is None or new is None):
             self._children_need_look(uid, changes)
+        if uid and new is None:
+            self.replaced_revisions.pop(uid, None)
         # a workload's status (rollout) matters to the groups of its pods
         if uid:
             self._descendant_groups(uid, changes, depth=0)
         return changes
+
+    def _remember_replaced(self, old: Obj | None, new: Obj | None) -> None:
+        """A StatefulSet pod's successor keeps its name: remember the revision of a
+        deleted one until the successor runs (a rollout check tells an update from a loss by it)."""
+        if new is not None and not self.replaced_revisions:
+            return  # nothing remembered: the common case, kept cheap
+        owner = rules.controller_ref(new or old)
+        if owner is None or owner.kind != "StatefulSet" or not owner.uid:
+            return
+        name = str(_d((new or old or {}).get("metadata")).get("name") or "")
+        if new is None:
+            revision = rules.labels(old).get(rollouts.CONTROLLER_REVISION_HASH)
+            if revision and owner.uid in self.by_uid:  # not the pods of a deleted StatefulSet
+                self.replaced_revisions.setdefault(owner.uid, {})[name] = revision
+        elif is_active(new) and (replaced := self.replaced_revisions.get(owner.uid)) is not None:
+            replaced.pop(name, None)
+            if not replaced:
+                del self.replaced_revisions[owner.uid]
 
     def _children_need_look(self, uid: str, changes: Changes) -> None:
         """Pods whose owner chain runs through ``uid`` may resolve (or change) now."""
@@ -458,6 +480,24 @@ class Cache:
                 self._descendant_groups(child_uid, changes, depth + 1, unlabelled_too)
 
     # -- queries
+
+    def _pods_of(self, owner_uid: str) -> list[Obj]:
+        return [p for k in self.pods_by_owner.get(owner_uid, ()) if (p := self.pods.get(k)) is not None]
+
+    def workload_pods(self, workload: Mapping[str, Any]) -> rollouts.WorkloadPods:
+        """A Deployment's pods (through its ReplicaSets) and its newest ReplicaSet's
+        hash, or a StatefulSet's pods and the revisions of its deleted ones: what
+        :func:`rolling_out` needs besides the workload."""
+        uid = _d(workload.get("metadata")).get("uid")
+        kind = workload.get("kind")
+        if not uid or kind not in ("Deployment", "StatefulSet"):
+            return rollouts.NO_PODS
+        if kind == "StatefulSet":
+            return rollouts.WorkloadPods(self._pods_of(uid), replaced=self.replaced_revisions.get(uid, {}))
+        sets = [rs for k, key in self.workload_children.get(uid, ()) if k == "ReplicaSet"
+                and (rs := self.workload(k, key)) is not None]
+        pods = [p for rs in sets for p in self._pods_of(str(_d(rs.get("metadata")).get("uid") or ""))]
+        return rollouts.WorkloadPods(pods, newest_hash=rollouts.newest_hash(sets))
 
     def members(self, group_key: str) -> list[Obj]:
         return [p for k in self.pods_by_group.get(group_key, ()) if (p := self.pods.get(k)) is not None]

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from podgang import kinds, rules
 from podgang.backends import GangSpec
 from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY
-from podgang.objects import OwnerRef
+from podgang.objects import OwnerRef, is_active, is_terminating, pod_phase
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
 from podgang.settings import Settings
 
@@ -24,7 +24,6 @@ from podgang.grouper.model import (
     Obj,
     display_name,
     pod_ref,
-    rolling_out,
     split_key,
     workload_ref,
 )
@@ -80,7 +79,7 @@ def pod_gang(cache: Cache, pod: Obj) -> rules.Gang | rules.Denial | None:
 
 
 def _live(pods: list[Obj]) -> list[Obj]:
-    return [p for p in pods if not rules.is_terminating(p)]
+    return [p for p in pods if not is_terminating(p)]
 
 
 def _standalone(pods: list[Obj]) -> list[Obj]:
@@ -169,7 +168,7 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     if natural.source == OWNER_LESS:
         mm = rules.min_member_for(probe, actual, settings)
         return Desired(
-            namespace, name, OWNER_LESS, mm, pod_ref(probe), not rules.is_terminating(probe),
+            namespace, name, OWNER_LESS, mm, pod_ref(probe), not is_terminating(probe),
             members=tuple(members), contributions=((display_name(probe), mm.value),),
             problems=_pin_problems([actual, probe], settings),
         )
@@ -183,7 +182,7 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     mm = rules.min_member_for(top_obj, actual, settings, with_owners(cache, (top_obj,))[1:])
     workloads = (top_obj,) if top.uid in cache.by_uid else ()
     return Desired(
-        namespace, name, OWNED, mm, top, not rules.is_terminating(probe),
+        namespace, name, OWNED, mm, top, not is_terminating(probe),
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
         problems=_pin_problems([actual, top_obj], settings),
     )
@@ -300,12 +299,12 @@ def gang_counts(members: tuple[Obj, ...] | list[Obj]) -> GangCounts:
     active = succeeded = 0
     remaining = []
     for pod in members:
-        phase = rules.pod_phase(pod)
+        phase = pod_phase(pod)
         if phase == "Succeeded":
             succeeded += 1
-        if rules.is_active(pod):
+        if is_active(pod):
             active += 1
-        if not rules.is_terminating(pod) and phase not in ("Succeeded", "Failed"):
+        if not is_terminating(pod) and phase not in ("Succeeded", "Failed"):
             remaining.append(pod)
     return GangCounts(active, succeeded, tuple(remaining))
 
@@ -346,7 +345,7 @@ def with_owners(cache: Cache, workloads: tuple[Obj, ...] | list[Obj]) -> list[Ob
     return out
 
 
-def rollout_reason(desired: Desired) -> str | None:
+def rollout_reason(desired: Desired, cache: Cache) -> str | None:
     """Why the workloads behind a gang are removing its pods on purpose right
     now (being deleted, suspended, rolling out, or finished: a failed Job's controller deletes the rest of
     its pods), or None."""
@@ -355,7 +354,7 @@ def rollout_reason(desired: Desired) -> str | None:
             return f"{display_name(workload)} is being deleted"
         if kinds.is_suspended(workload):  # a Job or JobSet (e.g. preempted by Kueue)
             return f"{display_name(workload)} is suspended"
-        why = rolling_out(workload)
+        why = kinds.rolling_out(workload, cache.workload_pods(workload))
         if why:
             return why
     finished = finished_workloads(desired)

@@ -49,7 +49,7 @@ WAITING = "waiting"
 class GangObservation:
     group: str  # "namespace/name"
     min_member: int
-    active: int  # rules.is_active pods
+    active: int  # objects.is_active pods
     succeeded: int  # pods in phase Succeeded
     workload_settling: bool  # rolling out or scaling down
     grace_period: float | None  # seconds; None = never evict

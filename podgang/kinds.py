@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from podgang import rollouts
 from podgang.objects import (
     EMPTY,
     POD,
@@ -22,7 +23,6 @@ from podgang.objects import (
     as_int,
     as_list,
     labels,
-    metadata,
     spec,
     status,
 )
@@ -58,13 +58,16 @@ class WorkloadKind:
     aliases: tuple[str, ...] = ()
     #: the field ``--scale`` sets (None: the kind does not scale)
     scale_path: tuple[str, ...] | None = None
-    #: why its controller replaces pods on purpose right now, or None
-    rolling_out: Callable[[Any], str | None] = lambda obj: None
+    #: why its controller replaces pods on purpose right now, or None (:mod:`podgang.rollouts`),
+    #: given the workload and what is known of its pods
+    rolling_out: Callable[[Any, rollouts.WorkloadPods], str | None] = lambda obj, seen: None
     layout: str = ONE_PER_OBJECT
     #: the grouper watches it and follows its size; the webhook fetches it as an owner
     followed: bool = True
     #: status fields the grouper keeps
     status_fields: tuple[str, ...] = ()
+    #: status conditions the grouper keeps (type, status, reason), besides the finished ones
+    kept_conditions: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -190,6 +193,22 @@ def _slim_replicas(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     return out
 
 
+def _slim_deployment(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+    out = _slim_replicas(s, slim_template)
+    if "type" in as_dict(s.get("strategy")):  # Recreate or RollingUpdate: how a rollout looks
+        out["strategy"] = {"type": s["strategy"]["type"]}
+    return out
+
+
+def _slim_statefulset(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+    out = _slim_replicas(s, slim_template)
+    if "updateStrategy" in s:  # its type and partition: where a rollout ends
+        strategy = as_dict(s["updateStrategy"])
+        out["updateStrategy"] = {"type": strategy.get("type"), "rollingUpdate": {
+            "partition": as_dict(strategy.get("rollingUpdate")).get("partition")}}
+    return out
+
+
 def _slim_job(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     s = as_dict(s)
     out: Obj = {k: s[k] for k in ("parallelism", "completions", "suspend") if k in s}
@@ -231,31 +250,6 @@ def _slim_template_only(s: Mapping[str, Any], slim_template: SlimTemplate) -> Ob
 
 
 # ---------------------------------------------------------------------------
-# rollouts
-
-
-def rolling_out_by_revision(obj: Any) -> str | None:
-    """Why a replicated workload is rolling out right now (its controller replaces
-    pods on purpose), or None: ``status.observedGeneration < metadata.generation``,
-    updated replicas below the desired count, or ``currentRevision != updateRevision``."""
-    kind = as_dict(obj).get("kind")
-    md, st, sp = metadata(obj), status(obj), spec(obj)
-    generation = md.get("generation")
-    observed = st.get("observedGeneration")
-    if isinstance(generation, int) and (not isinstance(observed, int) or observed < generation):
-        return f"{str(kind).lower()} {md.get('name')}: observedGeneration {observed} < generation {generation}"
-    if kind != "ReplicaSet":
-        replicas = sp.get("replicas", 1)
-        updated = st.get("updatedReplicas") or 0
-        if isinstance(replicas, int) and updated < replicas:
-            return f"{str(kind).lower()} {md.get('name')}: {updated} of {replicas} replicas updated"
-    current, update = st.get("currentRevision"), st.get("updateRevision")
-    if current and update and current != update:
-        return f"{str(kind).lower()} {md.get('name')}: revision {current} → {update}"
-    return None
-
-
-# ---------------------------------------------------------------------------
 # the registry
 
 _REPLICATED_STATUS = ("observedGeneration", "replicas", "updatedReplicas", "currentRevision", "updateRevision")
@@ -264,17 +258,17 @@ _RUN_STATUS = ("completionTime", "active", "succeeded")
 REPLICA_SET = WorkloadKind(
     Resource("apps", "v1", "replicasets", "ReplicaSet"), _replicas_size, _spec_template, _slim_replicas,
     aliases=("replicaset", "replicasets", "rs"), scale_path=("spec", "replicas"),
-    rolling_out=rolling_out_by_revision, status_fields=_REPLICATED_STATUS,
+    rolling_out=rollouts.replica_set_rollout, status_fields=_REPLICATED_STATUS,
 )
 DEPLOYMENT = WorkloadKind(
-    Resource("apps", "v1", "deployments", "Deployment"), _replicas_size, _spec_template, _slim_replicas,
+    Resource("apps", "v1", "deployments", "Deployment"), _replicas_size, _spec_template, _slim_deployment,
     aliases=("deployment", "deployments", "deploy"), scale_path=("spec", "replicas"),
-    rolling_out=rolling_out_by_revision, status_fields=_REPLICATED_STATUS,
+    rolling_out=rollouts.deployment_rollout, status_fields=_REPLICATED_STATUS, kept_conditions=("Progressing",),
 )
 STATEFUL_SET = WorkloadKind(
-    Resource("apps", "v1", "statefulsets", "StatefulSet"), _replicas_size, _spec_template, _slim_replicas,
+    Resource("apps", "v1", "statefulsets", "StatefulSet"), _replicas_size, _spec_template, _slim_statefulset,
     aliases=("statefulset", "statefulsets", "sts"), scale_path=("spec", "replicas"),
-    rolling_out=rolling_out_by_revision, status_fields=_REPLICATED_STATUS,
+    rolling_out=rollouts.statefulset_rollout, status_fields=_REPLICATED_STATUS,
 )
 JOB = WorkloadKind(
     Resource("batch", "v1", "jobs", "Job"), _job_kind_size, _spec_template, _slim_job,
@@ -289,7 +283,7 @@ LEADER_WORKER_SET = WorkloadKind(
     Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", optional=True),
     _lws_size, _lws_templates, _slim_lws,
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
-    rolling_out=rolling_out_by_revision, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
+    rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
 )
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
@@ -347,6 +341,13 @@ def desired_size(obj: Any) -> tuple[int, str]:
     if entry is None:
         return 1, f"{kind or 'unknown kind'}: one pod at a time"
     return entry.size(obj)
+
+
+def rolling_out(obj: Any, seen: rollouts.WorkloadPods = rollouts.NO_PODS) -> str | None:
+    """Why a workload's controller replaces its pods on purpose right now, or None:
+    its kind's entry decides, given what is known of its pods."""
+    entry = workload_kind(obj)
+    return entry.rolling_out(obj, seen) if entry is not None else None
 
 
 def is_finished(obj: Any) -> bool:

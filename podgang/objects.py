@@ -59,6 +59,24 @@ def status(obj: Any) -> Mapping[str, Any]:
     return as_dict(as_dict(obj).get("status"))
 
 
+def is_terminating(pod: Any) -> bool:
+    return bool(metadata(pod).get("deletionTimestamp"))
+
+
+def pod_phase(pod: Any) -> str:
+    return str(as_dict(as_dict(pod).get("status")).get("phase") or "Pending")
+
+
+def is_active(pod: Any) -> bool:
+    """Counts toward a gang: bound to a node or running, and not terminating or finished."""
+    if is_terminating(pod):
+        return False
+    phase = pod_phase(pod)
+    if phase in ("Succeeded", "Failed"):
+        return False
+    return phase == "Running" or bool(as_dict(as_dict(pod).get("spec")).get("nodeName"))
+
+
 def quoted(value: Any) -> str:
     """A value quoted for messages, the way kubectl users read them: "like this"."""
     return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)

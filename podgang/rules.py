@@ -545,24 +545,6 @@ def gpu_problem(pod: Any, settings: Settings = DEFAULT) -> str | None:
 # pod state and durations
 
 
-def is_terminating(pod: Any) -> bool:
-    return bool(metadata(pod).get("deletionTimestamp"))
-
-
-def pod_phase(pod: Any) -> str:
-    return str(_dict(_dict(pod).get("status")).get("phase") or "Pending")
-
-
-def is_active(pod: Any) -> bool:
-    """Counts toward a gang: bound to a node or running, and not terminating or finished."""
-    if is_terminating(pod):
-        return False
-    phase = pod_phase(pod)
-    if phase in ("Succeeded", "Failed"):
-        return False
-    return phase == "Running" or bool(_dict(_dict(pod).get("spec")).get("nodeName"))
-
-
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 

@@ -70,6 +70,14 @@ def replicaset(dep: dict, suffix: str = "abc12") -> dict:
     }
 
 
+def revisioned(dep: dict, revision: int, template_hash: str) -> dict:
+    """A Deployment's ReplicaSet as its controller names and labels it, for revision ``revision``."""
+    rs = replicaset(dep, template_hash)
+    rs["metadata"]["labels"] = {"pod-template-hash": template_hash}
+    rs["metadata"]["annotations"] = {"deployment.kubernetes.io/revision": str(revision)}
+    return rs
+
+
 def pod(name: str, *, owner: dict | None = None, group: str | None = None, ns: str = NS, phase: str = "Running",
         node: str | None = "node-1", scheduler: str = SCHED, labels: dict | None = None,
         annotations: dict | None = None) -> dict:
@@ -152,6 +160,15 @@ def settle_status(emu, dep: dict) -> dict:
     return emu.patch_object("deployments", dep["metadata"]["namespace"], dep["metadata"]["name"], {
         "status": {"observedGeneration": cur["metadata"]["generation"], "replicas": replicas,
                    "updatedReplicas": replicas, "readyReplicas": replicas}})
+
+
+def deployment_progress(emu, dep: dict, reason: str, updated: int, available: int) -> dict:
+    """The Deployment controller recording a rollout's progress (the Progressing condition's reason)."""
+    cur = emu.get("deployments", dep["metadata"]["namespace"], dep["metadata"]["name"])
+    return emu.patch_object("deployments", dep["metadata"]["namespace"], dep["metadata"]["name"], {"status": {
+        "observedGeneration": cur["metadata"]["generation"], "replicas": cur["spec"]["replicas"],
+        "updatedReplicas": updated, "availableReplicas": available,
+        "conditions": [{"type": "Progressing", "status": "True", "reason": reason}]}})
 
 
 def args(**overrides: Any) -> argparse.Namespace:

@@ -16,6 +16,7 @@ from tests.grouper_support import (
     NS,
     deploy_with_pods,
     deployment,
+    deployment_progress,
     events,
     min_member,
     owned_group,
@@ -23,6 +24,7 @@ from tests.grouper_support import (
     pod,
     podgroup,
     podgroup_writes,
+    revisioned,
     running_grouper,
     scale,
     settle_status,
@@ -417,6 +419,101 @@ async def test_a_rolling_out_or_scaling_down_workload_is_not_stale(emu):
         emu.delete("pods", NS, names[2])
         await watch_a_while(emu, g, group, 1.0)
         assert_never_stale(emu)
+
+
+async def rolled_out_gang(emu, g, last_pod_placed_after: float) -> tuple[dict, str, list[str]]:
+    """A running Deployment gang of 3 (maxSurge 0, maxUnavailable 1) at revision 1, then
+    updated with the tests playing its controllers: one old pod goes, one new pod comes
+    and is placed, three times; the last new pod stays Pending for
+    ``last_pod_placed_after`` seconds, and nothing may go stale meanwhile. Returns the
+    Deployment, its group and the new pods' names."""
+    dep = deployment("gang", 3, status={"observedGeneration": 1, "replicas": 3, "updatedReplicas": 3,
+                                        "conditions": [{"type": "Progressing", "status": "True",
+                                                        "reason": "NewReplicaSetAvailable"}]})
+    dep["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
+    dep = emu.put(dep)
+    group = owned_group(dep)
+    rs = emu.put(revisioned(dep, 1, "v1"))
+    old = [emu.put(pod(f"gang-v1-{i}", owner=rs, group=group, labels={"pod-template-hash": "v1"}))
+           ["metadata"]["name"] for i in range(3)]
+    await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+    dep = emu.patch_object("deployments", NS, "gang", {"spec": {"template": {"metadata": {"labels": {"v": "2"}}}}})
+    rs = emu.put(revisioned(dep, 2, "v2"))
+    deployment_progress(emu, dep, "NewReplicaSetCreated", updated=0, available=3)
+    new = []
+    for i, name in enumerate(old):
+        emu.delete("pods", NS, name)
+        new.append(emu.put(pod(f"gang-v2-{i}", owner=rs, group=group, phase="Pending", node=None,
+                               labels={"pod-template-hash": "v2"}))["metadata"]["name"])
+        deployment_progress(emu, dep, "ReplicaSetUpdated", updated=i + 1, available=2)
+        if i == len(old) - 1:
+            await emu.wait_for(lambda: f"{NS}/{new[-1]}" in g.controller.cache.pods, 2.0)
+            await watch_a_while(emu, g, group, last_pod_placed_after)
+            assert_never_stale(emu)
+        emu.patch_object("pods", NS, new[-1], {"spec": {"nodeName": "node-1"}, "status": {"phase": "Running"}})
+        deployment_progress(emu, dep, "ReplicaSetUpdated", updated=i + 1, available=3)
+    deployment_progress(emu, dep, "NewReplicaSetAvailable", updated=3, available=3)
+    return dep, group, new
+
+
+async def test_a_max_unavailable_rollout_whose_last_pod_is_slow_to_place_evicts_nothing(emu):
+    # the last new pod already counts as updated while Pending: 2 of 3 active for five grace
+    # periods, and the Deployment's Progressing reason says the rollout is still running
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        dep, group, new = await rolled_out_gang(emu, g, last_pod_placed_after=1.5)
+        await watch_a_while(emu, g, group, 0.5)
+        assert_never_stale(emu)
+        assert all(emu.get("pods", NS, n)["status"]["phase"] == "Running" for n in new)
+
+
+async def test_a_member_lost_right_after_a_rollout_finished_is_still_evicted(emu):
+    # the Deployment merely replaces the lost pod: the replica counts look as in a rollout's
+    # last step, but Progressing stays NewReplicaSetAvailable
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        dep, group, new = await rolled_out_gang(emu, g, last_pod_placed_after=0.0)
+        emu.delete("pods", NS, new[0])
+        emu.put(pod("gang-v2-3", owner=emu.get("replicasets", NS, "gang-v2"), group=group, phase="Pending",
+                    node=None, labels={"pod-template-hash": "v2"}))
+        deployment_progress(emu, dep, "NewReplicaSetAvailable", updated=3, available=2)
+        await wait_event(emu, "GangStale", "2 of 3 members active, minMember 3: evicting the rest in")
+        await emu.wait_for(lambda: all(emu.get("pods", NS, n) is None for n in new[1:]), 4.0)
+        await wait_event(emu, "GangEvicted")
+
+
+async def test_a_partitioned_statefulset_rollout_evicts_nothing_and_a_later_loss_does(emu):
+    # partition 1: db-2 then db-1 move to revision r2, db-0 stays at r1 and currentRevision
+    # never catches up; each replaced pod is Pending for two grace periods
+    spec = {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}
+    sts = emu.put({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": NS},
+                   "spec": {"replicas": 3, "template": {"spec": spec},
+                            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}},
+                   "status": {"observedGeneration": 1, "replicas": 3, "updatedReplicas": 3,
+                              "currentRevision": "db-r1", "updateRevision": "db-r1"}})
+    group = owned_group(sts)
+
+    def db(i: int, revision: str, phase: str = "Running") -> str:
+        return emu.put(pod(f"db-{i}", owner=sts, group=group, phase=phase, node=None if phase == "Pending" else "n",
+                           labels={"controller-revision-hash": revision}))["metadata"]["name"]
+
+    names = [db(i, "db-r1") for i in range(3)]
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        emu.patch_object("statefulsets", NS, "db", {"spec": {"template": {"metadata": {"labels": {"v": "2"}}}}})
+        emu.patch_object("statefulsets", NS, "db", {"status": {"observedGeneration": 2, "updateRevision": "db-r2",
+                                                               "updatedReplicas": 0}})
+        for i in (2, 1):
+            emu.delete("pods", NS, names[i])
+            db(i, "db-r2", "Pending")
+            await emu.wait_for(lambda: f"{NS}/db-{i}" in g.controller.cache.pods, 2.0)
+            await watch_a_while(emu, g, group, 0.6)
+            db(i, "db-r2")
+        await watch_a_while(emu, g, group, 0.3)
+        assert_never_stale(emu)
+        # the staged rollout is done; now db-2 (at r2) is lost and its successor cannot be placed
+        emu.delete("pods", NS, "db-2")
+        db(2, "db-r2", "Pending")
+        await wait_event(emu, "GangStale", "2 of 3 members active, minMember 3: evicting the rest in")
+        await emu.wait_for(lambda: emu.get("pods", NS, "db-0") is None and emu.get("pods", NS, "db-1") is None, 4.0)
 
 
 async def test_a_member_lost_during_a_scale_down_is_stale_once_the_settle_window_closes(emu):

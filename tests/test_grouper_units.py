@@ -12,7 +12,8 @@ import pytest
 
 from podgang.settings import DEFAULT
 
-from podgang.grouper.model import Cache, Slimmer, obj_key, rolling_out
+from podgang.grouper.model import Cache, Slimmer, obj_key
+from podgang.kinds import rolling_out
 from podgang.grouper.podgroups import (
     describe_change,
     desired_group,
@@ -32,6 +33,7 @@ from tests.grouper_support import (
     pod,
     podgroup,
     replicaset,
+    revisioned,
     uid,
 )
 
@@ -80,13 +82,24 @@ def test_slim_pod_keeps_only_what_the_grouper_reads():
 
 
 def test_slim_workloads_keep_sizes_templates_and_rollout_status():
-    dep = deployment("web", 3, group="shared", status={"observedGeneration": 1, "updatedReplicas": 2,
-                                                      "conditions": [{"type": "Progressing", "status": "True"}]})
+    dep = deployment("web", 3, group="shared", status={"observedGeneration": 1, "updatedReplicas": 2, "conditions": [
+        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
+        {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated", "message": "ReplicaSet ..."}]})
+    dep["spec"]["strategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}
     slim = Slimmer().workload(dep)
     assert slim["spec"]["replicas"] == 3
     assert slim["spec"]["template"]["metadata"]["labels"] == {LABEL: "shared"}
     assert slim["spec"]["template"]["spec"] == {"schedulerName": "kai-scheduler"}
-    assert slim["status"] == {"observedGeneration": 1, "updatedReplicas": 2}
+    assert slim["spec"]["strategy"] == {"type": "RollingUpdate"}
+    assert slim["status"] == {"observedGeneration": 1, "updatedReplicas": 2, "conditions": [
+        {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}]}
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": NS, "uid": uid()},
+           "spec": {"replicas": 3, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {
+               "partition": 1, "maxUnavailable": 1}}, "template": {}},
+           "status": {"currentRevision": "db-1", "updateRevision": "db-2", "currentReplicas": 1}}
+    slim = Slimmer().workload(sts)
+    assert slim["spec"]["updateStrategy"] == {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}
+    assert slim["status"] == {"currentRevision": "db-1", "updateRevision": "db-2"}
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": NS, "uid": uid()},
            "spec": {"parallelism": 4, "completions": 2, "template": {"spec": {"schedulerName": "kai-scheduler"}}},
            "status": {"conditions": [{"type": "Complete", "status": "True"}, {"type": "X", "status": "True"}]}}
@@ -282,12 +295,61 @@ def test_gang_counts():
 def test_rollout_detection_follows_the_recorded_deployment_scale():
     events = [json.loads(line) for line in (FIXTURES / "watch-deployments-scale.jsonl").read_text().splitlines()]
     verdicts = [rolling_out(Slimmer().workload(e["object"])) is not None for e in events if e["type"] != "BOOKMARK"]
-    # 3 → 5: observedGeneration lags, then updatedReplicas lags, then it is done
-    assert verdicts == [True, True, True, False]
+    # 3 → 5: observedGeneration lags one event; the new pods are a scale-up, not a
+    # rollout (Progressing stays NewReplicaSetAvailable while updatedReplicas lags)
+    assert verdicts == [True, False, False, False]
     sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "generation": 2},
            "spec": {"replicas": 2}, "status": {"observedGeneration": 2, "updatedReplicas": 2,
                                                "currentRevision": "db-1", "updateRevision": "db-2"}}
     assert "revision" in rolling_out(sts)
+
+
+def test_slim_pods_keep_their_revision_labels_from_the_recorded_watch():
+    line = (FIXTURES / "watch-pods-scale-down-with-bookmarks.jsonl").read_text().splitlines()[0]
+    slim = Slimmer().pod(json.loads(line)["object"])
+    assert slim["metadata"]["labels"] == {"pod-template-hash": "7887448d46"}
+
+
+def test_a_deployments_pods_are_found_through_its_replicasets_with_the_newest_hash():
+    dep = deployment("web", 2)
+    old, new = revisioned(dep, 1, "aaa"), revisioned(dep, 2, "bbb")
+    other = deployment("other", 1)
+    cache = feed(Cache(), dep, old, new, other, revisioned(other, 3, "ccc"),
+                 pod("web-aaa-1", owner=old, group="g", labels={"pod-template-hash": "aaa"}),
+                 pod("web-bbb-1", owner=new, group="g", labels={"pod-template-hash": "bbb"}),
+                 pod("other-ccc-1", owner=other, group="g"))
+    seen = cache.workload_pods(cache.workloads["Deployment"][f"{NS}/web"])
+    assert sorted(p["metadata"]["name"] for p in seen.pods) == ["web-aaa-1", "web-bbb-1"]
+    assert seen.newest_hash == "bbb"
+    assert rolling_out(cache.workloads["Deployment"][f"{NS}/web"], seen) == (
+        "deployment web: 1 pod of an older revision still running")
+
+
+def test_a_statefulset_pod_deleted_is_remembered_by_revision_until_its_successor_runs():
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": NS, "uid": uid()},
+           "spec": {"replicas": 2, "template": {}}}
+    cache = feed(Cache(), sts)
+
+    def db1(revision: str, phase: str = "Running") -> dict:
+        p = pod("db-1", owner=sts, group="g", phase=phase, labels={"controller-revision-hash": revision})
+        p["metadata"]["uid"] = revision + phase  # a new pod each time, the same name
+        return p
+
+    feed(cache, db1("db-r1"))
+    uid_ = sts["metadata"]["uid"]
+    remove(cache, db1("db-r1"))
+    assert cache.workload_pods(sts).replaced == {"db-1": "db-r1"}
+    feed(cache, db1("db-r2", "Pending"))
+    assert cache.workload_pods(sts).replaced == {"db-1": "db-r1"}  # not running yet
+    feed(cache, db1("db-r2"))
+    assert uid_ not in cache.replaced_revisions
+    remove(cache, db1("db-r2"))
+    assert cache.workload_pods(sts).replaced == {"db-1": "db-r2"}
+    remove(cache, sts)
+    assert cache.replaced_revisions == {}  # forgotten with its StatefulSet
+    feed(cache, db1("db-r3"))
+    remove(cache, db1("db-r3"))  # the garbage collector removing its pods afterwards
+    assert cache.replaced_revisions == {}
 
 
 # ---------------------------------------------------------------------------- work queue

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from podgang import rules
-from podgang.objects import OwnerRef
+from podgang.objects import OwnerRef, is_active, is_terminating, pod_phase
 from podgang.rules import (
     HAND_MADE,
     MAX_NAME,
@@ -32,7 +32,6 @@ from podgang.rules import (
     group_of,
     hand_made_group,
     in_scope,
-    is_active,
     is_skipped,
     is_valid_group_name,
     next_owner,
@@ -917,8 +916,8 @@ class TestActive:
     def test_terminating(self):
         p = {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
         assert not is_active(p)
-        assert rules.is_terminating(p)
-        assert rules.pod_phase({}) == "Pending"
+        assert is_terminating(p)
+        assert pod_phase({}) == "Pending"
 
 
 def test_default_settings_are_the_spec_defaults():

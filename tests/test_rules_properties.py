@@ -17,6 +17,7 @@ from podgang.backends.base import Backend
 from podgang.backends.kai import KAI
 from podgang.kinds import OWNER_KINDS
 from podgang.objects import OwnerRef
+from podgang.rollouts import WorkloadPods
 from podgang.rules import (
     MAX_NAME,
     MSG_BAD_FRACTION,
@@ -409,7 +410,8 @@ ARGS = {
     "is_finished": lambda d: (d.draw(anything),),
     "is_suspended": lambda d: (d.draw(anything),),
     "job_size": lambda d: (d.draw(anything | st.just({})), d.draw(anything | st.just({}))),
-    "rolling_out_by_revision": lambda d: (d.draw(anything),),
+    "rolling_out": lambda d: (d.draw(anything), WorkloadPods(d.draw(st.lists(anything, max_size=3)),
+                                                             d.draw(st.none() | st.text(max_size=8)))),
     "is_skipped": lambda d: (d.draw(anything),),
     "scope_problem": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),
     "in_scope": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),

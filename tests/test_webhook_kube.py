@@ -419,7 +419,6 @@ async def test_manage_certs_keeps_serving_the_trusted_leaf_while_the_new_ca_is_n
     server would no longer trust it, and every admission would fail its TLS handshake.
     The new files are written once the patch goes through."""
     import datetime as dt
-    import types
 
     from cryptography import x509
 
