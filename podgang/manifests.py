@@ -1,13 +1,19 @@
 """Reading Kubernetes manifests from files and directories, for ``podgang plan``.
 
 Every object remembers where it came from (file and document number), so that a
-problem is reported where the user can find it.
+problem is reported where the user can find it. Input the apiserver would refuse
+(a label or annotation value that is not a string) is refused here too: podgang's
+rules read only string values, so such an entry would otherwise vanish silently
+and the plan would describe a cluster that can never exist.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -15,9 +21,22 @@ import yaml
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
+# Kubernetes objects are a few dozen levels deep at most (a CRD's schema included);
+# deeper input is refused before anything recursive (copying, printing) touches it.
+MAX_DEPTH = 200
+MAX_REPORTED = 20  # refusals listed before "... and N more"
+SHOWN_CHARS = 60  # of a key or value quoted in a message
+
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+_JSON = json.JSONDecoder()
+
 
 class ManifestError(Exception):
     """Input that cannot be read as Kubernetes objects; the message names file and document."""
+
+
+class _TooDeep(ManifestError):
+    """Nesting deeper than :data:`MAX_DEPTH`: not worth a second parser's attempt."""
 
 
 @dataclass(frozen=True)
@@ -74,21 +93,157 @@ def _expand(obj: Any, source: Source) -> Iterator[Manifest]:
     yield Manifest(obj, source)
 
 
+def _shown(text: str) -> str:
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
+
+
+def _too_deep(file: str, document: int) -> _TooDeep:
+    return _TooDeep(f"{file}: document {document}: nested more than {MAX_DEPTH} levels deep; no Kubernetes object is")
+
+
+def _json_stream(text: str, file: str) -> list[Any]:
+    """The values of a JSON stream, objects back to back (``{...}{...}``) as kubectl reads it."""
+    values: list[Any] = []
+    index = _JSON_SPACE.match(text, len(text) - len(text.lstrip("\ufeff"))).end()
+    try:
+        while index < len(text):
+            value, index = _JSON.raw_decode(text, index)
+            values.append(value)
+            index = _JSON_SPACE.match(text, index).end()
+    except RecursionError:
+        raise _too_deep(file, len(values) + 1) from None
+    except ValueError as exc:  # json.JSONDecodeError, or a number too long to convert
+        line = f" (line {exc.lineno})" if isinstance(exc, json.JSONDecodeError) else ""
+        problem = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc).split(";")[0]
+        raise ManifestError(f"{file}: document {len(values) + 1}{line}: cannot parse JSON: {problem}") from exc
+    return values
+
+
+def _yaml_documents(text: str, file: str) -> list[Any]:
+    documents: list[Any] = []
+    try:
+        for document in yaml.safe_load_all(text):
+            documents.append(document)
+    except RecursionError:
+        raise _too_deep(file, len(documents) + 1) from None
+    except (yaml.YAMLError, ValueError) as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        # a ValueError: a value the constructor cannot convert (a 5,000-digit number, 2026-13-45)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0].split(";")[0]
+        raise ManifestError(f"{file}: document {len(documents) + 1}{line}: cannot parse YAML: {problem}") from exc
+    return documents
+
+
+def _documents(text: str, file: str) -> list[Any]:
+    """The documents of one file: a JSON stream when it starts with ``{`` and reads as
+    one, else YAML (which also covers flow-style YAML such as ``{kind: Pod}``)."""
+    if not text.lstrip(" \t\r\n\ufeff").startswith("{"):
+        return _yaml_documents(text, file)
+    try:
+        return _json_stream(text, file)
+    except _TooDeep:
+        raise
+    except ManifestError as json_problem:
+        try:
+            return _yaml_documents(text, file)
+        except ManifestError:
+            raise json_problem from None
+
+
+def _check_depth(document: Any, file: str, number: int) -> None:
+    pending = deque([(document, 1)])
+    while pending:
+        node, depth = pending.pop()
+        if depth > MAX_DEPTH:
+            raise _too_deep(file, number)
+        if isinstance(node, dict):
+            pending.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            pending.extend((child, depth + 1) for child in node)
+
+
+def _as_written(value: Any) -> str | None:
+    """How a scalar the apiserver refuses as a label or annotation value reads as a string."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return _shown(str(value))
+    return None
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _object_metas(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """Every ObjectMeta in ``obj`` and its path: the object's own, and those of the
+    templates inside it (``spec.template``, ``jobTemplate``, ``leaderTemplate``,
+    ``volumeClaimTemplates[i]``… of any kind, known to podgang or not)."""
+    pending: deque[tuple[str, Any, bool]] = deque([("", obj, True)])
+    while pending:
+        path, node, is_object = pending.popleft()
+        if isinstance(node, list):
+            pending.extend((f"{path}[{i}]", item, is_object) for i, item in enumerate(node))
+            continue
+        if not isinstance(node, dict):
+            continue
+        if is_object and "metadata" in node:
+            yield _join(path, "metadata"), node["metadata"]
+        for key, child in node.items():
+            key = str(key)
+            holds_objects = key == "template" or key.endswith(("Template", "Templates"))
+            pending.append((_join(path, key), child, holds_objects))
+
+
+def refusals(obj: dict[str, Any]) -> list[str]:
+    """What the apiserver would refuse in ``obj``'s labels and annotations (and its templates')."""
+    problems = []
+    for path, meta in _object_metas(obj):
+        if not isinstance(meta, dict):
+            continue
+        for field in ("labels", "annotations"):
+            entries = meta.get(field)
+            if entries is None:
+                continue
+            if not isinstance(entries, dict):
+                problems.append(f"{path}.{field} must be a map of strings, not {type(entries).__name__}")
+                continue
+            for key, value in entries.items():
+                if isinstance(value, str) or value is None:  # null reads as "" on the apiserver
+                    continue
+                written = _as_written(value)
+                fix = f" (quote it: {json.dumps(written)})" if written is not None else ""
+                problems.append(f"{path}.{field}.{_shown(str(key))} must be a string{fix}")
+    return problems
+
+
+def _object_name(obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    name = meta.get("name") or meta.get("generateName") or "?"
+    return f"{str(obj.get('kind')).lower()}/{_shown(str(name))}"
+
+
 def read_manifests(paths: list[str]) -> list[Manifest]:
-    """All Kubernetes objects in ``paths`` (files, directories, or ``-`` for stdin)."""
+    """All Kubernetes objects in ``paths`` (files, directories, or ``-`` for stdin).
+
+    A file that cannot be parsed stops the reading; values the apiserver would refuse
+    are gathered from every file and reported together.
+    """
     out: list[Manifest] = []
+    refused: list[str] = []
     for file in manifest_files(paths):
         try:
             text = sys.stdin.read() if file == "-" else open(file, encoding="utf-8").read()
         except (OSError, UnicodeDecodeError) as exc:
             raise ManifestError(f"{file}: cannot read: {exc}") from exc
-        number = 0
-        try:
-            for number, obj in enumerate(yaml.safe_load_all(text), start=1):
-                out.extend(_expand(obj, Source(file, number)))
-        except yaml.YAMLError as exc:
-            where = getattr(exc, "problem_mark", None)
-            line = f" (line {where.line + 1})" if where is not None else ""
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise ManifestError(f"{file}: document {number + 1}{line}: cannot parse YAML: {problem}") from exc
+        for number, document in enumerate(_documents(text, file), start=1):
+            _check_depth(document, file, number)
+            for manifest in _expand(document, Source(file, number)):
+                out.append(manifest)
+                refused += [f"{file}: document {number}: {_object_name(manifest.obj)}: the apiserver refuses this "
+                            f"object: {problem}" for problem in refusals(manifest.obj)]
+    if refused:
+        more = len(refused) - MAX_REPORTED
+        raise ManifestError("\n".join(refused[:MAX_REPORTED] + ([f"... and {more} more"] if more > 0 else [])))
     return out

@@ -2,25 +2,43 @@
 gang, every PodGroup with its minMember and where that number comes from, every
 denial with its exact message, every warning.
 
-Exit status: 0 nothing denied, 1 something denied, 2 unreadable input.
+Exit status: 0 nothing denied, 1 something denied, 2 unreadable input (or input the
+apiserver would refuse) or a usage error. With -o yaml or -o json the denials and
+warnings also go to stderr, so a pipeline that keeps stdout for the manifests still
+says why it failed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
+import orjson
+import yaml
+
+from podgang.manifests import ManifestError, read_manifests
 from podgang.options import add_flag
-from podgang.settings import DEFAULT
+from podgang.plan import ScaleError, plan_with_scale, podgroup_manifests
+from podgang.settings import DEFAULT, Settings
 
 OUTPUTS = ("text", "yaml", "json")
+INT32_MAX = 2**31 - 1  # what a PodGroup's minMember (and a replica count) holds
+REASON_CHARS = 200  # of a minMember's reason quoted in an error
+_COUNT = re.compile(r"[0-9]+")  # ASCII digits only
 
 
 def _scale(text: str) -> tuple[str, int]:
     target, sep, count = text.rpartition("=")
-    if not sep or not target or not count.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r}: expected KIND/NAME=N, e.g. deployment/model-1=2")
+    count = count.strip()
+    if not sep or not target or not _COUNT.fullmatch(count):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r}: expected KIND/NAME=N, e.g. deployment/model-1=2")
+    if len(count) > 10 or int(count) > INT32_MAX:
+        shown = count if len(count) <= 12 else count[:12] + "…"
+        raise argparse.ArgumentTypeError(f"{target[:60]}={shown}: N must be at most {INT32_MAX}, "
+                                         f"what a PodGroup's minMember holds")
     return target.strip(), int(count)
 
 
@@ -38,10 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    from podgang.manifests import ManifestError, read_manifests
-    from podgang.plan import ScaleError, plan_with_scale
-    from podgang.settings import Settings
-
     out = out or sys.stdout
     err = err or sys.stderr
     settings = Settings(
@@ -51,18 +65,75 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     try:
         manifests = read_manifests(args.paths)
         plan = plan_with_scale(manifests, dict(args.scale), settings, args.namespace)
+        problems = out_of_bounds(plan)
     except (ManifestError, ScaleError) as exc:
-        print(f"podgang plan: {exc}", file=err)
+        problems = str(exc).splitlines()
+    if problems:
+        _report(err, [f"podgang plan: {problem}" for problem in problems])
         return 2
     if args.output == "json":
-        import orjson
-
-        out.write(orjson.dumps(plan_as_dict(plan), option=orjson.OPT_INDENT_2).decode() + "\n")
+        _write(out, lambda s: s.write(orjson.dumps(plan_as_dict(plan), option=orjson.OPT_INDENT_2).decode() + "\n"))
     elif args.output == "yaml":
-        write_yaml(plan, settings, out)
+        _write(out, lambda s: write_yaml(plan, settings, s))
     else:
-        write_text(plan, out)
+        _write(out, lambda s: write_text(plan, s))
+    if args.output != "text":  # stdout holds manifests or data: the findings go to the user on stderr
+        _report(err, findings_text(plan))
     return 1 if plan.denials else 0
+
+
+def _write(stream: TextIO, write: Callable[[TextIO], None]) -> None:
+    """Write and flush; a reader that went away (``| head``) ends the output quietly,
+    as Unix tools do, and the exit status stays the plan's."""
+    try:
+        write(stream)
+        stream.flush()
+    except BrokenPipeError:
+        # later writes and the interpreter's last flush go to /dev/null instead of raising again
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # not a file: nothing is flushed at exit
+            pass
+
+
+def _report(stream: TextIO, lines: list[str]) -> None:
+    _write(stream, lambda s: s.writelines(line + "\n" for line in lines))
+
+
+def out_of_bounds(plan) -> list[str]:
+    """The planned PodGroups whose minMember no PodGroup can hold (int32, never negative)."""
+    problems = []
+    for key in sorted(plan.groups):
+        group = plan.groups[key]
+        where = f"PodGroup {group.namespace}/{group.name}"
+        written = group.cluster_min_member
+        if written is not None and not 0 <= written <= INT32_MAX:
+            problems.append(f"{group.defined_at}: {where}: the apiserver refuses this object: spec.minMember "
+                            f"{written} is outside 0 to {INT32_MAX}")
+        elif not 0 <= group.min_member.value <= INT32_MAX:
+            reason = group.min_member.reason
+            reason = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS] + "…"
+            problems.append(f"{where}: minMember {group.min_member.value} ({reason}) is outside "
+                            f"what a PodGroup holds (0 to {INT32_MAX})")
+    return problems
+
+
+def findings_text(plan) -> list[str]:
+    """Every denial and warning, one line each, and the verdict: for stderr."""
+    lines = []
+    for title, findings in (("denied", plan.denials), ("warning", plan.warnings)):
+        for f in findings:
+            where = f"{f.source} " if f.source else ""
+            lines.append(f"podgang plan: {title}: {where}{f.what}: {f.message}")
+    lines.append(f"podgang plan: {_verdict(plan)}")
+    return lines
+
+
+def _verdict(plan) -> str:
+    denied = "nothing denied" if not plan.denials else f"{len(plan.denials)} denied"
+    return f"{denied}, {len(plan.warnings)} warning{'s' if len(plan.warnings) != 1 else ''}"
 
 
 # ---------------------------------------------------------------------------
@@ -113,9 +184,7 @@ def write_text(plan, out: TextIO) -> None:
             where = f"{f.source} " if f.source else ""
             out.write(f"  {where}{f.what}\n    {f.message}\n")
         out.write("\n")
-    verdict = "nothing denied" if not plan.denials else f"{len(plan.denials)} denied"
-    out.write(f"{len(plan.members)} pods/workloads, {len(groups)} PodGroups, {verdict}, "
-              f"{len(plan.warnings)} warning{'s' if len(plan.warnings) != 1 else ''}\n")
+    out.write(f"{len(plan.members)} pods/workloads, {len(groups)} PodGroups, {_verdict(plan)}\n")
 
 
 def _origin_text(g) -> str:
@@ -158,10 +227,6 @@ def plan_as_dict(plan) -> dict[str, Any]:
 
 
 def write_yaml(plan, settings, out: TextIO) -> None:
-    import yaml
-
-    from podgang.plan import podgroup_manifests
-
     docs, comments = podgroup_manifests(plan, settings)
     out.write("# PodGroups planned by podgang\n")
     for comment in comments:

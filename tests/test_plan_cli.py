@@ -4,6 +4,7 @@ manifests written here, checking what it prints and its exit status."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -229,8 +230,6 @@ def test_missing_path_and_bad_scale_exit_2(tmp_path):
 
 def test_environment_variables_configure_scope(tmp_path):
     path = write(tmp_path, "pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {schedulerName: other}\n")
-    import os
-
     env = {**os.environ, "PODGANG_SCHEDULER_NAME": "other,kai-scheduler"}
     result = subprocess.run([sys.executable, "-m", "podgang.cli", "plan", path], cwd=REPO, env=env,
                             capture_output=True, text=True, timeout=60)
@@ -288,3 +287,331 @@ def test_jobset_and_cronjob_sizes(tmp_path):
     assert "minMember 7  jobset/train replicatedJobs driver 1×1 + workers 2×3" in group_line(out, "default/pg-train-<uid>")
     assert "minMember 3  cronjob/nightly per run: jobTemplate parallelism 3" in group_line(out, "default/pg-nightly-<run>-<uid>")
     assert "one PodGroup per Job run" in out
+
+
+# --------------------------------------------------------------------- in CI pipelines
+
+DENIED_POD = """
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: both, namespace: gpu, annotations: {gpu-memory: "4000"}}
+    spec:
+      schedulerName: kai-scheduler
+      containers: [{name: train, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]
+"""
+MISSING_GROUP_POD = """
+    apiVersion: v1
+    kind: Pod
+    metadata: {name: lonely, namespace: team-a, labels: {kai.scheduler/podgroup: missing-group}}
+    spec: {schedulerName: kai-scheduler}
+"""
+
+
+@pytest.mark.parametrize("output", ["yaml", "json"])
+def test_machine_output_still_tells_the_user_every_denial_and_warning_on_stderr(tmp_path, output):
+    denied = write(tmp_path, "denied.yaml", DENIED_POD)
+    missing = write(tmp_path, "missing.yaml", MISSING_GROUP_POD)
+    result = plan(denied, missing, "-o", output)
+    assert result.returncode == 1
+    err = result.stderr.splitlines()
+    assert f"podgang plan: denied: {denied}#1 pod gpu/both: cannot request both GPU and GPU memory" in err[0]
+    assert err[1] == (f"podgang plan: warning: {missing}#1 podgroup team-a/missing-group: PodGroup missing-group "
+                      "not found in namespace team-a: the pod stays Pending until it exists")
+    assert err[2:] == ["podgang plan: 1 denied, 1 warning"]
+    # stdout stays clean for the next tool in the pipeline
+    if output == "json":
+        assert len(json.loads(result.stdout)["denials"]) == 1
+    else:
+        assert all(d["kind"] == "PodGroup" for d in yaml.safe_load_all(result.stdout) if d)
+
+
+def test_text_output_says_it_all_on_stdout_and_nothing_twice(tmp_path):
+    result = plan(write(tmp_path, "denied.yaml", DENIED_POD))
+    assert result.returncode == 1
+    assert "cannot request both GPU and GPU memory" in result.stdout
+    assert result.stderr == ""
+
+
+def many_pods(tmp_path: Path, count: int) -> str:
+    """Enough output to fill any pipe buffer several times, and one denied pod."""
+    pods = [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"worker-{i:05d}", "namespace": "big"},
+             "spec": {"schedulerName": "kai-scheduler"}} for i in range(count)]
+    path = tmp_path / "many.yaml"
+    path.write_text(yaml.safe_dump_all(pods) + "---\n" + textwrap.dedent(DENIED_POD))
+    return str(path)
+
+
+@pytest.mark.parametrize("output", ["text", "yaml", "json"])
+def test_a_reader_that_stops_early_ends_the_output_quietly(tmp_path, output):
+    path = many_pods(tmp_path, 3000)
+    producer = subprocess.Popen([sys.executable, "-m", "podgang.cli", "plan", path, "-o", output], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    head = subprocess.run(["head", "-1"], stdin=producer.stdout, capture_output=True, text=True, timeout=60)
+    producer.stdout.close()
+    err = producer.stderr.read()
+    producer.stderr.close()
+    assert producer.wait(timeout=60) == 1  # the plan's verdict, not a crash
+    assert len(head.stdout.splitlines()) == 1
+    assert "Traceback" not in err and "BrokenPipe" not in err and "Exception ignored" not in err, err
+    if output != "text":  # stderr is still open: the denial reaches the user
+        assert "podgang plan: denied: " in err and err.endswith("podgang plan: 1 denied, 0 warnings\n")
+
+
+@pytest.mark.parametrize("output", ["text", "yaml"])
+def test_a_stdout_nobody_reads_is_not_a_crash(output):
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to stdout fails with EPIPE, however small the output
+    try:
+        result = subprocess.run([sys.executable, "-m", "podgang.cli", "plan", "examples/", "-o", output], cwd=REPO,
+                                stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr
+    if output == "yaml":
+        assert "podgang plan: denied: examples/03-gpu-conflict.yaml#1 pod gpu/gpu-and-memory: " in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("deep.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n" + "[" * 500 + "]" * 500 + "\n"),
+        ("deep.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\nkey: " + "[" * 500 + "\n"),
+        ("deep.json", '{"apiVersion": "v1", "kind": "Pod"}\n' + '{"a": ' * 500 + "1" + "}" * 500),
+        ("deep.json", '{"apiVersion": "v1", "kind": "Pod"}' + '{"a": ' * 5000 + "1" + "}" * 5000),
+        ("deep.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n" + "[" * 250 + "]" * 250 + "\n"),
+    ],
+)
+def test_deeply_nested_input_exits_2_naming_file_and_document(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    result = plan(str(path))
+    assert result.returncode == 2
+    assert result.stderr == f"podgang plan: {path}: document 2: nested more than 200 levels deep; no Kubernetes object is\n"
+    assert result.stdout == ""
+
+
+def test_nesting_up_to_200_levels_is_read_copied_and_written(tmp_path):
+    nested: object = "leaf"
+    for _ in range(197):  # the PodGroup (1), spec (2), extra (3) … the leaf at 200
+        nested = [nested]
+    group = {"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+             "metadata": {"name": "deep", "namespace": "default"}, "spec": {"minMember": 1, "extra": nested}}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                  "spec": {"replicas": 1, "template": {"metadata": {"labels": {"kai.scheduler/podgroup": "deep"}},
+                                                       "spec": {"schedulerName": "kai-scheduler"}}}}
+    path = write(tmp_path, "deep.yaml", yaml.safe_dump_all([group, deployment]))
+    result = plan(path, "-o", "yaml", "--scale", "deploy/d=3")
+    assert result.returncode == 0, result.stderr
+    (doc,) = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert doc["spec"]["minMember"] == 3 and doc["spec"]["extra"] == nested
+
+
+POD_A = '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}, "spec": {"schedulerName": "kai-scheduler"}}'
+POD_B = '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b"}, "spec": {"schedulerName": "kai-scheduler"}}'
+
+
+@pytest.mark.parametrize("text", [POD_A + POD_B, POD_A + "\n" + POD_B + "\n", "\ufeff " + POD_A + "\r\n\t" + POD_B,
+                                  POD_A + "\n---\n" + POD_B, "{apiVersion: v1, kind: Pod, metadata: {name: a}, "
+                                  "spec: {schedulerName: kai-scheduler}}\n---\n" + POD_B])
+def test_a_json_stream_is_read_as_kubectl_reads_it(tmp_path, text):
+    path = tmp_path / "pods.json"
+    path.write_text(text, encoding="utf-8")
+    result = plan(str(path))
+    assert result.returncode == 0, result.stderr
+    assert f"{path}\n  pod default/a  → pg-a" in result.stdout and "  pod default/b  → pg-b" in result.stdout
+    assert plan("-", stdin=text).returncode == 0
+
+
+def test_a_broken_object_in_a_json_stream_is_named(tmp_path):
+    path = tmp_path / "pods.json"
+    path.write_text(POD_A + "\n" + '{"apiVersion": "v1", "kind": Pod}\n')
+    result = plan(str(path))
+    assert result.returncode == 2
+    assert result.stderr == f"podgang plan: {path}: document 2 (line 2): cannot parse JSON: Expecting value\n"
+
+
+def test_a_number_too_long_to_convert_is_unreadable_input(tmp_path):
+    path = write(tmp_path, "big.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec: {x: " + "9" * 5000 + "}\n")
+    result = plan(path)
+    assert result.returncode == 2
+    assert f"{path}: document 1: cannot parse YAML: Exceeds the limit (4300 digits)" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("""
+         apiVersion: apps/v1
+         kind: Deployment
+         metadata: {name: web, annotations: {podgang.io/min-member: 2}}
+         spec: {replicas: 3, template: {spec: {schedulerName: kai-scheduler}}}
+         """, 'deployment/web: the apiserver refuses this object: metadata.annotations.podgang.io/min-member '
+              'must be a string (quote it: "2")'),
+        ("""
+         apiVersion: v1
+         kind: Pod
+         metadata: {name: p, annotations: {gpu-memory: 0}}
+         spec: {schedulerName: kai-scheduler}
+         """, 'pod/p: the apiserver refuses this object: metadata.annotations.gpu-memory must be a string '
+              '(quote it: "0")'),
+        ("""
+         apiVersion: apps/v1
+         kind: Deployment
+         metadata: {name: web, labels: {podgang.io/skip: true}}
+         spec: {template: {spec: {schedulerName: kai-scheduler}}}
+         """, 'deployment/web: the apiserver refuses this object: metadata.labels.podgang.io/skip must be a string '
+              '(quote it: "true")'),
+        ("""
+         {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"}, "spec": {"template": {
+          "metadata": {"annotations": {"gpu-fraction": 0.5}}, "spec": {"schedulerName": "kai-scheduler"}}}}
+         """, 'statefulset/db: the apiserver refuses this object: spec.template.metadata.annotations.gpu-fraction '
+              'must be a string (quote it: "0.5")'),
+        ("""
+         apiVersion: batch/v1
+         kind: CronJob
+         metadata: {name: nightly}
+         spec:
+           jobTemplate: {spec: {template: {metadata: {labels: {podgang.io/skip: false}}}}}
+         """, "cronjob/nightly: the apiserver refuses this object: spec.jobTemplate.spec.template.metadata.labels."
+              'podgang.io/skip must be a string (quote it: "false")'),
+        ("""
+         apiVersion: leaderworkerset.x-k8s.io/v1
+         kind: LeaderWorkerSet
+         metadata: {name: lws}
+         spec: {leaderWorkerTemplate: {workerTemplate: {metadata: {annotations: {podgang.io/min-member: 4}}}}}
+         """, "leaderworkerset/lws: the apiserver refuses this object: spec.leaderWorkerTemplate.workerTemplate."
+              'metadata.annotations.podgang.io/min-member must be a string (quote it: "4")'),
+        ("""
+         apiVersion: kubeflow.org/v1
+         kind: PyTorchJob
+         metadata: {name: torch}
+         spec: {pytorchReplicaSpecs: {Worker: {template: {metadata: {labels: {tier: [a, b]}}}}}}
+         """, "pytorchjob/torch: the apiserver refuses this object: spec.pytorchReplicaSpecs.Worker.template."
+              "metadata.labels.tier must be a string"),
+        ("""
+         apiVersion: v1
+         kind: List
+         items:
+           - {apiVersion: v1, kind: Pod, metadata: {name: fine}}
+           - {apiVersion: v1, kind: Pod, metadata: {name: p, labels: [kai.scheduler/podgroup]}}
+         """, "pod/p: the apiserver refuses this object: metadata.labels must be a map of strings, not list"),
+    ],
+)
+def test_values_the_apiserver_refuses_are_reported_naming_file_document_and_field(tmp_path, text, expected):
+    path = write(tmp_path, "refused.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: first}\n---\n"
+                 + textwrap.dedent(text).strip() + "\n")
+    result = plan(path)
+    assert result.returncode == 2
+    assert result.stderr == f"podgang plan: {path}: document 2: {expected}\n"
+    assert result.stdout == ""
+
+
+def test_every_refusal_in_every_file_is_reported_at_once(tmp_path):
+    first = write(tmp_path, "a.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: a, labels: {x: 1, y: 2}}\n")
+    second = write(tmp_path, "b.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: b, annotations: {z: 3}}\n")
+    result = plan(first, second, "-o", "json")
+    assert result.returncode == 2
+    assert [line.split(": the apiserver refuses this object: ")[1] for line in result.stderr.splitlines()] == [
+        'metadata.labels.x must be a string (quote it: "1")',
+        'metadata.labels.y must be a string (quote it: "2")',
+        'metadata.annotations.z must be a string (quote it: "3")',
+    ]
+
+
+def test_string_and_null_values_and_schemas_are_accepted(tmp_path):
+    path = write(tmp_path, "ok.yaml", """
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: p, labels: {podgang.io/skip: "false"}, annotations: {note: }}
+        spec: {schedulerName: kai-scheduler}
+        ---
+        apiVersion: apiextensions.k8s.io/v1
+        kind: CustomResourceDefinition
+        metadata: {name: things.example.com}
+        spec:
+          versions:
+            - name: v1
+              schema:
+                openAPIV3Schema:
+                  properties:
+                    template:
+                      properties:
+                        metadata: {type: object, properties: {labels: {type: object, maxProperties: 3}}}
+    """)
+    result = plan(path)
+    assert result.returncode == 0, result.stderr
+    assert "pod default/p  → pg-p" in result.stdout
+
+
+# --------------------------------------------------------------------- int32 bounds
+
+
+@pytest.mark.parametrize("count", ["2147483648", "99999999999999999999999", "4294967296"])
+def test_a_scale_beyond_int32_is_a_usage_error(count):
+    result = plan("examples/", "--scale", f"deployment/model-1={count}")
+    assert result.returncode == 2
+    assert "N must be at most 2147483647, what a PodGroup's minMember holds" in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.parametrize("count", ["٣", "-1", "1.5", ""])
+def test_a_scale_that_is_not_a_count_is_a_usage_error(count):
+    result = plan("examples/", "--scale", f"deployment/model-1={count}")
+    assert result.returncode == 2
+    assert "expected KIND/NAME=N" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_largest_minmember_is_planned(tmp_path):
+    path = write(tmp_path, "web.yaml", """
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: web, uid: 0f4c7a36-5a8e-4e09-9d2e-7a1f61f3e001}
+        spec: {replicas: 1, template: {spec: {schedulerName: kai-scheduler}}}
+    """)
+    result = plan(path, "--scale", "deploy/web=2147483647", "-o", "yaml")
+    assert result.returncode == 0, result.stderr
+    (doc,) = [d for d in yaml.safe_load_all(result.stdout) if d]
+    assert doc["spec"]["minMember"] == 2147483647
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--scale", "deployment/model-1=2147483647"],
+         "podgang plan: PodGroup models-deploys/shared-app-podgroup: minMember 2147483649 (deployment/app-server 1 + "
+         "deployment/model-1 2147483647 + deployment/model-2 1 = 2147483649) is outside what a PodGroup holds "
+         "(0 to 2147483647)\n"),
+    ],
+)
+def test_a_minmember_beyond_int32_exits_2(args, expected):
+    result = plan("examples/02-shared-podgroup-deployments.yaml", *args)
+    assert result.returncode == 2
+    assert result.stderr == expected and result.stdout == ""
+
+
+def test_a_pin_or_a_written_minmember_beyond_int32_exits_2(tmp_path):
+    path = write(tmp_path, "groups.yaml", """
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: web, annotations: {podgang.io/min-member: "99999999999"}}
+        spec: {template: {spec: {schedulerName: kai-scheduler}}}
+        ---
+        apiVersion: scheduling.run.ai/v2alpha2
+        kind: PodGroup
+        metadata: {name: negative}
+        spec: {minMember: -1}
+    """)
+    result = plan(path)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"podgang plan: {path}#2: PodGroup default/negative: the apiserver refuses this object: spec.minMember -1 "
+        "is outside 0 to 2147483647",
+    ]
+    # a pin no PodGroup can hold is ignored, as the grouper ignores it, and said so
+    pin_only = write(tmp_path, "pin.yaml", Path(path).read_text().split("---")[0])
+    pinned = plan(pin_only)
+    assert pinned.returncode == 0, pinned.stderr
+    assert ('deployment/web: podgang.io/min-member="99999999999" is ignored: a PodGroup holds at most 2147483647 '
+            "members") in pinned.stdout
