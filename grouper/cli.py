@@ -92,6 +92,7 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
     """
     from kubernetes_asyncio.client import ApiClient
 
+    from podgang.grouper.api import resolve_environment_once
     from podgang.grouper.controller import Controller
     from podgang.grouper.events import EventSink
     from podgang.grouper.leader import default_identity, run_as_leader
@@ -114,6 +115,7 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
             await api_client.close()
             configuration.connection_pool_maxsize = watches + 32
             api_client = ApiClient(configuration=configuration)
+        resolve_environment_once(api_client)
     identity = args.leader_election_identity or default_identity()
     metrics = GrouperMetrics()
     state: dict = {"controller": None, "standby": bool(args.leader_elect)}
