@@ -24,6 +24,10 @@ Obj = dict[str, Any]
 
 _intern = sys.intern
 
+_REF_FIELDS = ("apiVersion", "kind", "name", "uid", "controller")  # what the grouper reads of an ownerReference
+_MAX_SHARED_REFS = 100_000
+_ABSENT = object()  # an ownerReference field that is not there (unlike one that is null)
+
 # Job / JobSet conditions that mean "this run is over".
 _FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget", "Completed"})
 
@@ -43,6 +47,8 @@ def obj_key(obj: Mapping[str, Any]) -> str:
 
 
 def _d(value: Any) -> Mapping[str, Any]:
+    if type(value) is dict:  # what orjson gives: skip the slow ABC check of typing.Mapping
+        return value
     return value if isinstance(value, Mapping) else {}
 
 
@@ -86,6 +92,7 @@ class Slimmer:
         self.object_annotations = (settings.min_member_annotation, settings.grace_period_annotation)
         self.template_labels = (settings.skip_label, d.pod_group_label, d.subgroup_label)
         self.template_annotations = (d.pod_group_annotation,)
+        self._refs: dict[tuple, Obj] = {}  # see _owner_ref
 
     def _metadata(self, md: Mapping[str, Any], labels: tuple[str, ...], annotations: tuple[str, ...]) -> Obj:
         out: Obj = {
@@ -103,14 +110,28 @@ class Slimmer:
         picked = _pick(md.get("annotations"), annotations)
         if picked:
             out["annotations"] = picked
-        refs = [
-            {k: (_intern(r[k]) if k in ("apiVersion", "kind") else r[k])
-             for k in ("apiVersion", "kind", "name", "uid", "controller") if k in r}
-            for r in md.get("ownerReferences") or () if isinstance(r, Mapping)
-        ]
+        refs = [self._owner_ref(r) for r in md.get("ownerReferences") or () if isinstance(r, Mapping)]
         if refs:
             out["ownerReferences"] = refs
         return out
+
+    def _owner_ref(self, ref: Mapping[str, Any]) -> Obj:
+        """One slim owner reference, shared (read-only) by every object naming the same
+        owner the same way (the pods of one ReplicaSet): 100,000 pods hold a few
+        thousand, and building one is a dict lookup."""
+        key = tuple(ref.get(k, _ABSENT) for k in _REF_FIELDS)
+        try:
+            shared = self._refs.get(key)
+        except TypeError:  # a value the API would not serve (a list for a name): keep it unshared
+            return {k: ref[k] for k in _REF_FIELDS if k in ref}
+        if shared is None:
+            if len(self._refs) >= _MAX_SHARED_REFS:
+                self._refs.clear()  # owners come and go: start over rather than grow
+            shared = self._refs[key] = {
+                k: (_intern(ref[k]) if k in ("apiVersion", "kind") and isinstance(ref[k], str) else ref[k])
+                for k in _REF_FIELDS if k in ref
+            }
+        return shared
 
     def _template(self, template: Any) -> Obj:
         t = _d(template)

@@ -79,6 +79,27 @@ def test_slim_pod_keeps_only_what_the_grouper_reads():
     assert len(json.dumps(slim)) < 400
 
 
+def test_slim_owner_references_are_shared_by_the_pods_of_one_owner():
+    rs = replicaset(deployment("web", 2))
+    slimmer = Slimmer()
+    a, b = (slimmer.pod(pod(name, owner=rs))["metadata"]["ownerReferences"] for name in ("a", "b"))
+    assert a == [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs["metadata"]["name"],
+                  "uid": rs["metadata"]["uid"], "controller": True}]
+    assert a[0] is b[0]  # one dict for every pod of the ReplicaSet
+    not_controller = slimmer.pod({**pod("c"), "metadata": {
+        **pod("c")["metadata"], "ownerReferences": [owner_ref(rs, controller=False)]}})
+    assert not_controller["metadata"]["ownerReferences"][0]["controller"] is False
+    no_flag = {k: v for k, v in owner_ref(rs).items() if k != "controller"}
+    null_flag = {**no_flag, "controller": None}
+    refs = [slimmer.pod({**pod(n), "metadata": {**pod(n)["metadata"], "ownerReferences": [ref]}})
+            ["metadata"]["ownerReferences"][0] for n, ref in (("d", no_flag), ("e", null_flag))]
+    assert "controller" not in refs[0] and refs[1]["controller"] is None
+    odd = slimmer.pod({**pod("f"), "metadata": {**pod("f")["metadata"], "ownerReferences": [
+        {**owner_ref(rs), "name": ["not", "a", "name"]}, "not a reference"]}})
+    assert odd["metadata"]["ownerReferences"][0]["name"] == ["not", "a", "name"]  # kept, unshared
+    assert len(odd["metadata"]["ownerReferences"]) == 1
+
+
 def test_slim_workloads_keep_sizes_templates_and_rollout_status():
     dep = deployment("web", 3, group="shared", status={"observedGeneration": 1, "updatedReplicas": 2,
                                                       "conditions": [{"type": "Progressing", "status": "True"}]})
