@@ -1,13 +1,20 @@
-"""grouper.api against the HTTP API emulator: the client's session reads the proxy
-environment once, and requests still go where that environment says."""
+"""grouper.api and grouper.informer against the HTTP API emulator: the client's
+session reads the proxy environment once (and requests still go where that
+environment says); the first paged list exempts the growing cache from the
+garbage collector, later relists do not."""
 
 from __future__ import annotations
+
+import asyncio
+import gc
 
 import pytest
 from aiohttp import web
 from kubernetes_asyncio.client import ApiClient
 
 from podgang.grouper.api import RawApi, resolve_environment_once
+from podgang.grouper.informer import Informer
+from podgang.kinds import POD as PODS
 from tests.kube_emulator import kube_emulator_fixture
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "team"},
@@ -79,3 +86,28 @@ async def test_a_proxy_in_the_configuration_wins(emu, proxy, environment):
         resolve_environment_once(client)
         assert await RawApi(client).get("/api/v1/namespaces/team/pods") == PROXIED
     assert proxy[1] == [f"{emu.url}/api/v1/namespaces/team/pods"]
+
+
+async def test_the_first_list_freezes_the_cache_later_relists_do_not(emu):
+    for i in range(5):
+        emu.put({**POD, "metadata": {"name": f"web-{i}", "namespace": "team"}})
+    store: dict = {}
+    gc.unfreeze()
+    try:
+        async with emu.api_client() as client:
+            informer = Informer(RawApi(client), PODS, None, store=store, slim=lambda raw: raw,
+                                keep=lambda obj: True, handler=lambda *change: None, page_size=2)
+            task = asyncio.create_task(informer.run())
+            try:
+                await asyncio.wait_for(informer.synced.wait(), 5.0)
+                frozen = gc.get_freeze_count()
+                assert sorted(store) == [f"team/web-{i}" for i in range(5)]
+                assert frozen > 0
+                gc.unfreeze()
+                await informer._relist()  # as after a 410: the process is warm, collect as usual
+                assert gc.get_freeze_count() == 0 and len(store) == 5
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+    finally:
+        gc.unfreeze()
