@@ -25,7 +25,7 @@ test: $(BIN)/.installed
 bench-webhook: $(BIN)/.installed
 	$(BIN)/python bench/webhook/bench.py
 
-# The grouper against the HTTP API emulator: 10,000 pods in 1,000 gangs (see bench/README.md).
+# The grouper against the HTTP API emulator: 10,000 and 100,000 pods side by side (see bench/README.md).
 bench-grouper: $(BIN)/.installed
 	$(BIN)/python bench/grouper/bench.py
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import random
 import time
@@ -178,6 +179,13 @@ class Informer:
                 if slim is not None and self.keep(slim):
                     md = slim["metadata"]
                     fresh[key_of(md.get("namespace") or "", md.get("name") or "")] = slim
+            if not self.synced.is_set():
+                # While the first list fills the cache, every full collection walked the
+                # whole cache again: 3 of the 5 s it took to load 100,000 pods. Everything
+                # that exists now is exempted from collection: it is still freed by
+                # reference counting (the cache holds no cycles); only cycles alive at
+                # start-up are never collected, once.
+                gc.freeze()
             cont = meta.get("continue")
             if not cont:
                 break

@@ -117,17 +117,20 @@ class StaleGangTracker:
         self._clock = clock
         self._settings = settings
         self._groups: dict[str, _History] = {}
+        self._stale: set[str] = set()  # groups whose stale_since is set: counted after every reconcile
 
     # -- queries and resets
 
     def forget(self, group: str) -> None:
         """The group was deleted: drop everything about it."""
         self._groups.pop(group, None)
+        self._stale.discard(group)
 
     def evicted(self, group: str) -> None:
         """The remaining members were evicted: start over (the gang must be
         satisfied again before it can go stale again)."""
         self._groups.pop(group, None)
+        self._stale.discard(group)
 
     def assume_satisfied(self, group: str, level: int) -> None:
         """Remember ``level`` as the level ``group`` was satisfied at, unless a level
@@ -138,7 +141,7 @@ class StaleGangTracker:
             h.satisfied_at = max(int(level), 1)
 
     def stale_groups(self) -> list[str]:
-        return sorted(g for g, h in self._groups.items() if h.stale_since is not None)
+        return sorted(self._stale)
 
     def satisfied_at(self, group: str) -> int | None:
         """The minMember the group was last satisfied at (for logs and tests)."""
@@ -148,8 +151,16 @@ class StaleGangTracker:
     # -- the decision
 
     def observe(self, obs: GangObservation) -> StaleVerdict:
-        now = self._clock()
         h = self._groups.setdefault(obs.group, _History())
+        verdict = self._judge(obs, h)
+        if h.stale_since is None:
+            self._stale.discard(obs.group)
+        else:
+            self._stale.add(obs.group)
+        return verdict
+
+    def _judge(self, obs: GangObservation, h: _History) -> StaleVerdict:
+        now = self._clock()
         min_member = max(obs.min_member, 1)
         active = max(obs.active, 0)
 

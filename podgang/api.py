@@ -21,8 +21,10 @@ from typing import Any, AsyncIterator, Mapping
 
 import aiohttp
 import orjson
+from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
+from yarl import URL
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -300,6 +302,37 @@ class Api:
 # ---------------------------------------------------------------- the client
 
 
+READ_BUFFER = 2**21  # what kubernetes_asyncio gives its session: a watch event can be large
+
+
+def resolve_environment_once(api_client: client.ApiClient) -> None:
+    """Stop the client's HTTP session from reading the environment on every request.
+
+    kubernetes_asyncio opens its aiohttp session with ``trust_env=True``, so every
+    request looks up the proxy variables and ``~/.netrc`` in a worker thread: two thread
+    hops and file checks per call, about 12% of the grouper's CPU while it creates
+    10,000 PodGroups. The proxy (``HTTPS_PROXY``/``HTTP_PROXY`` with ``NO_PROXY``) is
+    resolved here once instead; a proxy set in the configuration still wins. ``.netrc``
+    is dropped: the client sends its own credentials.
+    """
+    rest = api_client.rest_client
+    session = rest.pool_manager
+    if not session.trust_env:
+        return
+    if not rest.proxy:
+        try:
+            proxy, auth = get_env_proxy_for_url(URL(api_client.configuration.host))
+        except LookupError:
+            pass
+        else:
+            rest.proxy = str(proxy)
+            if auth is not None:
+                rest.proxy_headers = {**(rest.proxy_headers or {}), "Proxy-Authorization": auth.encode()}
+    connector = session.connector
+    session.detach()  # the new session takes the connector (and its TLS settings) over
+    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFFER)
+
+
 async def make_api_client(kubeconfig: str | None = None, *, connections: int | None = None) -> client.ApiClient:
     """An API client from ``kubeconfig`` if given, else in-cluster config when
     running in a pod, else ``$KUBECONFIG`` / ``~/.kube/config``. ``connections``:
@@ -324,4 +357,6 @@ async def make_api_client(kubeconfig: str | None = None, *, connections: int | N
         ) from exc
     if connections and configuration.connection_pool_maxsize < connections:
         configuration.connection_pool_maxsize = connections
-    return client.ApiClient(configuration=configuration)
+    api_client = client.ApiClient(configuration=configuration)
+    resolve_environment_once(api_client)
+    return api_client

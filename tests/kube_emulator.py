@@ -445,6 +445,24 @@ class _Table:
     history_rvs: list[int] = field(default_factory=list)
     floor: int = 0  # every event with rv > floor is still in history
     watchers: set[_Watcher] = field(default_factory=set)
+    # the keys in list order, built by the first list and kept in step after it, so a
+    # page is a bisect and a short walk instead of a sort of the whole table
+    _order: list[tuple[str, str]] | None = field(default=None, repr=False)
+
+    def set(self, obj: Obj) -> None:
+        key = _key(obj)
+        if self._order is not None and key not in self.objects:
+            bisect.insort(self._order, key)
+        self.objects[key] = obj
+
+    def discard(self, key: tuple[str, str]) -> None:
+        if self.objects.pop(key, None) is not None and self._order is not None:
+            del self._order[bisect.bisect_left(self._order, key)]
+
+    def ordered_keys(self) -> list[tuple[str, str]]:
+        if self._order is None:
+            self._order = sorted(self.objects)
+        return self._order
 
 
 def _key(obj: Obj) -> tuple[str, str]:
@@ -841,7 +859,7 @@ class KubeEmulator:
         obj["metadata"]["resourceVersion"] = str(self._rv)
         if old is not None:
             self._index_owners(table, old, add=False)
-        table.objects[_key(obj)] = obj
+        table.set(obj)
         self._index_owners(table, obj, add=True)
         self._emit(table, _Event(self._rv, "MODIFIED" if old else "ADDED", obj, old))
         return obj
@@ -886,7 +904,7 @@ class KubeEmulator:
     def _remove(self, table: _Table, obj: Obj) -> Obj:
         self._rv += 1
         final = {**obj, "metadata": {**_meta(obj), "resourceVersion": str(self._rv)}}
-        table.objects.pop(_key(obj), None)
+        table.discard(_key(obj))
         self._index_owners(table, obj, add=False)
         self._emit(table, _Event(self._rv, "DELETED", final))
         self._collect_garbage(_meta(obj).get("uid"))
@@ -1121,20 +1139,35 @@ class KubeEmulator:
             raise expired()
 
     async def _list(self, call: _Call) -> web.Response:
-        table, query = call.table, call.query
+        """One page in key order: a bisect to where the page starts, then a walk over
+        that page only, so paging through a whole table is linear in its size."""
+        table, query, namespace = call.table, call.query, call.namespace
         self._check_list_rv(table, query)
-        flt = _Filter.from_query(call.namespace, query)
-        items = sorted(table.objects.items())
+        flt = _Filter.from_query(namespace, query)
         list_rv, start = self._decode_continue(table, query.get("continue"))
+        keys = table.ordered_keys()
+        end = len(keys) if namespace is None else bisect.bisect_right(
+            keys, namespace, key=lambda k: k[0])
         if start is not None:
-            items = items[bisect.bisect_right(items, start, key=lambda kv: kv[0]):]
-        selected = [obj for _, obj in items if flt(obj)]
-        meta: Obj = {"resourceVersion": str(list_rv or self._rv)}
+            first = bisect.bisect_right(keys, start, hi=end)
+        elif namespace is not None:
+            first = bisect.bisect_left(keys, namespace, hi=end, key=lambda k: k[0])
+        else:
+            first = 0
         limit = int(query.get("limit") or 0)
-        if 0 < limit < len(selected):
-            meta["continue"] = self._encode_continue(list_rv or self._rv, _key(selected[limit - 1]))
-            meta["remainingItemCount"] = len(selected) - limit
-            selected = selected[:limit]
+        selected: list[Obj] = []
+        meta: Obj = {"resourceVersion": str(list_rv or self._rv)}
+        for index in range(first, end):
+            obj = table.objects[keys[index]]
+            if not flt(obj):
+                continue
+            if len(selected) == limit > 0:  # a page is full and more follow
+                meta["continue"] = self._encode_continue(list_rv or self._rv, _key(selected[-1]))
+                if not (query.get("labelSelector") or query.get("fieldSelector")):
+                    # like the apiserver: known only when nothing is filtered out
+                    meta["remainingItemCount"] = end - index
+                break
+            selected.append(obj)
         res = table.res
         return _json_response({"kind": f"{res.kind}List", "apiVersion": res.api_version,
                                "metadata": meta, "items": selected})
@@ -1197,8 +1230,8 @@ class KubeEmulator:
         rv = _parse_rv(query.get("resourceVersion"))
         send_initial = _truthy(query.get("sendInitialEvents"))
         if rv is None or send_initial:
-            items: list[tuple[str, Obj]] = [("ADDED", o) for _, o in
-                                            sorted(table.objects.items()) if watcher.filter(o)]
+            items: list[tuple[str, Obj]] = [("ADDED", o) for o in map(
+                table.objects.__getitem__, table.ordered_keys()) if watcher.filter(o)]
             if send_initial and watcher.bookmarks:
                 items.append(self._bookmark(table.res, {"k8s.io/initial-events-end": "true"}))
             return items

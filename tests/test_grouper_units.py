@@ -81,6 +81,35 @@ def test_slim_pod_keeps_only_what_the_grouper_reads():
     assert len(json.dumps(slim)) < 400
 
 
+def test_slim_pods_of_one_gang_share_their_owner_reference_labels_spec_and_status():
+    rs = replicaset(deployment("web", 2))
+    slimmer = Slimmer()
+    a, b = (slimmer.pod(pod(name, owner=rs, group="g")) for name in ("a", "b"))
+    assert a["metadata"]["ownerReferences"] == [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "controller": True,
+                                                 "name": rs["metadata"]["name"], "uid": rs["metadata"]["uid"]}]
+    assert a["metadata"]["ownerReferences"][0] is b["metadata"]["ownerReferences"][0]
+    for part in (("metadata", "labels"), ("metadata", "annotations"), ("spec",), ("status",)):
+        one, other = a, b
+        for k in part:
+            one, other = one[k], other[k]
+        assert one is other, part
+    pending = slimmer.pod(pod("c", owner=rs, group="g", phase="Pending"))
+    assert pending["status"] == {"phase": "Pending"} and a["status"] == {"phase": "Running"}
+    assert slimmer.pod(pod("d", owner=rs, group="h"))["metadata"]["labels"] == {LABEL: "h"}
+    not_controller = slimmer.pod({**pod("e"), "metadata": {
+        **pod("e")["metadata"], "ownerReferences": [owner_ref(rs, controller=False)]}})
+    assert not_controller["metadata"]["ownerReferences"][0]["controller"] is False
+    no_flag = {k: v for k, v in owner_ref(rs).items() if k != "controller"}
+    null_flag = {**no_flag, "controller": None}
+    refs = [slimmer.pod({**pod(n), "metadata": {**pod(n)["metadata"], "ownerReferences": [ref]}})
+            ["metadata"]["ownerReferences"][0] for n, ref in (("f", no_flag), ("g", null_flag))]
+    assert "controller" not in refs[0] and refs[1]["controller"] is None
+    odd = slimmer.pod({**pod("h"), "metadata": {**pod("h")["metadata"], "ownerReferences": [
+        {**owner_ref(rs), "name": ["not", "a", "name"]}, "not a reference"]}})
+    assert odd["metadata"]["ownerReferences"][0]["name"] == ["not", "a", "name"]  # kept, unshared
+    assert len(odd["metadata"]["ownerReferences"]) == 1
+
+
 def test_slim_workloads_keep_sizes_templates_and_rollout_status():
     dep = deployment("web", 3, group="shared", status={"observedGeneration": 1, "updatedReplicas": 2, "conditions": [
         {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"},
