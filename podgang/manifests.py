@@ -19,6 +19,14 @@ from typing import Any, Iterator
 
 import yaml
 
+from podgang.backends import BACKENDS
+from podgang.kinds import WORKLOADS
+from podgang.objects import POD
+
+#: ``<Kind>List`` kinds the API serves for kinds podgang reads: their items are objects
+#: of that kind (the API leaves kind and apiVersion out of each item)
+LIST_KINDS = frozenset(f"{k}List" for k in {POD.kind, *WORKLOADS, *(b.podgroup.kind for b in BACKENDS.values())})
+
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 # Kubernetes objects are a few dozen levels deep at most (a CRD's schema included);
@@ -86,11 +94,18 @@ def _expand(obj: Any, source: Source) -> Iterator[Manifest]:
         raise ManifestError(f"{source.file}: document {source.document}: the object has no 'kind'")
     if not isinstance(obj.get("apiVersion"), str):
         raise ManifestError(f"{source.file}: document {source.document}: {kind} has no 'apiVersion'")
-    if kind.endswith("List") and isinstance(obj.get("items"), list):
-        for item in obj["items"]:
+    items = obj.get("items")
+    if kind == "List" and isinstance(items, list):  # kubectl get -o yaml: items carry their own kind
+        for item in items:
             yield from _expand(item, source)
         return
-    yield Manifest(obj, source)
+    if kind in LIST_KINDS and isinstance(items, list):  # the API's PodList, DeploymentList ...
+        for item in items:
+            if isinstance(item, dict):
+                item = {"apiVersion": obj["apiVersion"], "kind": kind[: -len("List")], **item}
+            yield from _expand(item, source)
+        return
+    yield Manifest(obj, source)  # any other kind, even one named ...List (a custom AllowList), is an object
 
 
 def _shown(text: str) -> str:

@@ -615,3 +615,72 @@ def test_a_pin_or_a_written_minmember_beyond_int32_exits_2(tmp_path):
     assert pinned.returncode == 0, pinned.stderr
     assert ('deployment/web: podgang.io/min-member="99999999999" is ignored: a PodGroup holds at most 2147483647 '
             "members") in pinned.stdout
+
+
+# --------------------------------------------------------------------- what a new user tried (issue 11)
+
+
+def test_only_real_list_kinds_are_unpacked(tmp_path):
+    path = write(tmp_path, "lists.yaml", """
+        apiVersion: v1
+        kind: PodList
+        items:
+          - metadata: {name: from-the-api, namespace: team}
+            spec: {schedulerName: kai-scheduler}
+        ---
+        apiVersion: policy.example.com/v1
+        kind: AllowList
+        metadata: {name: allowed}
+        items:
+          - {apiVersion: v1, kind: Pod, metadata: {name: not-a-pod}, spec: {schedulerName: kai-scheduler}}
+    """)
+    result = plan(path, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    objects = [m["object"] for m in json.loads(result.stdout)["members"]]
+    assert objects == ["pod team/from-the-api"]  # the API's PodList items; the AllowList is not a list
+
+
+def test_a_kind_podgang_does_not_know_is_listed_as_a_gang_of_one(tmp_path):
+    path = write(tmp_path, "torch.yaml", """
+        apiVersion: kubeflow.org/v1
+        kind: PyTorchJob
+        metadata: {name: torch, namespace: ml}
+        spec:
+          pytorchReplicaSpecs:
+            Worker:
+              replicas: 4
+              template: {spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}}
+    """)
+    result = plan(path)
+    assert result.returncode == 0, result.stderr
+    assert "pytorchjob ml/torch" in result.stdout
+    assert ("podgang does not follow the size of a PyTorchJob: its pods form a gang of 1 — pin it with "
+            "podgang.io/min-member") in result.stdout
+
+
+def test_a_workload_only_partly_in_scope_is_a_warning(tmp_path):
+    path = write(tmp_path, "lws.yaml", """
+        apiVersion: leaderworkerset.x-k8s.io/v1
+        kind: LeaderWorkerSet
+        metadata: {name: half, namespace: ml}
+        spec:
+          replicas: 1
+          leaderWorkerTemplate:
+            size: 4
+            leaderTemplate: {spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}}
+            workerTemplate: {spec: {containers: [{name: c, image: x}]}}
+    """)
+    out = plan(path).stdout
+    assert "only some of its pod templates are in scope" in out
+    assert "its gang can never be complete" in out
+
+
+def test_generate_name_pods_get_groups_of_their_own_shown_as_comments_in_yaml(tmp_path):
+    pod = "apiVersion: v1\nkind: Pod\nmetadata: {generateName: worker-, namespace: ml}\nspec: {schedulerName: kai-scheduler}\n"
+    path = write(tmp_path, "gen.yaml", pod + "---\n" + pod)
+    data = json.loads(plan(path, "-o", "json").stdout)
+    groups = [m["group"] for m in data["members"]]
+    assert len(set(groups)) == 2 and all(g.startswith("pg-worker-") for g in groups)
+    result = plan(path, "-o", "yaml")
+    assert [d for d in yaml.safe_load_all(result.stdout) if d] == []
+    assert result.stdout.count("its name ends in a random suffix the webhook picks") == 2
