@@ -98,7 +98,7 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
     from podgang.grouper.health import HealthServer
     from podgang.api import make_api_client
     from podgang.events import EventSink
-    from podgang.kube import EventRecorder
+    from podgang.events import EventRecorder
     from podgang.metrics import GrouperMetrics
 
     settings = settings_from(args)

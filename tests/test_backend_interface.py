@@ -20,7 +20,7 @@ from podgang.backends import GangSpec, Resize
 from podgang.backends.base import REPLACE_WHEN_EMPTY, Backend, string_value
 from podgang.events import EventSink
 from podgang.grouper.controller import Controller, Options
-from podgang.kube import EventRecorder
+from podgang.events import EventRecorder
 from podgang.manifests import Manifest, Source
 from podgang.objects import Denial, Resource, annotations, as_dict
 from podgang.plan import build_plan, podgroup_manifests

@@ -17,8 +17,7 @@ from aiohttp import web
 
 from podgang import rules
 from podgang.api import Api, make_api_client
-from podgang.events import EventSink
-from podgang.kube import EventRecorder
+from podgang.events import EventRecorder, EventSink
 from podgang.metrics import WebhookMetrics
 from podgang.settings import DEFAULT, Settings
 

@@ -1,4 +1,4 @@
-"""Events against the HTTP API emulator. podgang.kube.EventRecorder: what `kubectl
+"""Events against the HTTP API emulator. podgang.events.EventRecorder: what `kubectl
 describe` shows, repeats counted on one Event, memory bounded, and never an exception.
 podgang.events.EventSink, the one event queue of both processes: bounded (a full queue
 drops and counts), written in the background, written out on stop, and a stop that
@@ -10,8 +10,7 @@ import asyncio
 
 import pytest
 
-from podgang.events import EventSink
-from podgang.kube import EventRecorder
+from podgang.events import EventRecorder, EventSink
 from tests.kube_emulator import kube_emulator_fixture
 from tests.webhook_support import eventually
 
