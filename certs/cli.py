@@ -12,9 +12,14 @@ Every flag can also be given as a PODGANG_* environment variable.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from typing import Any
 
+from podgang.api import make_api_client
+from podgang.certs.directory import generate
+from podgang.certs.kube import EnsureError, ensure
+from podgang.certs.pki import CertError
 from podgang.options import add_flag
 
 
@@ -92,9 +97,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_generate(args: argparse.Namespace) -> int:
-    from podgang.certs.directory import generate
-    from podgang.certs.pki import CertError
-
     if not args.out:
         return _fail(args, "--out DIR is required", 2)
     try:
@@ -116,15 +118,10 @@ def _run_ensure(args: argparse.Namespace) -> int:
         return _fail(args, "--days and --ca-days must be at least 1", 2)
     if args.key_type not in ("ec", "rsa"):
         return _fail(args, f"--key-type {args.key_type!r}: expected ec or rsa", 2)
-    import asyncio
-
     return asyncio.run(_ensure(args))
 
 
 async def _ensure(args: argparse.Namespace) -> int:
-    from podgang.api import make_api_client
-    from podgang.certs.kube import EnsureError, ensure
-
     try:
         api_client = await make_api_client(args.kubeconfig)
     except RuntimeError as exc:

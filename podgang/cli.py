@@ -1,23 +1,26 @@
 """The ``podgang`` console script: one entry point, one sub-command per process.
 
-Each sub-command lives in its own package and exposes two functions:
-``add_arguments(parser)`` (cheap: no heavy imports) and ``run(args) -> int``.
+Each sub-command's module exposes two functions: ``add_arguments(parser)`` and
+``run(args) -> int``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from types import ModuleType
 
-from podgang import __version__
+from podgang import __version__, plan_cli
+from podgang.certs import cli as certs_cli
+from podgang.grouper import cli as grouper_cli
+from podgang.webhook import cli as webhook_cli
 
 # sub-command -> (module, one-line help)
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "plan": ("podgang.plan_cli", "offline: show the gangs, PodGroups and denials for manifests"),
-    "webhook": ("podgang.webhook.cli", "serve admission (mutate + validate pods) over HTTPS"),
-    "grouper": ("podgang.grouper.cli", "run the controller that keeps PodGroups and gangs true"),
-    "certs": ("podgang.certs.cli", "generate, store and rotate the webhook's serving certificates"),
+SUBCOMMANDS: dict[str, tuple[ModuleType, str]] = {
+    "plan": (plan_cli, "offline: show the gangs, PodGroups and denials for manifests"),
+    "webhook": (webhook_cli, "serve admission (mutate + validate pods) over HTTPS"),
+    "grouper": (grouper_cli, "run the controller that keeps PodGroups and gangs true"),
+    "certs": (certs_cli, "generate, store and rotate the webhook's serving certificates"),
 }
 
 
@@ -37,13 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def command_parser(name: str):
-    """The parser of one sub-command and the function that runs it.
-
-    Only that command's module is imported, so one command's dependencies never
-    stand in the way of another.
-    """
-    module_name, help_text = SUBCOMMANDS[name]
-    module = importlib.import_module(module_name)
+    """The parser of one sub-command and the function that runs it."""
+    module, help_text = SUBCOMMANDS[name]
     parser = argparse.ArgumentParser(
         prog=f"podgang {name}",
         description=(module.__doc__ or help_text).strip(),

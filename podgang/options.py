@@ -11,6 +11,8 @@ import argparse
 import os
 from typing import Any, Callable
 
+from podgang.rules import parse_duration
+
 
 def env_name(flag: str) -> str:
     """``--scheduler-name`` -> ``PODGANG_SCHEDULER_NAME``."""
@@ -83,8 +85,6 @@ SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/names
 
 def duration(text: str) -> float:
     """An argparse type: ``90s``, ``5m``, ``1h30m``, ``500ms`` or plain seconds."""
-    from podgang.rules import parse_duration
-
     try:
         return parse_duration(text)
     except ValueError as exc:
