@@ -238,6 +238,8 @@ def build_plan(
 
     for key in sorted(cache.all_group_keys()):
         _planned_group(plan, desired_group(cache, key), cache, settings, objects, defined, named_by_pods, random_names)
+    order = {m.source: i for i, m in enumerate(manifests)}
+    plan.members.sort(key=lambda member: order.get(member.source, 0))  # as the manifests are written
     return plan
 
 
@@ -245,11 +247,10 @@ def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects
                put, named_by_pods: dict[str, Source], random_names: set[str]) -> None:
     member = Member(source, _what(obj, ns), ns)
     plan.members.append(member)
-    skip = rules.scope_problem(obj, ns, settings)
     chain = objects.chain(obj)
-    skipped_owner = next((o for o in chain if rules.is_skipped(o, settings)), None)
-    if skip or skipped_owner is not None:
-        member.skipped = skip or f"{rules.kind_name(skipped_owner)} is labelled {settings.skip_label}=true"
+    skip = rules.scope_problem(obj, ns, settings, chain)
+    if skip:
+        member.skipped = skip
         return
     suffix = rules.generated_suffix(f"{source}")  # stands in for the webhook's random one: one per pod
     gang = _admitted_gang(obj, chain, settings, suffix)

@@ -79,8 +79,13 @@ def is_skipped(obj: Any, settings: Settings = DEFAULT) -> bool:
     return labels(obj).get(settings.skip_label, "").lower() == "true"
 
 
-def scope_problem(pod: Any, namespace: str | None = None, settings: Settings = DEFAULT) -> str | None:
-    """Why podgang leaves this pod alone, or None when it is in scope."""
+def scope_problem(pod: Any, namespace: str | None = None, settings: Settings = DEFAULT,
+                  owners: Sequence[Any] = ()) -> str | None:
+    """Why podgang leaves this pod alone, or None when it is in scope.
+
+    ``owners``: the pod's owner objects looked up so far; one labelled
+    ``podgang.io/skip=true`` (spec §1: a pod *or workload* label) puts the pod out of
+    scope too. The webhook's mutate and validate and ``podgang plan`` all ask here."""
     spec = _dict(_dict(pod).get("spec"))
     scheduler = spec.get("schedulerName") or "default-scheduler"
     if scheduler not in settings.scheduler_names:
@@ -90,6 +95,9 @@ def scope_problem(pod: Any, namespace: str | None = None, settings: Settings = D
         return f"namespace {_q(ns)} is excluded"
     if is_skipped(pod, settings):
         return f"labelled {settings.skip_label}=true"
+    skipped = next((o for o in owners if is_skipped(o, settings)), None)
+    if skipped is not None:
+        return f"{kind_name(skipped)} is labelled {settings.skip_label}=true"
     return None
 
 

@@ -684,3 +684,32 @@ def test_generate_name_pods_get_groups_of_their_own_shown_as_comments_in_yaml(tm
     result = plan(path, "-o", "yaml")
     assert [d for d in yaml.safe_load_all(result.stdout) if d] == []
     assert result.stdout.count("its name ends in a random suffix the webhook picks") == 2
+
+
+def test_a_pod_of_a_workload_labelled_skip_is_skipped_not_denied(tmp_path):
+    path = write(tmp_path, "skip.yaml", """
+        apiVersion: apps/v1
+        kind: Deployment
+        metadata: {name: opt-out, namespace: ml, uid: 6b0c7c1e-0b1e-4a8e-9d57-1f0a3c2b9e11,
+                   labels: {podgang.io/skip: "true"}}
+        spec:
+          replicas: 1
+          template:
+            metadata: {annotations: {gpu-memory: "4000"}}
+            spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}
+        ---
+        apiVersion: v1
+        kind: Pod
+        metadata:
+          name: opt-out-0
+          namespace: ml
+          annotations: {gpu-memory: "4000"}
+          ownerReferences: [{apiVersion: apps/v1, kind: Deployment, name: opt-out,
+                             uid: 6b0c7c1e-0b1e-4a8e-9d57-1f0a3c2b9e11, controller: true}]
+        spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]}
+    """)
+    result = plan(path)
+    assert result.returncode == 0, result.stdout
+    (line,) = [x for x in result.stdout.splitlines() if "pod ml/opt-out-0" in x]
+    assert line.endswith("skipped: deployment/opt-out is labelled podgang.io/skip=true")
+    assert "Denied (0)" in result.stdout

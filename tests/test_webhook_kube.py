@@ -34,6 +34,7 @@ from tests.webhook_support import (
     review,
     review_names,
     running_webhook,
+    with_annotations,
 )
 
 PODGROUPS = r"/apis/scheduling\.run\.ai/v2alpha2/namespaces/cap/podgroups"
@@ -545,3 +546,21 @@ async def test_an_owner_the_api_refuses_is_asked_for_once_per_scale_up_not_once_
             assert await wh.mutate(owned_pod_review(i)) == {"uid": f"scale-up-{i}", "allowed": True}
         assert await wh.metric("podgang_webhook_owner_lookup_failures_total") == 5
     assert kube.count("GET", r"/replicasets/web-7887448d46$") == 1
+
+
+async def test_a_workload_labelled_skip_is_skipped_by_validate_as_by_mutate(tmp_path, kube, api_client):
+    """One scope decision for both endpoints: a Deployment labelled podgang.io/skip=true
+    whose pod asks for a whole GPU and gpu-memory is left alone by /validate-pods too."""
+    doc = with_annotations(owned_pod_review(0), {"gpu-memory": "4000"})
+    container = doc["request"]["object"]["spec"]["containers"][0]
+    container.setdefault("resources", {})["limits"] = {"nvidia.com/gpu": "1"}
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        denied = await wh.validate(doc)
+        assert denied["allowed"] is False and "cannot request both GPU and GPU memory" in denied["status"]["message"]
+        kube.patch_object("deployments", NS, "web", {"metadata": {"labels": {"podgang.io/skip": "true"}}})
+        skipped_review = copy.deepcopy(doc)
+        skipped_review["request"]["uid"] = "skipped"
+    # a fresh webhook: the owner cache of the first still holds the Deployment without the label
+    async with running_webhook(tmp_path / "again", api_client=api_client) as wh:
+        assert await wh.validate(skipped_review) == {"uid": "skipped", "allowed": True}
+        assert await wh.mutate(skipped_review) == {"uid": "skipped", "allowed": True}

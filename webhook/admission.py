@@ -223,19 +223,21 @@ def random_suffix(length: int = 5) -> str:
 # validation (pure)
 
 
-def validate(review: Review, settings: Settings) -> Verdict:
+def validate(review: Review, settings: Settings, owners: list[dict[str, Any]] | tuple = ()) -> Verdict:
     """The validating webhook (CREATE, UPDATE of pods): contradictory GPU requests,
     a hand-made group named two ways, a group changed or removed on UPDATE.
 
     On UPDATE a problem the pod already had is not held against it (a pod admitted
     while the webhook was down must still be deletable, its finalizers removable).
+    ``owners``: the pod's owner objects, when looked up (a workload labelled
+    ``podgang.io/skip=true`` puts its pods out of scope, as in mutate).
     """
     if review.operation not in ("CREATE", "UPDATE") or not review.is_pod:
         return skip(f"{review.operation or 'no operation'} of {review.kind or 'no kind'}: not validated")
     pod = review.obj
     if pod is None:
         return skip("no object in the request")
-    out_of_scope = rules.scope_problem(pod, review.namespace, settings)
+    out_of_scope = rules.scope_problem(pod, review.namespace, settings, owners)
     if out_of_scope:
         return skip(out_of_scope)
     updating = review.operation == "UPDATE" and review.old is not None
@@ -278,8 +280,21 @@ class Admission:
         # same answer without walking the rules again; see _replay_key
         self._replay: OrderedDict[tuple[str, bytes], tuple[float, str, str, tuple[str, int] | None]] = OrderedDict()
 
-    def validate(self, review: Review) -> Verdict:
-        return validate(review, self.settings)
+    async def validate(self, review: Review, *, budget: float | Callable[[], float] = DEFAULT_REVIEW_TIMEOUT) -> Verdict:
+        """:func:`validate`; a denial is checked once more with the pod's owners (looked
+        up through the cache only then: most pods are allowed), so that a workload
+        labelled ``podgang.io/skip=true`` keeps its pods out of scope here as in mutate.
+        When the owners cannot be looked up the denial stands."""
+        verdict = validate(review, self.settings)
+        if verdict.allowed or review.obj is None or rules.next_owner(review.obj) is None:
+            return verdict
+        deadline = time.monotonic() + max(0.05, (budget() if callable(budget) else budget) - TIMEOUT_MARGIN)
+        try:
+            chain = await self._owner_chain(review.obj, review.namespace, deadline)
+        except OwnerLookupFailed as exc:
+            verdict.reason += f"; its owners could not be checked for {self.settings.skip_label}: {exc}"
+            return verdict
+        return validate(review, self.settings, chain)
 
     async def mutate(self, review: Review, *, budget: float | Callable[[], float] = DEFAULT_REVIEW_TIMEOUT) -> Verdict:
         """The mutating webhook (CREATE of pods): membership per spec §2.
@@ -326,9 +341,9 @@ class Admission:
                     self.owners.metrics.owner_lookup_failures.inc()
                     return Verdict(True, "degraded", f"owner look-up failed, pod admitted without a group: {exc}")
             gang = rules.gang_for_pod(pod, chain, settings=settings, name_suffix=random_suffix())
-        skipped = next((o for o in chain if rules.is_skipped(o, settings)), None)
-        if skipped is not None:  # spec §1: a pod *or workload* label
-            return skip(f"{rules.kind_name(skipped)} is labelled {settings.skip_label}=true")
+        owner_skipped = rules.scope_problem(pod, review.namespace, settings, chain)
+        if owner_skipped:  # spec §1: a pod *or workload* label
+            return skip(owner_skipped)
         if isinstance(gang, rules.Denial):
             return deny(gang.message)
         verdict = Verdict(True, "patched", gang.reason, group=gang.name)

@@ -217,7 +217,7 @@ class WebhookServer:
             if endpoint == MUTATE:
                 verdict = await self.admission.mutate(review, budget=lambda: _review_budget(request))
             else:
-                verdict = self.admission.validate(review)
+                verdict = await self.admission.validate(review, budget=lambda: _review_budget(request))
         except Exception as exc:  # a bug must not block pods: allow, unchanged, and say so loudly
             log.exception("admission failed", extra={"fields": {"uid": review.uid, "endpoint": endpoint}})
             verdict = Verdict(True, "degraded", f"internal error, admitted unchanged: {type(exc).__name__}: {exc}")
