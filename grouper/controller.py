@@ -41,6 +41,7 @@ from podgang.grouper.podgroups import (
     is_orphan_candidate,
     plan_writes,
     pod_gang,
+    retired_by,
     rollout_reason,
     size_held,
     with_owners,
@@ -446,6 +447,17 @@ class Controller:
 
     async def _orphans(self, key: str, desired: Desired, started: float) -> None:
         actual = self.cache.podgroups.get(key)
+        retired = retired_by(desired, actual, self.cache)
+        if retired is not None:
+            assert actual is not None
+            namespace, name = split_key(key)
+            await self._delete_podgroup(self.podgroup_resource.path(namespace, name), actual)
+            self.writes += 1
+            self.metrics.retired.inc()
+            message = f"deleted PodGroup {name}: {retired}"
+            self.events.emit(actual, "PodGroupRetired", message)
+            self._decision(key, "delete", message, started)
+            return
         if not is_orphan_candidate(desired, actual, self.settings):
             self._orphan_seen.pop(key, None)
             return

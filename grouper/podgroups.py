@@ -284,6 +284,22 @@ def is_orphan_candidate(desired: Desired, actual: Obj | None, settings: Settings
     return is_managed(actual, settings)
 
 
+def retired_by(desired: Desired, actual: Obj | None, cache: Cache) -> str | None:
+    """Why a podgang group is no longer wanted although its owner still exists, or
+    None: the owner no longer has it (a LeaderWorkerSet scaled down drops the groups
+    of its removed replica groups) and no pod names it any more. Garbage collection
+    only removes it with the owner, so the grouper does."""
+    if actual is None or desired.source is not None or desired.pending or desired.members:
+        return None
+    if _md(actual).get("deletionTimestamp") or not is_managed(actual, cache.settings):
+        return None
+    for ref in _md(actual).get("ownerReferences") or ():
+        owner = cache.by_uid.get(str((ref or {}).get("uid") or ""))
+        if owner is not None and owner.get("kind") == (ref or {}).get("kind") and kinds.workload_kind(owner):
+            return f"{display_name(owner)} no longer has it and no pod names it"
+    return None
+
+
 # ---------------------------------------------------------------------------
 # stale-gang inputs
 

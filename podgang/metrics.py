@@ -189,6 +189,10 @@ class GrouperMetrics(ProcessMetrics):
             "podgang_grouper_orphan_podgroups_deleted_total", "PodGroups deleted because their pod never appeared.",
             registry=r,
         )
+        self.retired = Counter(
+            "podgang_grouper_podgroups_retired_total",
+            "PodGroups deleted because the workload that owns them no longer has them (a scale-down).", registry=r,
+        )
         self.conflicts = Counter("podgang_grouper_conflicts_total", "Writes retried after 409 Conflict.", registry=r)
         self.queue_depth = Gauge("podgang_grouper_queue_depth", "Keys waiting to be reconciled.", registry=r)
         self.leader = Gauge("podgang_grouper_leader", "1 while this replica holds the leader Lease.", registry=r)

@@ -9,6 +9,8 @@ import logging
 
 import pytest
 
+from podgang import rules
+from podgang.objects import OwnerRef
 from tests.grouper_support import (
     ANN,
     LABEL,
@@ -30,6 +32,7 @@ from tests.grouper_support import (
     settle_status,
 )
 from tests.kube_emulator import KubeEmulator, kube_emulator_fixture
+from tests.webhook_support import eventually
 
 SHARED = "shared-app-podgroup"
 
@@ -952,3 +955,28 @@ async def test_a_pin_on_a_cronjob_applies_to_each_run(emu):
                            "schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
         emu.put(pod("nightly-2901-x", owner=run, group=owned_group(run), phase="Pending", node=None))
         await emu.wait_for(lambda: min_member(emu, owned_group(run)) == 2, 2.0)
+
+
+async def test_a_leaderworkerset_scaled_down_loses_the_groups_of_its_removed_replicas(emu):
+    """Its groups are owned by the LWS, so garbage collection would keep them until the LWS
+    is deleted: the grouper deletes a group once its index is gone and no pod names it."""
+    lws = emu.put({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                   "metadata": {"name": "llm", "namespace": NS},
+                   "spec": {"replicas": 3, "leaderWorkerTemplate": {"size": 2, "workerTemplate": {
+                       "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}}})
+    groups = [rules.owned_group_name(OwnerRef.from_dict(owner_ref(lws)), f"-group-{i}") for i in range(3)]
+    # a pod of the last group is still there when the scale-down lands
+    leader = emu.put(pod("llm-2", owner=lws, group=groups[2], labels={"leaderworkerset.sigs.k8s.io/group-index": "2"}))
+    async with running_grouper(emu) as grouper:
+        await emu.wait_for(lambda: all(min_member(emu, g) == 2 for g in groups), 2.0)
+        emu.patch_object("leaderworkersets", NS, "llm", {"spec": {"replicas": 2}})
+        cache = grouper.controller.cache
+        await emu.wait_for(lambda: cache.workload("LeaderWorkerSet", f"{NS}/llm")["spec"]["replicas"] == 2, 2.0)
+        await grouper.controller.queue.wait_idle()
+        assert emu.get("podgroups", NS, groups[2]) is not None, "a pod still names it"
+        emu.delete("pods", NS, leader["metadata"]["name"])
+        await emu.wait_for(lambda: emu.get("podgroups", NS, groups[2]) is None, 2.0)
+        assert [emu.get("podgroups", NS, g) is not None for g in groups[:2]] == [True, True]
+        (retired,) = await eventually(lambda: events(emu, "PodGroupRetired"), what="a PodGroupRetired event")
+        assert retired["message"] == (f"deleted PodGroup {groups[2]}: leaderworkerset llm no longer has it and no "
+                                      f"pod names it")
