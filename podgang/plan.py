@@ -318,8 +318,9 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     if not templates or all(problems):
         member.skipped = next((p for p in problems if p), "no pod template")
         return
-    if any(problems):
-        plan.warnings.append(Finding(member.source, member.what, partial_scope_problem(obj, templates, problems)))
+    partial = rules.partial_scope_problem(obj, ns, settings)
+    if partial:
+        plan.warnings.append(Finding(member.source, member.what, partial))
     for path, template in templates:
         gpu = rules.gpu_problem(template, settings)
         if gpu:
@@ -345,16 +346,6 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
                                                owner_text=f"each Job of {owner_text}", per_run=True)
     else:
         member.group, member.why = ", ".join(shown(n) for n in owned), f"top owner {owner_text}"
-
-
-def partial_scope_problem(workload: Any, templates, problems) -> str:
-    """A workload whose pod templates are only partly in podgang's scope: its gang
-    counts every pod but only some ever join it, so it can never be complete."""
-    out = [path for (path, _), problem in zip(templates, problems) if problem]
-    inside = [path for (path, _), problem in zip(templates, problems) if not problem]
-    return (f"only some of its pod templates are in scope ({', '.join(inside)}; not {', '.join(out)}: "
-            f"{next(p for p in problems if p)}): its gang can never be complete — give every template "
-            f"the same schedulerName")
 
 
 _ORIGINS = {rules.OWNED: "owned", rules.OWNER_LESS: "owner-less", rules.HAND_MADE: "hand-made"}

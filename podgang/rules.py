@@ -101,6 +101,21 @@ def scope_problem(pod: Any, namespace: str | None = None, settings: Settings = D
     return None
 
 
+def partial_scope_problem(workload: Any, namespace: str | None = None, settings: Settings = DEFAULT) -> str | None:
+    """Why a workload whose pod templates are only partly in scope (an LWS whose leader
+    names the gang scheduler and whose workers do not) can never have a complete gang,
+    or None: its gang counts every pod, but only some of them ever join it."""
+    templates = pod_templates(workload)
+    problems = [scope_problem(t, namespace or metadata(workload).get("namespace"), settings) for _, t in templates]
+    if not any(problems) or all(problems):
+        return None
+    inside = [path for (path, _), problem in zip(templates, problems) if not problem]
+    outside = [path for (path, _), problem in zip(templates, problems) if problem]
+    return (f"{kind_name(workload)}: only some of its pod templates are in scope ({', '.join(inside)}; not "
+            f"{', '.join(outside)}: {next(p for p in problems if p)}): its gang can never be complete — give every "
+            f"template the same schedulerName")
+
+
 def in_scope(pod: Any, namespace: str | None = None, settings: Settings = DEFAULT) -> bool:
     return scope_problem(pod, namespace, settings) is None
 

@@ -980,3 +980,16 @@ async def test_a_leaderworkerset_scaled_down_loses_the_groups_of_its_removed_rep
         (retired,) = await eventually(lambda: events(emu, "PodGroupRetired"), what="a PodGroupRetired event")
         assert retired["message"] == (f"deleted PodGroup {groups[2]}: leaderworkerset llm no longer has it and no "
                                       f"pod names it")
+
+
+async def test_a_workload_only_partly_in_scope_is_warned_about_once(emu):
+    emu.put({"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+             "metadata": {"name": "half", "namespace": NS},
+             "spec": {"replicas": 1, "leaderWorkerTemplate": {
+                 "size": 4,
+                 "leaderTemplate": {"spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}},
+                 "workerTemplate": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}}})
+    async with running_grouper(emu):
+        (warning,) = await eventually(lambda: events(emu, "GangNeverComplete"), what="a GangNeverComplete warning")
+    assert warning["type"] == "Warning" and warning["involvedObject"]["kind"] == "LeaderWorkerSet"
+    assert "its gang can never be complete" in warning["message"]

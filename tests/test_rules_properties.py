@@ -414,6 +414,7 @@ ARGS = {
                                                              d.draw(st.none() | st.text(max_size=8)))),
     "is_skipped": lambda d: (d.draw(anything),),
     "scope_problem": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),
+    "partial_scope_problem": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),
     "in_scope": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),
     "is_valid_group_name": lambda d: (d.draw(json_any),),
     "group_name": lambda d: (d.draw(st.text(max_size=300)), d.draw(st.text(max_size=20))),
