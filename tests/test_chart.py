@@ -43,6 +43,8 @@ VARIANTS = {
     "fail-closed": {"webhook": {"failurePolicy": "Fail", "timeoutSeconds": 10}},
     "watch-namespaces": {"grouper": {"watchNamespaces": ["team-a", "team-b"]}},
     "no-leader-election": {"grouper": {"replicas": 1, "leaderElection": {"enabled": False}}},
+    "operator-role": {"operatorRole": {"enabled": True, "subjects": [{"kind": "Group", "name": "sre",
+                                                                      "apiGroup": "rbac.authorization.k8s.io"}]}},
     "everything": {
         "certManager": {"enabled": True},
         "crds": {"install": True},
