@@ -109,6 +109,7 @@ class GangStatus:
     failed: int = 0
     terminating: int = 0
     pending_pods: list[str] = field(default_factory=list)
+    subgroups: dict[str, dict[str, int]] = field(default_factory=dict)  # subgroup -> state -> members
     stale: Stale | None = None
     evicted_at: datetime | None = None
     scheduler: Verdict | None = None
@@ -269,21 +270,30 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
     )
     counted = counted_members(cache, desired)
     for pod in counted:
-        phase = pod_phase(pod)
-        if is_terminating(pod):
-            gang.terminating += 1
-        elif phase == "Succeeded":
-            gang.succeeded += 1
-        elif phase == "Failed":
-            gang.failed += 1
-        elif is_active(pod):
-            gang.running += 1
-        else:
-            gang.pending += 1
+        state = member_state(pod)
+        setattr(gang, state, getattr(gang, state) + 1)
+        if state == "pending":
             gang.pending_pods.append(str(metadata(pod).get("name")))
+        subgroup = backend.subgroup_of(pod)
+        if subgroup:
+            counts = gang.subgroups.setdefault(subgroup, dict.fromkeys(MEMBER_STATES, 0))
+            counts[state] += 1
     gang.pending_pods.sort()
     _decide_state(gang, cache, desired, actual, snapshot.now, grace_default, bool(counted))
     return gang
+
+
+MEMBER_STATES = ("running", "pending", "succeeded", "failed", "terminating")
+
+
+def member_state(pod: Mapping[str, Any]) -> str:
+    """One of :data:`MEMBER_STATES`; "running" is bound to a node (what the gang counts)."""
+    phase = pod_phase(pod)
+    if is_terminating(pod):
+        return "terminating"
+    if phase in ("Succeeded", "Failed"):
+        return phase.lower()
+    return "running" if is_active(pod) else "pending"
 
 
 def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any, now: datetime,

@@ -255,6 +255,7 @@ def gang_as_dict(gang: GangStatus) -> dict[str, Any]:
         "members": {"running": gang.running, "pending": gang.pending, "succeeded": gang.succeeded,
                     "failed": gang.failed, "terminating": gang.terminating},
         "pendingPods": gang.pending_pods,
+        "subgroups": gang.subgroups,
         "stale": stale,
         "evictedAt": _time(gang.evicted_at),
         "scheduler": None if gang.scheduler is None else {"state": gang.scheduler.state,
@@ -298,7 +299,7 @@ def table(report: Report, wide: bool = False) -> str:
     header = ["NAMESPACE", "GROUP", "BACKEND", "MINMEMBER", "FROM", "RUNNING", "PENDING", "SUCCEEDED", "FAILED",
               "STATE", "SCHEDULER"]
     if wide:
-        header += ["OWNER", "PROBLEMS"]
+        header += ["OWNER", "SUBGROUPS", "PROBLEMS"]
     rows = [header]
     for g in report.gangs:
         size = "-" if g.min_member is None else str(g.min_member)
@@ -308,7 +309,8 @@ def table(report: Report, wide: bool = False) -> str:
                str(g.succeeded), str(g.failed), _cut(f"{g.state}: {g.state_text}", None if wide else 64),
                _cut(str(g.scheduler) if g.scheduler else "-", width)]
         if wide:
-            row += [g.owner or "-", "; ".join(g.problems) or "-"]
+            subgroups = ", ".join(f"{name}: {c['running']}/{sum(c.values())} running" for name, c in g.subgroups.items())
+            row += [g.owner or "-", subgroups or "-", "; ".join(g.problems) or "-"]
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]

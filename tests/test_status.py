@@ -125,18 +125,21 @@ async def test_a_pinned_gang_shows_the_pin_and_the_size_still_to_write(emu, kube
 async def test_a_shared_hand_made_group_counts_every_workload_and_a_missing_one_is_said(emu, kubeconfig):
     emu.put(podgroup("shared", 3))
     deploy_with_pods(emu, "app-server", 1, group="shared")
-    deploy_with_pods(emu, "model", 2, group="shared", labels={"kai.scheduler/subgroup-name": "model"})
+    for p in deploy_with_pods(emu, "model", 2, group="shared")[2]:  # KAI subgroup "model" inside the gang
+        emu.patch_object("pods", NS, p["metadata"]["name"], {"metadata": {"labels": {KAI.subgroup_label: "model"}}})
     deploy_with_pods(emu, "lonely", 1, group="nowhere", phase="Pending")
     found = await gangs(kubeconfig)
     shared = found["shared"]
     assert (shared["source"], shared["managedByPodgang"], shared["minMember"], shared["state"]) == (
         "hand-made", False, 3, "satisfied")
     assert shared["members"]["running"] == 3
+    assert shared["subgroups"] == {"model": {"running": 2, "pending": 0, "succeeded": 0, "failed": 0, "terminating": 0}}
     missing = found["nowhere"]
     assert (missing["state"], missing["exists"], missing["wantedMinMember"]) == ("missing", False, 1)
     assert any("PodGroup nowhere not found in namespace team" in p for p in missing["problems"])
     code, out, _ = await status(kubeconfig, "-o", "wide")
     assert code == 0 and "PodGroup nowhere not found" in out and "OWNER" in out.splitlines()[0]
+    assert "model: 2/2 running" in next(line for line in out.splitlines() if line.split()[1] == "shared")
 
 
 @contextlib.asynccontextmanager
@@ -225,7 +228,8 @@ async def test_json_output_schema(emu, kubeconfig):
     assert set(doc) == {"time", "gangs", "staleGangs", "kindsNotServed"}
     assert isinstance(doc["time"], str) and doc["staleGangs"] == 0 and doc["kindsNotServed"] == []
     types = {"namespace": str, "group": str, "backend": str, "state": str, "message": str, "exists": bool,
-             "managedByPodgang": bool, "minMemberFrom": str, "members": dict, "pendingPods": list, "problems": list}
+             "managedByPodgang": bool, "minMemberFrom": str, "members": dict, "pendingPods": list, "problems": list,
+             "subgroups": dict}
     nullable = {"source": str, "owner": str, "minMember": int, "wantedMinMember": int, "stale": dict,
                 "evictedAt": str, "scheduler": dict}
     assert len(doc["gangs"]) == 3
