@@ -164,7 +164,14 @@ def events_about(events: list[dict[str, Any]], kind: str, namespace: str, name: 
         and (ref.get("namespace") or metadata(e).get("namespace")) == namespace
     ]
     epoch = datetime.min.replace(tzinfo=timezone.utc)
-    return sorted(found, key=lambda e: event_time(e) or epoch)
+    # timestamps have whole seconds: within one, the later write has the higher
+    # resourceVersion (an etcd revision on every real apiserver)
+    return sorted(found, key=lambda e: (event_time(e) or epoch, _revision(e)))
+
+
+def _revision(obj: Mapping[str, Any]) -> int:
+    rv = str(metadata(obj).get("resourceVersion") or "")
+    return int(rv) if rv.isdigit() else 0
 
 
 def scheduler_verdict(backend: Backend, podgroup: Mapping[str, Any] | None) -> Verdict | None:
@@ -319,7 +326,7 @@ def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any,
     if last is not None and last.get("reason") == EVICTED_EVENT and not satisfied:
         gang.evicted_at = event_time(last)
         ago = _seconds(now - gang.evicted_at) if gang.evicted_at else "?"
-        gang.state, gang.state_text = EVICTED, f"evicted {ago} ago; {gang.running} of {size} running"
+        gang.state, gang.state_text = EVICTED, f"evicted {ago} ago; {_running(gang.running, size)}"
         return
     if last is not None and last.get("reason") == STALE_EVENT and not satisfied and gang.succeeded == 0:
         gang.stale = _stale(last, [actual, *with_owners(cache, desired.workloads)], cache.settings, now, grace_default)
@@ -331,15 +338,20 @@ def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any,
             tail = f"evicting in {format_duration(int(gang.stale.evict_in))}"
         else:
             tail = "evicting now"
-        gang.state_text = f"stale for {since}, {tail}; {gang.running} of {size} running"
+        gang.state_text = f"stale for {since}, {tail}; {_running(gang.running, size)}"
         return
     if satisfied:
-        gang.state, gang.state_text = SATISFIED, f"{gang.running} of {size} running"
+        gang.state, gang.state_text = SATISFIED, f"{_running(gang.running, size)}"
         return
     missing = size - gang.running
     gang.state, gang.state_text = WAITING, (
-        f"waiting for {missing} more member{'s' if missing != 1 else ''} to be placed; {gang.running} of {size} running"
+        f"waiting for {missing} more member{'s' if missing != 1 else ''} to be placed; {_running(gang.running, size)}"
     )
+
+
+def _running(running: int, size: int) -> str:
+    """``2 of 3 running``, or ``4 running, minMember 2`` for a gang larger than its minimum."""
+    return f"{running} of {size} running" if running <= size else f"{running} running, minMember {size}"
 
 
 def _seconds(span: timedelta) -> str:
@@ -447,8 +459,6 @@ def waits_for(gang: GangStatus, pod: Mapping[str, Any]) -> list[str]:
         out.append("nothing: the gang has " + gang.state_text)
     if gang.min_member is not None and gang.wanted is not None and gang.min_member != gang.wanted:
         out.append(f"the grouper to change minMember {gang.min_member} → {gang.wanted} ({gang.min_member_from})")
-    if gang.scheduler is not None and gang.state != SATISFIED:
-        out.append(f"the scheduler says: {gang.scheduler}")
     own = pod_scheduling_message(pod)
     if own and gang.state != SATISFIED:
         out.append(f"the pod's PodScheduled condition: {own}")

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from podgang import cli, status_cli
-from podgang.status import scheduler_verdict
+from podgang.status import events_about, scheduler_verdict
 from podgang.backends import KAI
 from tests import rbac
 from tests.grouper_support import (
@@ -109,7 +109,7 @@ async def test_a_waiting_gang_names_its_pending_pods_and_the_schedulers_verdict(
     assert code == 0
     assert f"Gang:       {group} — top owner deployment/train" in out
     assert f"2 more members placed by the scheduler (pending: {', '.join(g['pendingPods'])})" in out
-    assert "the scheduler says: unschedulable: 3 pods need 9 CPUs" in out
+    assert "Scheduler:  unschedulable: 3 pods need 9 CPUs, 6 are free (node pool default)" in out
 
 
 async def test_a_pinned_gang_shows_the_pin_and_the_size_still_to_write(emu, kubeconfig):
@@ -120,6 +120,7 @@ async def test_a_pinned_gang_shows_the_pin_and_the_size_still_to_write(emu, kube
     code, out, _ = await status(kubeconfig, group)
     assert code == 0 and len(out.splitlines()) == 2  # the header and the one group asked for
     assert out.splitlines()[1].split()[1:4] == [group, "kai", "4→2"]
+    assert "satisfied: 4 of 4 running" in out  # the scheduler holds the gang to 4 until the grouper writes 2
 
 
 async def test_a_shared_hand_made_group_counts_every_workload_and_a_missing_one_is_said(emu, kubeconfig):
@@ -345,3 +346,14 @@ def test_a_native_podgroups_condition_is_the_verdict():
     scheduled = json.loads((FIXTURES / "native" / "podgroup-scheduled.json").read_text())
     assert scheduler_verdict(KAI, scheduled).state == "scheduled"
     assert scheduler_verdict(KAI, {"status": {}}) is None
+
+
+def test_events_of_one_second_are_ordered_by_resource_version():
+    def event(reason: str, rv: str) -> dict:
+        return {"metadata": {"name": f"e{rv}", "namespace": NS, "resourceVersion": rv}, "reason": reason,
+                "involvedObject": {"kind": "PodGroup", "name": "g", "namespace": NS},
+                "lastTimestamp": "2026-11-23T10:00:00Z"}
+
+    found = events_about([event("GangEvicted", "12"), event("GangStale", "9"), event("GangEvicted", "3")], "PodGroup", NS, "g")
+    assert [e["metadata"]["resourceVersion"] for e in found] == ["3", "9", "12"]
+    assert events_about(found, "PodGroup", NS, "other") == [] and events_about(found, "Pod", NS, "g") == []
