@@ -86,8 +86,8 @@ async def run_async(args: argparse.Namespace, out: TextIO | None = None, err: Te
     if args.explain and (args.all_namespaces or args.group):
         err.write("podgang status: --explain takes one pod: give -n NAMESPACE, not -A or a group name\n")
         return FAILED
-    if args.count < 0:
-        err.write("podgang status: --count must be 0 (no limit) or more\n")
+    if args.count < 0 or args.interval <= 0:
+        err.write("podgang status: --count must be 0 (no limit) or more, --interval more than 0\n")
         return FAILED
     try:
         return await _run(args, out)

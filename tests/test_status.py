@@ -289,6 +289,8 @@ async def test_usage_errors_exit_2(emu, kubeconfig):
     assert code == 2 and "--explain takes one pod" in err
     code, _, err = await status(kubeconfig, "--explain", "nope")
     assert code == 2 and "pod nope not found in namespace team" in err
+    code, _, err = await status(kubeconfig, "-w", "--interval", "0")
+    assert code == 2 and "--interval more than 0" in err
     code, _, err = await status(kubeconfig, "no-such-group")
     assert code == 2 and "no gang named no-such-group in namespace team" in err
     code, _, err = await status(str(Path(kubeconfig).with_name("missing")))
