@@ -90,25 +90,35 @@ async def run_async(args: argparse.Namespace, out: TextIO | None = None, err: Te
         err.write("podgang status: --count must be 0 (no limit) or more, --interval more than 0\n")
         return FAILED
     try:
-        return await _run(args, out)
+        return await _run(args, out, err)
     except (StatusError, RuntimeError) as exc:
         err.write(f"podgang status: {exc}\n")
         return FAILED
 
 
-async def _run(args: argparse.Namespace, out: TextIO) -> int:
+async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     settings = Settings(scheduler_names=tuple(args.scheduler_name), excluded_namespaces=tuple(args.exclude_namespace))
     namespace = None if args.all_namespaces else (args.namespace or context_namespace(args.kubeconfig, args.context))
     api_client = await api.make_api_client(args.kubeconfig, context=args.context)
     try:
         reader = Reader(api.Api(api_client, timeout=args.request_timeout), settings)
         looks = 0
-        shown = None
+        shown = failure = None
         code = OK
         while True:
-            snapshot = await reader.snapshot(namespace, args.explain)
-            text, code = render(args, snapshot, settings, namespace)
-            if text != shown:
+            try:
+                snapshot = await reader.snapshot(namespace, args.explain)
+                text, code = render(args, snapshot, settings, namespace)
+            except StatusError as exc:
+                if not args.watch:
+                    raise
+                if str(exc) != failure:  # a watch goes on through an API hiccup: say it once
+                    err.write(f"podgang status: {exc} (retrying)\n")
+                    err.flush()
+                failure, code = str(exc), FAILED
+            else:
+                failure = None
+            if failure is None and text != shown:
                 if args.watch and args.output in ("text", "wide"):
                     out.write(f"{'' if shown is None else chr(10)}{snapshot.now:%Y-%m-%dT%H:%M:%SZ}\n")
                 elif args.watch and args.output == "yaml" and shown is not None:

@@ -206,6 +206,17 @@ async def test_watch_prints_again_when_a_gang_changes(emu, kubeconfig):
     assert len(tables) < 10
 
 
+async def test_watch_goes_on_through_an_api_error(emu, kubeconfig):
+    owned(emu, "c", 1)
+    emu.fail("GET", r"/namespaces/team/pods$", 503, times=2)
+    parser, _ = cli.command_parser("status")
+    args = parser.parse_args(["--kubeconfig", kubeconfig, "-w", "--interval", "0.01", "--count", "4"])
+    out, err = io.StringIO(), io.StringIO()
+    assert await status_cli.run_async(args, out, err) == 0  # the last look succeeded
+    assert err.getvalue().count("podgang status: cannot list pods: HTTP 503") == 1  # said once, not per look
+    assert "satisfied: 1 of 1 running" in out.getvalue()
+
+
 async def test_watch_stops_after_count_looks(emu, kubeconfig):
     owned(emu, "c", 1)
     parser, _ = cli.command_parser("status")
