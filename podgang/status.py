@@ -181,8 +181,12 @@ def scheduler_verdict(backend: Backend, podgroup: Mapping[str, Any] | None) -> V
     if podgroup is None:
         return None
     own = getattr(backend, "scheduler_verdict", None)
-    if callable(own):
-        return own(podgroup)
+    if callable(own):  # the backend reads its scheduler's status itself
+        said = own(podgroup)
+        if said is None or isinstance(said, Verdict):
+            return said
+        return Verdict(str(getattr(said, "state", None) or getattr(said, "reason", None) or said),
+                       _one_line(getattr(said, "message", "")))
     st = status(podgroup)
     conditions = [as_dict(c) for c in as_list(st.get("conditions"))]
     for c in conditions:

@@ -370,3 +370,16 @@ def test_events_of_one_second_are_ordered_by_resource_version():
     found = events_about([event("GangEvicted", "12"), event("GangStale", "9"), event("GangEvicted", "3")], "PodGroup", NS, "g")
     assert [e["metadata"]["resourceVersion"] for e in found] == ["3", "9", "12"]
     assert events_about(found, "PodGroup", NS, "other") == [] and events_about(found, "Pod", NS, "g") == []
+
+
+def test_a_backend_that_reads_its_schedulers_status_is_asked_first():
+    class Said:
+        state, message = "Scheduled", "all 3 bound"
+
+    class Reading(type(KAI)):
+        def scheduler_verdict(self, podgroup):
+            return Said() if podgroup.get("status") else None
+
+    backend = Reading()
+    assert str(scheduler_verdict(backend, {"status": {"conditions": []}})) == "Scheduled: all 3 bound"
+    assert scheduler_verdict(backend, {"metadata": {}}) is None
