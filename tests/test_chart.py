@@ -243,6 +243,9 @@ BAD_VALUES = [
     ("metrics.serviceMonitor.unknown", True),
     ("certManager.unknown", True),
     ("image.unknown", True),
+    ("operatorRole.enabled", "true"),
+    ("operatorRole.subjects", [{"kind": "ServiceAccount", "name": "ops"}]),  # a ServiceAccount needs its namespace
+    ("operatorRole.subjects", [{"kind": "Robot", "name": "ops"}]),
 ]
 
 
