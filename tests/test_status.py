@@ -68,7 +68,8 @@ def owned(emu, name: str, replicas: int, pg_size: int | None = None, **kw):
     """A Deployment with its pods and the PodGroup the grouper made for it."""
     dep, rs, pods = deploy_with_pods(emu, name, replicas, **kw)
     group = owned_group(dep)
-    emu.put(podgroup(group, replicas if pg_size is None else pg_size, managed=True, owner=dep))
+    emu.put(podgroup(group, replicas if pg_size is None else pg_size, managed=True, owner=dep,
+                     ns=dep["metadata"]["namespace"]))
     return dep, group, pods
 
 
@@ -141,6 +142,9 @@ async def test_a_shared_hand_made_group_counts_every_workload_and_a_missing_one_
     code, out, _ = await status(kubeconfig, "-o", "wide")
     assert code == 0 and "PodGroup nowhere not found" in out and "OWNER" in out.splitlines()[0]
     assert "model: 2/2 running" in next(line for line in out.splitlines() if line.split()[1] == "shared")
+    code, out, _ = await status(kubeconfig, "--explain", "lonely-abc12-0")
+    assert code == 0 and "  - PodGroup nowhere to be created in namespace team (pods naming it stay Pending)" in out
+    assert "Gang:       nowhere — the pod names its PodGroup" in out
 
 
 @contextlib.asynccontextmanager
@@ -306,6 +310,22 @@ async def test_usage_errors_exit_2(emu, kubeconfig):
     assert code == 2 and "no gang named no-such-group in namespace team" in err
     code, _, err = await status(str(Path(kubeconfig).with_name("missing")))
     assert code == 2 and "cannot configure Kubernetes API access" in err
+
+
+async def test_context_picks_the_cluster_and_its_namespace(emu, kubeconfig):
+    owned(emu, "web", 1)
+    owned(emu, "elsewhere", 1, ns="other")
+    doc = yaml.safe_load(Path(kubeconfig).read_text())
+    doc["clusters"].append({"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}})
+    doc["contexts"].append({"name": "gone", "context": {"cluster": "gone", "user": "kube-emulator"}})
+    doc["contexts"].append({"name": "other", "context": {"cluster": "kube-emulator", "user": "kube-emulator",
+                                                         "namespace": "other"}})
+    doc["current-context"] = "gone"
+    Path(kubeconfig).write_text(yaml.safe_dump(doc))
+    found = await gangs(kubeconfig, "--context", "other")
+    assert [(g["namespace"], g["state"]) for g in found.values()] == [("other", "satisfied")]
+    code, _, err = await status(kubeconfig, "--request-timeout", "2s")  # the current context: nothing answers
+    assert code == 2 and "cannot list" in err
 
 
 async def test_explain_a_pod_out_of_scope(emu, kubeconfig):
