@@ -64,11 +64,11 @@ async def gangs(kubeconfig: str, *argv: str) -> dict[str, dict]:
     return {g["group"]: g for g in json.loads(out)["gangs"]}
 
 
-def owned(emu, name: str, replicas: int, pg_size: int | None = None, **kw):
+def owned(emu, name: str, replicas: int, **kw):
     """A Deployment with its pods and the PodGroup the grouper made for it."""
     dep, rs, pods = deploy_with_pods(emu, name, replicas, **kw)
     group = owned_group(dep)
-    emu.put(podgroup(group, replicas if pg_size is None else pg_size, managed=True, owner=dep,
+    emu.put(podgroup(group, replicas, managed=True, owner=dep,
                      ns=dep["metadata"]["namespace"]))
     return dep, group, pods
 
