@@ -333,17 +333,19 @@ def resolve_environment_once(api_client: client.ApiClient) -> None:
     rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFFER)
 
 
-async def make_api_client(kubeconfig: str | None = None, *, connections: int | None = None) -> client.ApiClient:
+async def make_api_client(kubeconfig: str | None = None, *, connections: int | None = None,
+                          context: str | None = None) -> client.ApiClient:
     """An API client from ``kubeconfig`` if given, else in-cluster config when
     running in a pod, else ``$KUBECONFIG`` / ``~/.kube/config``. ``connections``:
     at least this many pooled connections (one per watch, plus writes).
+    ``context``: that kubeconfig context instead of the current one (never in-cluster).
 
     Raises RuntimeError with what to do when none of them works.
     """
     configuration = client.Configuration()
     try:
-        if kubeconfig:
-            await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+        if kubeconfig or context:
+            await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
         elif os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(IN_CLUSTER_TOKEN):
             config.load_incluster_config(client_configuration=configuration)
         else:

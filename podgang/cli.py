@@ -10,7 +10,7 @@ import argparse
 import sys
 from types import ModuleType
 
-from podgang import __version__, plan_cli
+from podgang import __version__, plan_cli, status_cli
 from podgang.certs import cli as certs_cli
 from podgang.grouper import cli as grouper_cli
 from podgang.webhook import cli as webhook_cli
@@ -18,32 +18,37 @@ from podgang.webhook import cli as webhook_cli
 # sub-command -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[ModuleType, str]] = {
     "plan": (plan_cli, "offline: show the gangs, PodGroups and denials for manifests"),
+    "status": (status_cli, "every gang in the cluster: size, members, staleness, the scheduler's verdict"),
     "webhook": (webhook_cli, "serve admission (mutate + validate pods) over HTTPS"),
     "grouper": (grouper_cli, "run the controller that keeps PodGroups and gangs true"),
     "certs": (certs_cli, "generate, store and rotate the webhook's serving certificates"),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser: lists the sub-commands without importing them."""
+#: what ``kubectl podgang`` offers: the commands for a user's own kubeconfig
+PLUGIN_COMMANDS = ("status", "plan")
+
+
+def build_parser(prog: str = "podgang", names=tuple(SUBCOMMANDS)) -> argparse.ArgumentParser:
+    """The top-level parser: lists the sub-commands."""
     parser = argparse.ArgumentParser(
-        prog="podgang",
+        prog=prog,
         description="Gang scheduling for Kubernetes: every pod in the right gang, every gang the right size.",
-        epilog="Run 'podgang COMMAND --help' for a command's flags.",
+        epilog=f"Run '{prog} COMMAND --help' for a command's flags.",
     )
     parser.add_argument("--version", action="version", version=f"podgang {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
-    for name, (_module, help_text) in SUBCOMMANDS.items():
-        commands.add_parser(name, help=help_text, add_help=False)
+    for name in names:
+        commands.add_parser(name, help=SUBCOMMANDS[name][1], add_help=False)
     return parser
 
 
-def command_parser(name: str):
+def command_parser(name: str, prog: str = "podgang"):
     """The parser of one sub-command and the function that runs it."""
     module, help_text = SUBCOMMANDS[name]
     parser = argparse.ArgumentParser(
-        prog=f"podgang {name}",
+        prog=f"{prog} {name}",
         description=(module.__doc__ or help_text).strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -51,17 +56,23 @@ def command_parser(name: str):
     return parser, module.run
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "podgang", names=tuple(SUBCOMMANDS)) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] not in SUBCOMMANDS:
-        build_parser().parse_args(argv)  # prints help, the version, or a usage error
+    if not argv or argv[0] not in names:
+        build_parser(prog, names).parse_args(argv)  # prints help, the version, or a usage error
         return 2
-    parser, run = command_parser(argv[0])
+    parser, run = command_parser(argv[0], prog)
     args = parser.parse_args(argv[1:])
     try:
         return int(run(args) or 0)
     except KeyboardInterrupt:
         return 130
+
+
+def kubectl_plugin(argv: list[str] | None = None) -> int:
+    """The ``kubectl-podgang`` console script: ``kubectl podgang status ...`` runs it
+    with ``status ...``."""
+    return main(argv, prog="kubectl podgang", names=PLUGIN_COMMANDS)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -43,6 +43,8 @@ VARIANTS = {
     "fail-closed": {"webhook": {"failurePolicy": "Fail", "timeoutSeconds": 10}},
     "watch-namespaces": {"grouper": {"watchNamespaces": ["team-a", "team-b"]}},
     "no-leader-election": {"grouper": {"replicas": 1, "leaderElection": {"enabled": False}}},
+    "operator-role": {"operatorRole": {"enabled": True, "subjects": [{"kind": "Group", "name": "sre",
+                                                                      "apiGroup": "rbac.authorization.k8s.io"}]}},
     "everything": {
         "certManager": {"enabled": True},
         "crds": {"install": True},
@@ -241,6 +243,9 @@ BAD_VALUES = [
     ("metrics.serviceMonitor.unknown", True),
     ("certManager.unknown", True),
     ("image.unknown", True),
+    ("operatorRole.enabled", "true"),
+    ("operatorRole.subjects", [{"kind": "ServiceAccount", "name": "ops"}]),  # a ServiceAccount needs its namespace
+    ("operatorRole.subjects", [{"kind": "Robot", "name": "ops"}]),
 ]
 
 

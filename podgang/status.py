@@ -1,0 +1,470 @@
+"""``podgang status``: what every gang looks like right now, and why.
+
+The answer comes from the grouper's own code run on live objects: the objects fill
+the grouper's :class:`~podgang.grouper.model.Cache` through its Slimmer, and each
+group is what :func:`~podgang.grouper.podgroups.desired_group` says — the function
+the running grouper calls — so the minMember and its reason shown here are the ones
+the grouper writes. Staleness is read from the grouper's ``GangStale`` /
+``GangRecovered`` / ``GangEvicted`` events (its tracker lives in its memory) and
+the grace period rules; the scheduler's verdict from the PodGroup's status.
+This module only turns a snapshot of the cluster into a report. No I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping
+
+from podgang import kinds, rules
+from podgang.backends import Backend
+from podgang.grouper.model import Cache, key_of, obj_key, split_key
+from podgang.grouper.podgroups import (
+    Desired,
+    counted_members,
+    desired_group,
+    is_managed,
+    natural_gang,
+    pod_gang,
+    with_owners,
+)
+from podgang.grouper.stale import format_duration
+from podgang.objects import as_dict, as_list, is_active, is_terminating, metadata, pod_phase, status
+from podgang.settings import Settings
+
+# the grouper's events about a gang's staleness (grouper/controller.py)
+STALE_EVENT, RECOVERED_EVENT, EVICTED_EVENT = "GangStale", "GangRecovered", "GangEvicted"
+STALE_REASONS = (STALE_EVENT, RECOVERED_EVENT, EVICTED_EVENT)
+
+# a gang's state, one word
+SATISFIED = "satisfied"  # at least minMember members bound or running
+WAITING = "waiting"  # fewer: the scheduler has not placed the gang (yet)
+STALE = "stale"  # was satisfied, lost members: evicted when the grace period runs out
+EVICTED = "evicted"  # the grouper evicted the rest; the gang waits to start again
+FINISHED = "finished"  # every counted member ended
+MISSING = "missing"  # pods name a PodGroup that does not exist
+NOT_CREATED = "not-created"  # the grouper creates it (it is not running, or behind)
+UNUSED = "unused"  # a PodGroup no pod or workload uses
+UNKNOWN = "unknown"  # an owner of a member is not readable
+
+EVENTS_SHOWN = 5  # per object, with --explain
+_GRACE_IN_MESSAGE = re.compile(r"evicting the rest in (\S+) unless it recovers")
+
+
+def backend_of(settings: Settings) -> Backend:
+    """The backend whose PodGroups ``podgang status`` reads: the one place that
+    decides it, so that several scheduler names with their own backends fit here."""
+    return settings.backend
+
+
+@dataclass
+class Snapshot:
+    """What ``podgang status`` read from the cluster: raw API objects."""
+
+    pods: list[dict[str, Any]]
+    podgroups: list[dict[str, Any]]
+    workloads: dict[str, list[dict[str, Any]]]  # kind -> objects
+    events: list[dict[str, Any]]
+    now: datetime
+    absent: tuple[str, ...] = ()  # followed kinds whose (optional) CRD the cluster does not serve
+
+
+@dataclass
+class Verdict:
+    """What the scheduler itself says about a PodGroup."""
+
+    state: str  # "scheduled" | "unschedulable" | a condition's reason
+    message: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.state}: {self.message}" if self.message else self.state
+
+
+@dataclass
+class Stale:
+    since: datetime
+    grace: float | None  # seconds; None: never evicted
+    evict_in: float | None  # seconds left (≤ 0: due now); None: never
+    message: str
+
+
+@dataclass
+class GangStatus:
+    namespace: str
+    name: str
+    backend: str
+    state: str
+    state_text: str
+    source: str | None  # rules.OWNED / OWNER_LESS / HAND_MADE, None when nothing uses it
+    exists: bool
+    managed: bool
+    min_member: int | None  # what the PodGroup says (what the scheduler uses)
+    wanted: int | None  # what the grouper wants it to be
+    min_member_from: str
+    owner: str = ""
+    running: int = 0
+    pending: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    terminating: int = 0
+    pending_pods: list[str] = field(default_factory=list)
+    subgroups: dict[str, dict[str, int]] = field(default_factory=dict)  # subgroup -> state -> members
+    stale: Stale | None = None
+    evicted_at: datetime | None = None
+    scheduler: Verdict | None = None
+    problems: list[str] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)  # the group's, oldest first
+
+    @property
+    def key(self) -> str:
+        return key_of(self.namespace, self.name)
+
+
+@dataclass
+class Report:
+    gangs: list[GangStatus]
+    now: datetime
+    absent: tuple[str, ...] = ()
+
+    @property
+    def stale(self) -> list[GangStatus]:
+        return [g for g in self.gangs if g.state == STALE]
+
+
+# ---------------------------------------------------------------------------
+# reading what the API served
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An API timestamp (RFC 3339) as an aware datetime, None when absent or malformed."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def event_time(event: Mapping[str, Any]) -> datetime | None:
+    """When an event last happened (core/v1 lastTimestamp, else eventTime, else creation)."""
+    for value in (event.get("lastTimestamp"), event.get("eventTime"), metadata(event).get("creationTimestamp")):
+        parsed = parse_time(value)
+        if parsed is not None:
+            return parsed
+    return None
+
+
+def events_about(events: list[dict[str, Any]], kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
+    """The events whose involved object is ``kind namespace/name``, oldest first."""
+    found = [
+        e for e in events
+        if (ref := as_dict(e.get("involvedObject"))).get("kind") == kind and ref.get("name") == name
+        and (ref.get("namespace") or metadata(e).get("namespace")) == namespace
+    ]
+    epoch = datetime.min.replace(tzinfo=timezone.utc)
+    # timestamps have whole seconds: within one, the later write has the higher
+    # resourceVersion (an etcd revision on every real apiserver)
+    return sorted(found, key=lambda e: (event_time(e) or epoch, _revision(e)))
+
+
+def _revision(obj: Mapping[str, Any]) -> int:
+    rv = str(metadata(obj).get("resourceVersion") or "")
+    return int(rv) if rv.isdigit() else 0
+
+
+def scheduler_verdict(backend: Backend, podgroup: Mapping[str, Any] | None) -> Verdict | None:
+    """The scheduler's own word on a PodGroup, where it wrote one: the backend's
+    reading if it has one; else a native ``PodGroupScheduled`` condition, KAI's latest
+    ``schedulingConditions`` entry, or a condition that is not True."""
+    if podgroup is None:
+        return None
+    own = getattr(backend, "scheduler_verdict", None)
+    if callable(own):  # the backend reads its scheduler's status itself
+        said = own(podgroup)
+        if said is None or isinstance(said, Verdict):
+            return said
+        return Verdict(str(getattr(said, "state", None) or getattr(said, "reason", None) or said),
+                       _one_line(getattr(said, "message", "")))
+    st = status(podgroup)
+    conditions = [as_dict(c) for c in as_list(st.get("conditions"))]
+    for c in conditions:
+        if c.get("type") == "PodGroupScheduled":
+            state = "scheduled" if c.get("status") == "True" else str(c.get("reason") or "unschedulable").lower()
+            return Verdict(state, _one_line(c.get("message")))
+    scheduling = [as_dict(c) for c in as_list(st.get("schedulingConditions"))]
+    if scheduling:
+        latest = max(scheduling, key=lambda c: (str(c.get("lastTransitionTime") or ""), str(c.get("transitionID") or "")))
+        reasons = [_one_line(as_dict(r).get("message")) for r in as_list(latest.get("reasons"))]
+        text = "; ".join(r for r in reasons if r) or _one_line(latest.get("message"))
+        pool = latest.get("nodePool")
+        where = f" (node pool {pool})" if isinstance(pool, str) and pool else ""
+        state = str(latest.get("type") or latest.get("reason") or "unschedulable")
+        return Verdict("unschedulable" if "unschedulable" in state.lower() else state, f"{text}{where}".strip())
+    not_true = [c for c in conditions if c.get("status") != "True" and c.get("type")]
+    if not_true:
+        c = not_true[-1]
+        return Verdict(f"{c.get('type')}={c.get('status')}", _one_line(c.get("message") or c.get("reason")))
+    return None
+
+
+def pod_scheduling_message(pod: Mapping[str, Any]) -> str | None:
+    """Why the scheduler has not placed a pod (its PodScheduled=False condition)."""
+    for c in as_list(status(pod).get("conditions")):
+        c = as_dict(c)
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return _one_line(f"{c.get('reason') or 'Unschedulable'}: {c.get('message') or ''}").rstrip(": ")
+    return None
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text or "").split())[:300]
+
+
+# ---------------------------------------------------------------------------
+# the grouper's view
+
+
+def fill_cache(snapshot: Snapshot, settings: Settings) -> Cache:
+    """The grouper's cache, filled as its informers fill it, from ``snapshot``."""
+    backend = backend_of(settings)
+    cache = Cache(settings)
+    for entry in kinds.FOLLOWED:
+        cache.set_watched(entry.kind, entry.kind not in snapshot.absent)
+    batches = [*snapshot.workloads.items(), (backend.podgroup.kind, snapshot.podgroups), ("Pod", snapshot.pods)]
+    for kind, objs in batches:
+        store = cache.store_for(kind)
+        slim = cache.slimmer_for(kind)
+        for raw in objs:
+            if not cache.keep(kind, raw) or not metadata(raw).get("name"):
+                continue
+            new = slim(raw)
+            key = obj_key(new)
+            old = store.get(key)
+            store[key] = new
+            cache.apply(kind, old, new)
+    return cache
+
+
+def build_report(snapshot: Snapshot, settings: Settings, grace_default: float | None = None,
+                 namespace: str | None = None, group: str | None = None) -> Report:
+    """One :class:`GangStatus` per group in ``namespace`` (all: None), or only ``group``."""
+    cache = fill_cache(snapshot, settings)
+    raw_groups = {obj_key(g): g for g in snapshot.podgroups}
+    keys = sorted(k for k in cache.all_group_keys()
+                  if (namespace is None or split_key(k)[0] == namespace) and (group is None or split_key(k)[1] == group))
+    grace = settings.staleness_grace_period if grace_default is None else grace_default
+    gangs = [gang_status(cache, desired_group(cache, k), raw_groups.get(k), snapshot, grace) for k in keys]
+    return Report(gangs, snapshot.now, snapshot.absent)
+
+
+def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | None, snapshot: Snapshot,
+                grace_default: float | None) -> GangStatus:
+    settings = cache.settings
+    backend = backend_of(settings)
+    actual = cache.podgroups.get(desired.key)
+    current = backend.min_member(actual) if actual is not None else None
+    wanted = desired.min_member.value if desired.min_member is not None else None
+    if desired.min_member is not None:
+        origin = desired.min_member.reason
+    elif desired.source == rules.HAND_MADE:
+        origin = "as written: only standalone pods use it"
+    else:
+        origin = "as written"
+    gang = GangStatus(
+        desired.namespace, desired.name, backend.name, UNKNOWN, "", desired.source, actual is not None,
+        actual is not None and is_managed(actual, settings), current, wanted, origin,
+        owner=f"{desired.owner.kind.lower()}/{desired.owner.name}" if desired.owner is not None else "",
+        scheduler=scheduler_verdict(backend, raw_group), problems=list(desired.problems),
+        events=events_about(snapshot.events, backend.podgroup.kind, desired.namespace, desired.name),
+    )
+    counted = counted_members(cache, desired)
+    for pod in counted:
+        state = member_state(pod)
+        setattr(gang, state, getattr(gang, state) + 1)
+        if state == "pending":
+            gang.pending_pods.append(str(metadata(pod).get("name")))
+        subgroup = backend.subgroup_of(pod)
+        if subgroup:
+            counts = gang.subgroups.setdefault(subgroup, dict.fromkeys(MEMBER_STATES, 0))
+            counts[state] += 1
+    gang.pending_pods.sort()
+    _decide_state(gang, cache, desired, actual, snapshot.now, grace_default, bool(counted))
+    return gang
+
+
+MEMBER_STATES = ("running", "pending", "succeeded", "failed", "terminating")
+
+
+def member_state(pod: Mapping[str, Any]) -> str:
+    """One of :data:`MEMBER_STATES`; "running" is bound to a node (what the gang counts)."""
+    phase = pod_phase(pod)
+    if is_terminating(pod):
+        return "terminating"
+    if phase in ("Succeeded", "Failed"):
+        return phase.lower()
+    return "running" if is_active(pod) else "pending"
+
+
+def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any, now: datetime,
+                  grace_default: float | None, has_members: bool) -> None:
+    size = gang.min_member if gang.min_member is not None else (gang.wanted or 1)
+    if desired.pending:
+        gang.state, gang.state_text = UNKNOWN, desired.pending
+        return
+    if actual is None:
+        if desired.source == rules.HAND_MADE:
+            gang.state, gang.state_text = MISSING, "the PodGroup does not exist: its pods stay Pending"
+        else:
+            gang.state, gang.state_text = NOT_CREATED, "the grouper has not created the PodGroup (is it running?)"
+        return
+    if desired.source is None:
+        gang.state, gang.state_text = UNUSED, "no pod or workload uses this PodGroup"
+        return
+    if has_members and gang.running == gang.pending == 0 and gang.succeeded + gang.failed > 0:
+        gang.state, gang.state_text = FINISHED, f"{gang.succeeded} succeeded, {gang.failed} failed"
+        return
+    last = next((e for e in reversed(gang.events) if e.get("reason") in STALE_REASONS), None)
+    satisfied = gang.running >= size
+    if last is not None and last.get("reason") == EVICTED_EVENT and not satisfied:
+        gang.evicted_at = event_time(last)
+        ago = _seconds(now - gang.evicted_at) if gang.evicted_at else "?"
+        gang.state, gang.state_text = EVICTED, f"evicted {ago} ago; {_running(gang.running, size)}"
+        return
+    if last is not None and last.get("reason") == STALE_EVENT and not satisfied and gang.succeeded == 0:
+        gang.stale = _stale(last, [actual, *with_owners(cache, desired.workloads)], cache.settings, now, grace_default)
+        gang.state = STALE
+        since = _seconds(now - gang.stale.since)
+        if gang.stale.evict_in is None:
+            tail = "never evicted (grace period -1)"
+        elif gang.stale.evict_in > 0:
+            tail = f"evicting in {format_duration(int(gang.stale.evict_in))}"
+        else:
+            tail = "evicting now"
+        gang.state_text = f"stale for {since}, {tail}; {_running(gang.running, size)}"
+        return
+    if satisfied:
+        gang.state, gang.state_text = SATISFIED, f"{_running(gang.running, size)}"
+        return
+    missing = size - gang.running
+    gang.state, gang.state_text = WAITING, (
+        f"waiting for {missing} more member{'s' if missing != 1 else ''} to be placed; {_running(gang.running, size)}"
+    )
+
+
+def _running(running: int, size: int) -> str:
+    """``2 of 3 running``, or ``4 running, minMember 2`` for a gang larger than its minimum."""
+    return f"{running} of {size} running" if running <= size else f"{running} running, minMember {size}"
+
+
+def _seconds(span: timedelta) -> str:
+    """A time span for people: whole seconds."""
+    return format_duration(round(span.total_seconds()))
+
+
+def _stale(event: Mapping[str, Any], objs: list[Any], settings: Settings, now: datetime,
+           grace_default: float | None) -> Stale:
+    """When a stale gang's rest is evicted: the grace period the rules give it now
+    (an annotation on the PodGroup or a workload), else the one the grouper said
+    in its GangStale event (its --staleness-grace-period), else ``grace_default``."""
+    message = _one_line(event.get("message"))
+    since = event_time(event) or now
+    said = _GRACE_IN_MESSAGE.search(message)
+    default = grace_default
+    if "not evicting" in message:
+        default = None
+    elif said:
+        try:
+            default = rules.parse_duration(said.group(1))
+        except ValueError:
+            pass
+    grace, _ = rules.grace_period_for(objs, default, settings)
+    left = None if grace is None else grace - (now - since).total_seconds()
+    return Stale(since, grace, left, message)
+
+
+# ---------------------------------------------------------------------------
+# one pod
+
+
+@dataclass
+class Explanation:
+    namespace: str
+    pod: str
+    phase: str
+    group: str | None
+    why: str  # the rule that put the pod in its gang, or why it is in none
+    waits_for: list[str]
+    gang: GangStatus | None
+    pod_events: list[dict[str, Any]]
+    group_events: list[dict[str, Any]]
+
+
+def explain_pod(snapshot: Snapshot, settings: Settings, namespace: str, name: str,
+                grace_default: float | None = None) -> Explanation | None:
+    """Which gang pod ``namespace/name`` is in and why, and what that gang waits for;
+    None when the snapshot has no such pod."""
+    raw = next((p for p in snapshot.pods
+                if metadata(p).get("name") == name and metadata(p).get("namespace") == namespace), None)
+    if raw is None:
+        return None
+    pod_events = events_about(snapshot.events, "Pod", namespace, name)[-EVENTS_SHOWN:]
+    phase = pod_phase(raw)
+    out_of_scope = rules.scope_problem(raw, namespace, settings)
+    if namespace in settings.excluded_namespaces:
+        out_of_scope = f"namespace {namespace} is excluded"
+    if out_of_scope:
+        return Explanation(namespace, name, phase, None, f"podgang leaves it alone: {out_of_scope}", [], None,
+                           pod_events, [])
+    cache = fill_cache(snapshot, settings)
+    slim = cache.pods.get(key_of(namespace, name))
+    found = pod_gang(cache, slim) if slim is not None else None
+    natural = natural_gang(cache, slim) if slim is not None else None
+    carried = rules.group_of(raw, settings)
+    group = carried or (found.name if isinstance(found, rules.Gang) else None)
+    if isinstance(natural, rules.Gang) and natural.name == group:
+        why = natural.reason  # the rule the webhook (or the grouper's backfill) applied
+    elif isinstance(found, rules.Gang):
+        why = found.reason
+        if isinstance(natural, rules.Gang) and found.hand_made:
+            why += f" (without it, the rules would give {natural.name}: {natural.reason})"
+    elif isinstance(found, rules.Denial):
+        why = f"the rules refuse it: {found.message}"
+    else:
+        why = "an owner of the pod is not readable: the rules cannot decide yet"
+    if group is None:
+        return Explanation(namespace, name, phase, None, why, ["podgang to put it in a gang (is the grouper running?)"],
+                           None, pod_events, [])
+    report = build_report(snapshot, settings, grace_default, namespace, group)
+    gang = report.gangs[0] if report.gangs else None
+    waits = waits_for(gang, raw) if gang is not None else []
+    return Explanation(namespace, name, phase, group, why, waits, gang, pod_events,
+                       gang.events[-EVENTS_SHOWN:] if gang is not None else [])
+
+
+def waits_for(gang: GangStatus, pod: Mapping[str, Any]) -> list[str]:
+    """What stands between the gang and running, most direct first."""
+    out: list[str] = []
+    if gang.state == MISSING:
+        out.append(f"PodGroup {gang.name} to be created in namespace {gang.namespace} (pods naming it stay Pending)")
+    elif gang.state == NOT_CREATED:
+        out.append(f"the grouper to create PodGroup {gang.name} (minMember {gang.wanted})")
+    elif gang.state in (WAITING, EVICTED):
+        shown = ", ".join(gang.pending_pods[:5]) + (" …" if len(gang.pending_pods) > 5 else "")
+        missing = (gang.min_member or 1) - gang.running
+        out.append(f"{missing} more member{'s' if missing != 1 else ''} placed by the scheduler"
+                   + (f" (pending: {shown})" if shown else " (no pod is pending: the workload has too few pods)"))
+    elif gang.state == STALE and gang.stale is not None:
+        when = ("never: its grace period is -1" if gang.stale.evict_in is None
+                else f"in {format_duration(int(max(gang.stale.evict_in, 0)))}")
+        out.append(f"its lost members to come back; otherwise the rest is evicted {when}")
+    elif gang.state in (SATISFIED, FINISHED):
+        out.append("nothing: the gang has " + gang.state_text)
+    if gang.min_member is not None and gang.wanted is not None and gang.min_member != gang.wanted:
+        out.append(f"the grouper to change minMember {gang.min_member} → {gang.wanted} ({gang.min_member_from})")
+    own = pod_scheduling_message(pod)
+    if own and gang.state != SATISFIED:
+        out.append(f"the pod's PodScheduled condition: {own}")
+    out.extend(gang.problems)
+    return out

@@ -1,0 +1,405 @@
+"""``podgang status`` (and ``kubectl podgang status``) against the HTTP API emulator:
+each state a gang can be in, read through a kubeconfig the way a user runs it; the
+stale and evicted gangs made by the real grouper, so the events read are its own."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from podgang import cli, status_cli
+from podgang.status import events_about, scheduler_verdict
+from podgang.backends import KAI
+from tests import rbac
+from tests.grouper_support import (
+    NS,
+    deploy_with_pods,
+    events,
+    min_member,
+    owned_group,
+    pod,
+    podgroup,
+    running_grouper,
+)
+from tests.kube_emulator import kube_emulator_fixture
+from tests.test_chart import render
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PIN = "podgang.io/min-member"
+
+
+@pytest.fixture
+async def emu():
+    async for e in kube_emulator_fixture():
+        yield e
+
+
+@pytest.fixture
+def kubeconfig(emu, tmp_path):
+    return emu.write_kubeconfig(tmp_path / "kubeconfig", namespace=NS)
+
+
+async def status(kubeconfig: str, *argv: str) -> tuple[int, str, str]:
+    """``podgang status ARGV`` with the emulator's kubeconfig: exit status, stdout, stderr."""
+    parser, _ = cli.command_parser("status")
+    args = parser.parse_args(["--kubeconfig", kubeconfig, *argv])
+    out, err = io.StringIO(), io.StringIO()
+    code = await status_cli.run_async(args, out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+async def gangs(kubeconfig: str, *argv: str) -> dict[str, dict]:
+    """The gangs of ``podgang status -o json ARGV`` by group name."""
+    code, out, err = await status(kubeconfig, "-o", "json", *argv)
+    assert code in (0, 1), err
+    return {g["group"]: g for g in json.loads(out)["gangs"]}
+
+
+def owned(emu, name: str, replicas: int, **kw):
+    """A Deployment with its pods and the PodGroup the grouper made for it."""
+    dep, rs, pods = deploy_with_pods(emu, name, replicas, **kw)
+    group = owned_group(dep)
+    emu.put(podgroup(group, replicas, managed=True, owner=dep,
+                     ns=dep["metadata"]["namespace"]))
+    return dep, group, pods
+
+
+# ---------------------------------------------------------------------------- states
+
+
+async def test_a_satisfied_gang(emu, kubeconfig):
+    dep, group, _ = owned(emu, "web", 3)
+    code, out, err = await status(kubeconfig)
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if group in line)
+    assert line.split()[:4] == [NS, group, "kai", "3"]
+    assert "deployment/web spec.replicas 3" in line and "satisfied: 3 of 3 running" in line
+    g = (await gangs(kubeconfig))[group]
+    assert (g["state"], g["minMember"], g["wantedMinMember"], g["source"], g["owner"]) == (
+        "satisfied", 3, 3, "owner", "deployment/web")
+    assert g["members"] == {"running": 3, "pending": 0, "succeeded": 0, "failed": 0, "terminating": 0}
+    assert g["managedByPodgang"] is True and g["stale"] is None and g["scheduler"] is None
+
+
+async def test_a_waiting_gang_names_its_pending_pods_and_the_schedulers_verdict(emu, kubeconfig):
+    dep, group, pods = owned(emu, "train", 3, phase="Pending")
+    emu.patch_object("pods", NS, pods[0]["metadata"]["name"],  # one of them was bound and runs
+                     {"spec": {"nodeName": "node-1"}, "status": {"phase": "Running"}})
+    pg = emu.get("podgroups", NS, group)
+    pg["status"] = {"schedulingConditions": [{
+        "type": "UnschedulableOnNodePool", "nodePool": "default", "status": "True",
+        "lastTransitionTime": "2026-11-23T09:42:57Z", "transitionID": "0",
+        "reasons": [{"reason": "NotEnoughResources", "message": "3 pods need 9 CPUs, 6 are free"}]}]}
+    emu.put(pg)
+    g = (await gangs(kubeconfig))[group]
+    assert g["state"] == "waiting"
+    assert g["members"]["running"] == 1 and g["members"]["pending"] == 2
+    assert g["pendingPods"] == sorted(p["metadata"]["name"] for p in pods[1:])
+    assert g["message"] == "waiting for 2 more members to be placed; 1 of 3 running"
+    assert g["scheduler"] == {"state": "unschedulable", "message": "3 pods need 9 CPUs, 6 are free (node pool default)"}
+    code, out, _ = await status(kubeconfig, "--explain", pods[1]["metadata"]["name"])
+    assert code == 0
+    assert f"Gang:       {group} — top owner deployment/train" in out
+    assert f"2 more members placed by the scheduler (pending: {', '.join(g['pendingPods'])})" in out
+    assert "Scheduler:  unschedulable: 3 pods need 9 CPUs, 6 are free (node pool default)" in out
+
+
+async def test_a_pinned_gang_shows_the_pin_and_the_size_still_to_write(emu, kubeconfig):
+    dep, group, _ = owned(emu, "infer", 4, annotations={PIN: "2"})
+    g = (await gangs(kubeconfig))[group]
+    assert (g["minMember"], g["wantedMinMember"]) == (4, 2)
+    assert g["minMemberFrom"] == f"pinned by {PIN} on deployment/infer"
+    code, out, _ = await status(kubeconfig, group)
+    assert code == 0 and len(out.splitlines()) == 2  # the header and the one group asked for
+    assert out.splitlines()[1].split()[1:4] == [group, "kai", "4→2"]
+    assert "satisfied: 4 of 4 running" in out  # the scheduler holds the gang to 4 until the grouper writes 2
+
+
+async def test_a_shared_hand_made_group_counts_every_workload_and_a_missing_one_is_said(emu, kubeconfig):
+    emu.put(podgroup("shared", 3))
+    deploy_with_pods(emu, "app-server", 1, group="shared")
+    for p in deploy_with_pods(emu, "model", 2, group="shared")[2]:  # KAI subgroup "model" inside the gang
+        emu.patch_object("pods", NS, p["metadata"]["name"], {"metadata": {"labels": {KAI.subgroup_label: "model"}}})
+    deploy_with_pods(emu, "lonely", 1, group="nowhere", phase="Pending")
+    found = await gangs(kubeconfig)
+    shared = found["shared"]
+    assert (shared["source"], shared["managedByPodgang"], shared["minMember"], shared["state"]) == (
+        "hand-made", False, 3, "satisfied")
+    assert shared["members"]["running"] == 3
+    assert shared["subgroups"] == {"model": {"running": 2, "pending": 0, "succeeded": 0, "failed": 0, "terminating": 0}}
+    missing = found["nowhere"]
+    assert (missing["state"], missing["exists"], missing["wantedMinMember"]) == ("missing", False, 1)
+    assert any("PodGroup nowhere not found in namespace team" in p for p in missing["problems"])
+    code, out, _ = await status(kubeconfig, "-o", "wide")
+    assert code == 0 and "PodGroup nowhere not found" in out and "OWNER" in out.splitlines()[0]
+    assert "model: 2/2 running" in next(line for line in out.splitlines() if line.split()[1] == "shared")
+    code, out, _ = await status(kubeconfig, "--explain", "lonely-abc12-0")
+    assert code == 0 and "  - PodGroup nowhere to be created in namespace team (pods naming it stay Pending)" in out
+    assert "Gang:       nowhere — the pod names its PodGroup" in out
+
+
+@contextlib.asynccontextmanager
+async def gang_losing_a_member(emu, name: str, grace: float, until: str, **kw):
+    """A 3-pod gang the real grouper watches, after one member is lost and the
+    grouper has recorded ``until`` (GangStale, GangEvicted): its group and ReplicaSet."""
+    dep, rs, pods = deploy_with_pods(emu, name, 3, **kw)
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=grace):
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 3.0)
+        emu.delete("pods", NS, pods[0]["metadata"]["name"])
+        await emu.wait_for(lambda: events(emu, until), 5.0, f"no {until} event")
+        yield group, rs
+
+
+async def test_a_stale_gang_counts_down_to_its_eviction_and_exits_1(emu, kubeconfig):
+    async with gang_losing_a_member(emu, "gang", 300.0, "GangStale") as (group, _):
+        code, out, err = await status(kubeconfig, "-o", "json")
+    assert code == 1, err
+    g = {g["group"]: g for g in json.loads(out)["gangs"]}[group]
+    assert g["state"] == "stale" and json.loads(out)["staleGangs"] == 1
+    assert g["stale"]["gracePeriodSeconds"] == 300.0  # as the grouper's event says it ("5m")
+    assert 290 <= g["stale"]["evictInSeconds"] <= 300
+    assert g["stale"]["message"] == "2 of 3 members active, minMember 3: evicting the rest in 5m unless it recovers"
+    assert g["message"].startswith("stale for ") and re.search(r", evicting in 4m5\ds;", g["message"])
+
+
+async def test_a_grace_period_annotation_on_the_workload_wins_and_minus_one_never_evicts(emu, kubeconfig):
+    never = {"podgang.io/staleness-grace-period": "-1"}
+    async with gang_losing_a_member(emu, "keep", 300.0, "GangStale", annotations=never) as (group, _):
+        g = (await gangs(kubeconfig))[group]
+    assert g["state"] == "stale" and g["stale"]["evictInSeconds"] is None
+    assert "never evicted" in g["message"]
+
+
+async def test_an_evicted_gang(emu, kubeconfig):
+    async with gang_losing_a_member(emu, "lost", 0.2, "GangEvicted") as (group, rs):
+        # the ReplicaSet makes new pods; none is placed yet
+        emu.put(pod("lost-abc12-new", owner=rs, group=group, phase="Pending"))
+        code, out, err = await status(kubeconfig, "--explain", "lost-abc12-new")
+        g = (await gangs(kubeconfig))[group]
+    assert code == 0, err
+    assert g["state"] == "evicted" and g["evictedAt"] and g["members"]["pending"] == 1
+    assert "evicted" in g["message"] and "0 of 3 running" in g["message"]
+    assert "GangEvicted: evicting 2 remaining members" in out and "GangStale" in out
+
+
+async def test_watch_prints_again_when_a_gang_changes(emu, kubeconfig):
+    dep, group, pods = owned(emu, "w", 2, phase="Pending")
+    parser, _ = cli.command_parser("status")
+    args = parser.parse_args(["--kubeconfig", kubeconfig, "--watch", "--interval", "0.05", "--count", "400"])
+    out = io.StringIO()
+    task = asyncio.create_task(status_cli.run_async(args, out, io.StringIO()))
+    await emu.wait_for(lambda: "waiting for 2 more" in out.getvalue(), 5.0)
+    for p in pods:
+        emu.patch_object("pods", NS, p["metadata"]["name"], {"spec": {"nodeName": "n1"}, "status": {"phase": "Running"}})
+    await emu.wait_for(lambda: "satisfied: 2 of 2" in out.getvalue() or task.done(), 5.0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    tables = [chunk for chunk in out.getvalue().split("\n\n") if chunk.strip()]
+    assert len(tables) >= 2  # printed once per change, not once per look (400 looks would be far more)
+    assert len(tables) < 10
+
+
+async def test_watch_goes_on_through_an_api_error(emu, kubeconfig):
+    owned(emu, "c", 1)
+    emu.fail("GET", r"/namespaces/team/pods$", 503, times=2)
+    parser, _ = cli.command_parser("status")
+    args = parser.parse_args(["--kubeconfig", kubeconfig, "-w", "--interval", "0.01", "--count", "4"])
+    out, err = io.StringIO(), io.StringIO()
+    assert await status_cli.run_async(args, out, err) == 0  # the last look succeeded
+    assert err.getvalue().count("podgang status: cannot list pods: HTTP 503") == 1  # said once, not per look
+    assert "satisfied: 1 of 1 running" in out.getvalue()
+
+
+async def test_watch_stops_after_count_looks(emu, kubeconfig):
+    owned(emu, "c", 1)
+    parser, _ = cli.command_parser("status")
+    args = parser.parse_args(["--kubeconfig", kubeconfig, "-w", "--interval", "0.01", "--count", "3", "-o", "json"])
+    out = io.StringIO()
+    assert await status_cli.run_async(args, out, io.StringIO()) == 0
+    assert emu.count("GET", r"/namespaces/team/pods$") == 3
+    assert out.getvalue().count('"gangs"') == 1  # nothing changed: printed once
+
+
+# ---------------------------------------------------------------------------- output and errors
+
+
+async def test_json_output_schema(emu, kubeconfig):
+    owned(emu, "web", 2)
+    owned(emu, "job", 3, phase="Pending")
+    emu.put(podgroup("unused-group", 2))
+    code, out, _ = await status(kubeconfig, "-A", "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert set(doc) == {"time", "gangs", "staleGangs", "kindsNotServed"}
+    assert isinstance(doc["time"], str) and doc["staleGangs"] == 0 and doc["kindsNotServed"] == []
+    types = {"namespace": str, "group": str, "backend": str, "state": str, "message": str, "exists": bool,
+             "managedByPodgang": bool, "minMemberFrom": str, "members": dict, "pendingPods": list, "problems": list,
+             "subgroups": dict}
+    nullable = {"source": str, "owner": str, "minMember": int, "wantedMinMember": int, "stale": dict,
+                "evictedAt": str, "scheduler": dict}
+    assert len(doc["gangs"]) == 3
+    for g in doc["gangs"]:
+        assert set(g) == set(types) | set(nullable)
+        for key, kind in types.items():
+            assert isinstance(g[key], kind), (key, g[key])
+        for key, kind in nullable.items():
+            assert g[key] is None or isinstance(g[key], kind), (key, g[key])
+        assert set(g["members"]) == {"running", "pending", "succeeded", "failed", "terminating"}
+        assert all(isinstance(v, int) for v in g["members"].values())
+    assert {g["state"] for g in doc["gangs"]} == {"satisfied", "waiting", "unused"}
+    code, out_yaml, _ = await status(kubeconfig, "-A", "-o", "yaml")
+    assert yaml.safe_load(out_yaml)["gangs"] == doc["gangs"]
+
+
+async def test_a_missing_optional_crd_is_skipped(emu, kubeconfig):
+    emu.remove_crd("jobsets.jobset.x-k8s.io")
+    owned(emu, "web", 1)
+    code, out, err = await status(kubeconfig, "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["kindsNotServed"] == ["JobSet"]
+
+
+async def test_forbidden_names_the_missing_permission(emu, kubeconfig):
+    owned(emu, "web", 1)
+    allowed = [(rbac.CLUSTER, {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]})]
+    emu.grant(allowed, user="alice")
+    code, out, err = await status(kubeconfig)
+    assert code == 2 and out == ""
+    assert err.startswith("podgang status: permission missing: list ")
+    assert 'in namespace "team"' in err and 'the API server said: ' in err and 'User "alice" cannot list' in err
+    emu.grant(None)
+    emu.fail("GET", r"/events$", 403)
+    code, _, err = await status(kubeconfig, "-A")
+    assert code == 2
+    assert err.splitlines() == ['podgang status: permission missing: list events in all namespaces (cluster-wide) — '
+                                'grant verb "list" on resource "events" in API group "" (the chart\'s operatorRole '
+                                'has it); the API server said: kube-emulator: injected 403']
+
+
+async def test_the_charts_operator_role_is_enough(emu, kubeconfig):
+    docs = render({"operatorRole": {"enabled": True}})
+    role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-operator"))
+    assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in role["rules"])
+    emu.grant([(rbac.CLUSTER, rule) for rule in role["rules"]], user="operator")
+    owned(emu, "web", 2)
+    code, out, err = await status(kubeconfig, "-A")
+    assert (code, err, emu.forbidden) == (0, "", [])
+    assert "satisfied" in out
+    assert not [d for d in render() if d["kind"] == "ClusterRole" and d["metadata"]["name"].endswith("-operator")]
+
+
+async def test_usage_errors_exit_2(emu, kubeconfig):
+    code, _, err = await status(kubeconfig, "--explain", "p", "-A")
+    assert code == 2 and "--explain takes one pod" in err
+    code, _, err = await status(kubeconfig, "--explain", "nope")
+    assert code == 2 and "pod nope not found in namespace team" in err
+    code, _, err = await status(kubeconfig, "-w", "--interval", "0")
+    assert code == 2 and "--interval more than 0" in err
+    code, _, err = await status(kubeconfig, "no-such-group")
+    assert code == 2 and "no gang named no-such-group in namespace team" in err
+    code, _, err = await status(str(Path(kubeconfig).with_name("missing")))
+    assert code == 2 and "cannot configure Kubernetes API access" in err
+
+
+async def test_context_picks_the_cluster_and_its_namespace(emu, kubeconfig):
+    owned(emu, "web", 1)
+    owned(emu, "elsewhere", 1, ns="other")
+    doc = yaml.safe_load(Path(kubeconfig).read_text())
+    doc["clusters"].append({"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}})
+    doc["contexts"].append({"name": "gone", "context": {"cluster": "gone", "user": "kube-emulator"}})
+    doc["contexts"].append({"name": "other", "context": {"cluster": "kube-emulator", "user": "kube-emulator",
+                                                         "namespace": "other"}})
+    doc["current-context"] = "gone"
+    Path(kubeconfig).write_text(yaml.safe_dump(doc))
+    found = await gangs(kubeconfig, "--context", "other")
+    assert [(g["namespace"], g["state"]) for g in found.values()] == [("other", "satisfied")]
+    code, _, err = await status(kubeconfig, "--request-timeout", "2s")  # the current context: nothing answers
+    assert code == 2 and "cannot list" in err
+
+
+async def test_explain_a_pod_out_of_scope(emu, kubeconfig):
+    emu.put(pod("plain", scheduler="default-scheduler"))
+    code, out, _ = await status(kubeconfig, "--explain", "plain")
+    assert code == 0
+    assert "Gang:       none — podgang leaves it alone" in out and "default-scheduler" in out
+
+
+# ---------------------------------------------------------------------------- the kubectl plugin
+
+
+async def run_command(*argv: str, env: dict | None = None) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                env=env)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_the_kubectl_plugin_entry_point(emu, kubeconfig):
+    dep, group, _ = owned(emu, "web", 2)
+    plugin = Path(sys.executable).parent / "kubectl-podgang"
+    code, out, err = await run_command(str(plugin), "status", "-A", "--kubeconfig", kubeconfig, "-o", "json")
+    assert code == 0, err
+    assert [g["group"] for g in json.loads(out)["gangs"]] == [group]
+    code, _, err = await run_command(str(plugin), "grouper")
+    assert code == 2 and "kubectl podgang" in err  # only the user's commands are offered
+
+
+async def test_kubectl_finds_the_plugin(emu, kubeconfig):
+    kubectl = next((Path(d) / "kubectl" for d in os.environ.get("PATH", "").split(os.pathsep)
+                    if (Path(d) / "kubectl").is_file()), None)
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    dep, group, _ = owned(emu, "web", 2)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "KUBECONFIG": kubeconfig}
+    code, out, err = await run_command(str(kubectl), "podgang", "status", env=env)
+    assert code == 0, err
+    assert group in out and "satisfied: 2 of 2 running" in out
+
+
+# ---------------------------------------------------------------------------- the scheduler's verdict
+
+
+def test_a_native_podgroups_condition_is_the_verdict():
+    unschedulable = json.loads((FIXTURES / "native" / "podgroup-unschedulable.json").read_text())
+    verdict = scheduler_verdict(KAI, unschedulable)
+    assert verdict is not None and verdict.state == "unschedulable"
+    assert verdict.message.startswith("0/1 placements are available, first placement status: pod group is unschedulable")
+    scheduled = json.loads((FIXTURES / "native" / "podgroup-scheduled.json").read_text())
+    assert scheduler_verdict(KAI, scheduled).state == "scheduled"
+    assert scheduler_verdict(KAI, {"status": {}}) is None
+
+
+def test_events_of_one_second_are_ordered_by_resource_version():
+    def event(reason: str, rv: str) -> dict:
+        return {"metadata": {"name": f"e{rv}", "namespace": NS, "resourceVersion": rv}, "reason": reason,
+                "involvedObject": {"kind": "PodGroup", "name": "g", "namespace": NS},
+                "lastTimestamp": "2026-11-23T10:00:00Z"}
+
+    found = events_about([event("GangEvicted", "12"), event("GangStale", "9"), event("GangEvicted", "3")], "PodGroup", NS, "g")
+    assert [e["metadata"]["resourceVersion"] for e in found] == ["3", "9", "12"]
+    assert events_about(found, "PodGroup", NS, "other") == [] and events_about(found, "Pod", NS, "g") == []
+
+
+def test_a_backend_that_reads_its_schedulers_status_is_asked_first():
+    class Said:
+        state, message = "Scheduled", "all 3 bound"
+
+    class Reading(type(KAI)):
+        def scheduler_verdict(self, podgroup):
+            return Said() if podgroup.get("status") else None
+
+    backend = Reading()
+    assert str(scheduler_verdict(backend, {"status": {"conditions": []}})) == "Scheduled: all 3 bound"
+    assert scheduler_verdict(backend, {"metadata": {}}) is None
