@@ -17,7 +17,7 @@ EXAMPLES = Path(__file__).parent.parent / "examples"
 
 #: file -> (backend, scheduler name, {(namespace, group name or its prefix): minMember})
 CASES = {
-    "07-volcano-lws.yaml": (VOLCANO, "volcano", {("gang-demo", "pg-gang-test-"): 4}),
+    "07-volcano-lws.yaml": (VOLCANO, "volcano", {("volcano-demo", "pg-gang-test-"): 4}),
     "08-native-training.yaml": (NATIVE, "default-scheduler", {("training", "pg-training-"): 4,
                                                               ("training", "training-gang"): 2}),
     "09-coscheduling.yaml": (COSCHEDULING, "scheduler-plugins-scheduler", {("inference", "pg-infer-"): 3}),
