@@ -7,34 +7,20 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import asynccontextmanager
-from typing import Any
 
 import jsonpatch
 import pytest
 
-from podgang.backends import COSCHEDULING, NATIVE, VOLCANO
 from podgang.backends.base import Backend
 from podgang.events import EventSink
 from podgang.grouper.controller import Controller, Options
 from podgang.kube import EventRecorder
-from podgang.settings import Settings
+from tests.backend_support import SCHEDULERS, podgroup_of, resource, settings_for
 from tests.grouper_support import deployment, events, owned_group, pod, replicaset, scale
-from tests.kube_emulator import KubeEmulator, ResourceType
+from tests.kube_emulator import KubeEmulator
 from tests.webhook_support import eventually
 
 NS = "team"
-SCHEDULERS = {"volcano": (VOLCANO, "volcano"), "coscheduling": (COSCHEDULING, "scheduler-plugins-scheduler"),
-              "native": (NATIVE, "default-scheduler")}
-
-
-def settings_for(name: str) -> Settings:
-    backend, scheduler = SCHEDULERS[name]
-    return Settings(backend=backend, scheduler_names=(scheduler,))
-
-
-def resource(backend: Backend) -> ResourceType:
-    r = backend.podgroup
-    return ResourceType(r.group, r.version, r.plural, r.kind, crd=r.group != "scheduling.k8s.io")
 
 
 def member(name: str, rs: dict, backend: Backend, scheduler: str, group: str | None) -> dict:
@@ -60,10 +46,6 @@ async def grouper(name: str):
             await client.close()
 
 
-def podgroup_of(emu: Any, backend: Backend, name: str) -> dict | None:
-    return emu.get(f"{backend.podgroup.plural}.{backend.podgroup.group}", NS, name)
-
-
 @pytest.mark.parametrize("name", ["volcano", "coscheduling"])
 async def test_created_resized_and_backfilled(name):
     backend, scheduler = SCHEDULERS[name]
@@ -74,8 +56,8 @@ async def test_created_resized_and_backfilled(name):
         emu.put(member("web-0", rs, backend, scheduler, group))
         emu.put(member("web-1", rs, backend, scheduler, group))
         emu.put(member("web-2", rs, backend, scheduler, None))  # admitted while the webhook was down
-        await emu.wait_for(lambda: podgroup_of(emu, backend, group) is not None, 10, "no PodGroup")
-        created = podgroup_of(emu, backend, group)
+        await emu.wait_for(lambda: podgroup_of(emu, backend, NS, group) is not None, 10, "no PodGroup")
+        created = podgroup_of(emu, backend, NS, group)
         assert created["apiVersion"] == backend.podgroup.api_version
         assert created["spec"] == {"minMember": 3}
         assert created["metadata"]["ownerReferences"][0]["uid"] == dep["metadata"]["uid"]
@@ -86,7 +68,7 @@ async def test_created_resized_and_backfilled(name):
         assert backfilled["message"].startswith(backend.describe_membership(group))
 
         scale(emu, dep, 5)
-        await emu.wait_for(lambda: podgroup_of(emu, backend, group)["spec"] == {"minMember": 5}, 10, "not resized")
+        await emu.wait_for(lambda: podgroup_of(emu, backend, NS, group)["spec"] == {"minMember": 5}, 10, "not resized")
 
 
 async def test_native_creates_the_policy_and_reports_a_pod_it_cannot_backfill_once():
@@ -96,8 +78,8 @@ async def test_native_creates_the_policy_and_reports_a_pod_it_cannot_backfill_on
         rs = emu.put(replicaset(dep))
         group = owned_group(dep)
         emu.put(member("web-0", rs, backend, scheduler, None))  # admitted while the webhook was down
-        await emu.wait_for(lambda: podgroup_of(emu, backend, group) is not None, 10, "no PodGroup")
-        assert podgroup_of(emu, backend, group)["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}}
+        await emu.wait_for(lambda: podgroup_of(emu, backend, NS, group) is not None, 10, "no PodGroup")
+        assert podgroup_of(emu, backend, NS, group)["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}}
         (impossible,) = await eventually(lambda: events(emu, "BackfillImpossible"), what="a BackfillImpossible event")
         assert "cannot set it on a created pod" in impossible["message"] and group in impossible["message"]
         assert impossible["type"] == "Warning"
