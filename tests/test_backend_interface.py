@@ -25,9 +25,10 @@ from podgang.manifests import Manifest, Source
 from podgang.objects import Denial, Resource, annotations, as_dict
 from podgang.plan import build_plan, podgroup_manifests
 from podgang.settings import Settings
+from tests.backend_support import bare_pod_review
 from tests.grouper_support import deployment, events, owned_group, owner_ref, replicaset, uid
 from tests.kube_emulator import KubeEmulator, ResourceType
-from tests.webhook_support import decoded_patch, eventually, review, running_webhook
+from tests.webhook_support import decoded_patch, eventually, running_webhook
 
 KEY = "toy.example.com/gang"
 NS = "team"
@@ -111,12 +112,8 @@ def toy_pod(name: str, owner: dict | None, group: str | None, phase: str = "Runn
 
 
 async def test_the_webhook_patches_and_creates_through_the_backend(tmp_path, emu):
-    doc = review("pod-create-bare-gpu")
+    doc = bare_pod_review(SCHEDULER)
     pod = doc["request"]["object"]
-    pod["spec"]["schedulerName"] = SCHEDULER
-    pod["metadata"].pop("annotations", None)  # no GPU sharing here
-    for c in pod["spec"]["containers"]:
-        c.pop("resources", None)
     ns = doc["request"]["namespace"]
     client = emu.api_client()
     try:

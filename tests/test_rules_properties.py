@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from podgang import kinds, objects, rules
 from podgang.backends.base import Backend
-from podgang.backends.kai import KAI
+from podgang.backends import BACKENDS, NativeBackend
 from podgang.kinds import OWNER_KINDS
 from podgang.objects import OwnerRef
 from podgang.rollouts import WorkloadPods
@@ -504,6 +504,9 @@ BACKEND_ARGS = {
     "without_membership": lambda d: (d.draw(st.dictionaries(st.sampled_from(["metadata", "spec"]), anything)),),
     "membership_change_problem": lambda d: (d.draw(anything), d.draw(anything)),
     "describe_membership": lambda d: (d.draw(st.text(max_size=100)),),
+    "membership_problem": lambda d: (d.draw(st.text(max_size=300)),),
+    "gang_options": lambda d: (d.draw(st.lists(anything, max_size=3)),),
+    "scheduler_verdict": lambda d: (d.draw(anything),),
     "min_member": lambda d: (d.draw(anything),),
     "resize": lambda d: (d.draw(anything), d.draw(st.integers(0, 2**31 - 1))),
     "slim_podgroup_spec": lambda d: (d.draw(st.dictionaries(st.text(max_size=12), json_any)),),
@@ -516,17 +519,25 @@ def test_every_backend_method_is_covered():
     assert sorted(BACKEND_ARGS) == sorted(methods - {"podgroup_metadata", "build_podgroup"})
 
 
+#: every registered backend, and native in both of its API versions
+EVERY_BACKEND = {**BACKENDS, "native-v1beta1": NativeBackend("v1beta1")}
+
+
+@pytest.mark.parametrize("backend", sorted(EVERY_BACKEND))
 @pytest.mark.parametrize("name", sorted(BACKEND_ARGS))
-@settings(PROPS, max_examples=80)
+@settings(PROPS, max_examples=40)
 @given(data=st.data())
-def test_kai_backend_method_never_raises(name, data):
-    getattr(KAI, name)(*BACKEND_ARGS[name](data))
+def test_backend_method_never_raises(backend, name, data):
+    getattr(EVERY_BACKEND[backend], name)(*BACKEND_ARGS[name](data))
 
 
+@pytest.mark.parametrize("backend", sorted(EVERY_BACKEND))
 @PROPS
 @given(pod=st.dictionaries(st.sampled_from(["metadata", "spec"]), anything), group=st.text(min_size=1, max_size=80))
-def test_kai_membership_patch_puts_the_pod_into_the_group(pod, group):
-    patched = jsonpatch.apply_patch(pod, KAI.membership_patch(pod, group))
-    assert KAI.group_of(patched) == group
-    assert not KAI.needs_backfill(patched)
-    assert KAI.membership_patch(patched, group) == []
+def test_membership_patch_puts_the_pod_into_the_group(backend, pod, group):
+    b = EVERY_BACKEND[backend]
+    patched = jsonpatch.apply_patch(pod, b.membership_patch(pod, group))
+    assert b.group_of(patched) == group
+    assert not b.needs_backfill(patched)
+    assert b.membership_patch(patched, group) == []
+    assert b.group_of(b.without_membership(patched)) is None

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from podgang.objects import Denial, OwnerRef, Resource, as_dict, metadata
+from podgang.objects import Denial, OwnerRef, Resource, as_dict, metadata, quoted
 
 PATCH = "patch"
 REPLACE_WHEN_EMPTY = "replace-when-empty"
@@ -48,6 +48,8 @@ class GangSpec:
     annotations: Mapping[str, str] | None = None
     queue: str | None = None
     priority_class: str | None = None
+    #: seconds the scheduler waits for the whole gang (coscheduling's scheduleTimeoutSeconds)
+    schedule_timeout: int | None = None
 
 
 class Backend(ABC):
@@ -57,9 +59,12 @@ class Backend(ABC):
     name: str
     #: where its PodGroups live
     podgroup: Resource
-    #: pod labels and annotations the grouper must keep to read membership
+    #: pod (and pod template) labels and annotations the grouper must keep: the
+    #: membership keys and the keys :meth:`gang_options` reads
     pod_label_keys: tuple[str, ...] = ()
     pod_annotation_keys: tuple[str, ...] = ()
+    #: pod spec fields the grouper must keep (membership in the spec, the priority class)
+    pod_spec_keys: tuple[str, ...] = ()
 
     # -- pod membership -------------------------------------------------------
 
@@ -103,7 +108,18 @@ class Backend(ABC):
     def describe_membership(self, group: str) -> str:
         """What setting the membership wrote, for events: ``key=group set``."""
 
+    def membership_problem(self, group: str) -> str | None:
+        """Why a pod can never carry ``group`` in this scheduler (a name too long for
+        the key that holds it), for a denial at admission; None when it can."""
+        return None
+
     # -- PodGroups ------------------------------------------------------------
+
+    def gang_options(self, objs: Sequence[Any]) -> dict[str, Any]:
+        """The scheduler's own per-gang settings, as :class:`GangSpec` fields, read
+        from ``objs`` (pods, pod templates, the workload; nearest first: the first
+        that sets a value wins). Empty when the scheduler has none."""
+        return {}
 
     @abstractmethod
     def build_podgroup(self, gang: GangSpec) -> dict[str, Any]:
@@ -120,6 +136,11 @@ class Backend(ABC):
     @abstractmethod
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """The part of a PodGroup's spec the grouper keeps in its cache."""
+
+    def scheduler_verdict(self, podgroup: Any) -> str | None:
+        """What the scheduler last said about placing the gang (from the PodGroup's
+        status), or None when it says nothing podgang can read."""
+        return None
 
     def is_podgroup(self, obj: Any) -> bool:
         obj = as_dict(obj)
@@ -141,6 +162,19 @@ class Backend(ABC):
 
     def __repr__(self) -> str:
         return f"<backend {self.name}: {self.podgroup.api_version} {self.podgroup.kind}>"
+
+
+def membership_change_message(where: str, was: Any, now: Any) -> str:
+    """Why an UPDATE that moves a pod from ``was`` to ``now`` (None: unset) is refused."""
+    before = "unset" if was is None else quoted(was)
+    after = "removed" if now is None else quoted(now)
+    return (f"a pod's PodGroup cannot change once the pod exists ({where} {before} → {after}): "
+            f"delete the pod and create it again in the other group")
+
+
+def escape_key(key: str) -> str:
+    """A map key as one JSON Pointer token (RFC 6901): ``~`` → ``~0``, ``/`` → ``~1``."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def string_value(obj: Any, section: str, key: str) -> str | None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from podgang.backends.base import PATCH, Backend, GangSpec, Resize, string_value
-from podgang.objects import Denial, Resource, annotations, as_dict, labels, quoted
+from podgang.backends.base import escape_key, string_value
+from podgang.backends.keyed import MIN_MEMBER, PRIORITY_CLASS, QUEUE, MinMemberPodGroups
+from podgang.objects import Denial, Resource, annotations, labels, quoted
 
 GROUP_ANNOTATION = "pod-group-name"
 GROUP_LABEL = "kai.scheduler/podgroup"
@@ -19,9 +20,6 @@ SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 GPU_MEMORY_ANNOTATION = "gpu-memory"
 GPU_FRACTION_ANNOTATION = "gpu-fraction"
 SCHEDULER_NAME = "kai-scheduler"
-MIN_MEMBER = "minMember"
-QUEUE = "queue"
-PRIORITY_CLASS = "priorityClassName"
 MAX_LABEL_VALUE = 63  # the longest label value the apiserver accepts
 
 # the messages KAI's own webhook denies contradictory GPU requests with
@@ -31,12 +29,7 @@ MSG_BAD_MEMORY = f"{GPU_MEMORY_ANNOTATION} annotation value must be a positive i
 MSG_BAD_FRACTION = f"{GPU_FRACTION_ANNOTATION} annotation value must be a positive number smaller than 1.0"
 
 
-def escape_key(key: str) -> str:
-    """A map key as one JSON Pointer token (RFC 6901): ``~`` → ``~0``, ``/`` → ``~1``."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-class KaiBackend(Backend):
+class KaiBackend(MinMemberPodGroups):
     name = "kai"
     podgroup = Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup")
 
@@ -146,29 +139,6 @@ class KaiBackend(Backend):
             return f"{self.annotation}={group} and {self.label}={group} set"
         return (f"{self.annotation}={group} set (no {self.label} label: the name is longer than the "
                 f"{MAX_LABEL_VALUE} characters a label value may have)")
-
-    # -- PodGroups
-
-    def build_podgroup(self, gang: GangSpec) -> dict[str, Any]:
-        spec: dict[str, Any] = {MIN_MEMBER: int(gang.min_member)}
-        if gang.queue:
-            spec[QUEUE] = gang.queue
-        if gang.priority_class:
-            spec[PRIORITY_CLASS] = gang.priority_class
-        return {"apiVersion": self.podgroup.api_version, "kind": self.podgroup.kind,
-                "metadata": self.podgroup_metadata(gang), "spec": spec}
-
-    def min_member(self, podgroup: Any) -> int | None:
-        value = as_dict(as_dict(podgroup).get("spec")).get(MIN_MEMBER)
-        if isinstance(value, bool) or not isinstance(value, int):
-            return None
-        return value
-
-    def resize(self, podgroup: Any, value: int) -> Resize:
-        return Resize(PATCH, {"spec": {MIN_MEMBER: int(value)}})
-
-    def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
-        return {MIN_MEMBER: spec[MIN_MEMBER]} if MIN_MEMBER in spec else {}
 
 
 KAI = KaiBackend()

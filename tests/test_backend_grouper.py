@@ -1,0 +1,89 @@
+"""The grouper through each new backend, against the HTTP API emulator: a
+Deployment's PodGroup created in the backend's API with the backend's spelling,
+resized when the Deployment scales, and a pod admitted without its group
+backfilled (Volcano, coscheduling) or reported once as impossible (native)."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+
+import jsonpatch
+import pytest
+
+from podgang.backends.base import Backend
+from podgang.events import EventSink
+from podgang.grouper.controller import Controller, Options
+from podgang.kube import EventRecorder
+from tests.backend_support import SCHEDULERS, podgroup_of, resource, settings_for
+from tests.grouper_support import deployment, events, owned_group, pod, replicaset, scale
+from tests.kube_emulator import KubeEmulator
+from tests.webhook_support import eventually
+
+NS = "team"
+
+
+def member(name: str, rs: dict, backend: Backend, scheduler: str, group: str | None) -> dict:
+    """A pod of ``rs`` carrying ``group`` as the webhook would have written it."""
+    p = pod(name, owner=rs, ns=NS, scheduler=scheduler, labels={"app": "web"})
+    return jsonpatch.apply_patch(p, backend.membership_patch(p, group)) if group else p
+
+
+@asynccontextmanager
+async def grouper(name: str):
+    backend, _ = SCHEDULERS[name]
+    async with KubeEmulator() as emu:
+        emu.register(resource(backend))
+        client = emu.api_client()
+        controller = Controller(client, settings_for(name), Options(resync_period=300.0, request_timeout=5.0),
+                                events=EventSink(EventRecorder(client, "podgang-grouper")))
+        task = asyncio.create_task(controller.run())
+        try:
+            yield emu, controller
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await client.close()
+
+
+@pytest.mark.parametrize("name", ["volcano", "coscheduling"])
+async def test_created_resized_and_backfilled(name):
+    backend, scheduler = SCHEDULERS[name]
+    async with grouper(name) as (emu, _):
+        dep = emu.put(deployment("web", 3, ns=NS, scheduler=scheduler))
+        rs = emu.put(replicaset(dep))
+        group = owned_group(dep)
+        emu.put(member("web-0", rs, backend, scheduler, group))
+        emu.put(member("web-1", rs, backend, scheduler, group))
+        emu.put(member("web-2", rs, backend, scheduler, None))  # admitted while the webhook was down
+        await emu.wait_for(lambda: podgroup_of(emu, backend, NS, group) is not None, 10, "no PodGroup")
+        created = podgroup_of(emu, backend, NS, group)
+        assert created["apiVersion"] == backend.podgroup.api_version
+        assert created["spec"] == {"minMember": 3}
+        assert created["metadata"]["ownerReferences"][0]["uid"] == dep["metadata"]["uid"]
+        assert emu.list("podgroups.scheduling.run.ai", NS) == []  # nothing in KAI's spelling
+
+        await emu.wait_for(lambda: backend.group_of(emu.get("pods", NS, "web-2")) == group, 10, "not backfilled")
+        (backfilled,) = await eventually(lambda: events(emu, "Backfilled"), what="a Backfilled event")
+        assert backfilled["message"].startswith(backend.describe_membership(group))
+
+        scale(emu, dep, 5)
+        await emu.wait_for(lambda: podgroup_of(emu, backend, NS, group)["spec"] == {"minMember": 5}, 10, "not resized")
+
+
+async def test_native_creates_the_policy_and_reports_a_pod_it_cannot_backfill_once():
+    backend, scheduler = SCHEDULERS["native"]
+    async with grouper("native") as (emu, controller):
+        dep = emu.put(deployment("web", 3, ns=NS, scheduler=scheduler))
+        rs = emu.put(replicaset(dep))
+        group = owned_group(dep)
+        emu.put(member("web-0", rs, backend, scheduler, None))  # admitted while the webhook was down
+        await emu.wait_for(lambda: podgroup_of(emu, backend, NS, group) is not None, 10, "no PodGroup")
+        assert podgroup_of(emu, backend, NS, group)["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}}
+        (impossible,) = await eventually(lambda: events(emu, "BackfillImpossible"), what="a BackfillImpossible event")
+        assert "cannot set it on a created pod" in impossible["message"] and group in impossible["message"]
+        assert impossible["type"] == "Warning"
+        assert emu.count("PATCH", r"/pods/") == 0
+        # nothing retries it: the work queue runs dry with the pod still as it was
+        await asyncio.wait_for(controller.queue.wait_idle(), 10)
+        assert len(events(emu, "BackfillImpossible")) == 1 and emu.count("PATCH", r"/pods/") == 0
