@@ -180,11 +180,10 @@ def scheduler_verdict(backend: Backend, podgroup: Mapping[str, Any] | None) -> V
     ``schedulingConditions`` entry, or a condition that is not True."""
     if podgroup is None:
         return None
-    own = getattr(backend, "scheduler_verdict", None)
-    if callable(own):  # the backend reads its scheduler's status itself
-        said = own(podgroup)
-        if said is None or isinstance(said, Verdict):
-            return said
+    said = backend.scheduler_verdict(podgroup)  # the backend reads its scheduler's status itself
+    if isinstance(said, Verdict):
+        return said
+    if said is not None:
         return Verdict(str(getattr(said, "state", None) or getattr(said, "reason", None) or said),
                        _one_line(getattr(said, "message", "")))
     st = status(podgroup)

@@ -14,7 +14,7 @@ import pytest
 from podgang.backends.base import Backend
 from podgang.events import EventSink
 from podgang.grouper.controller import Controller, Options
-from podgang.kube import EventRecorder
+from podgang.events import EventRecorder
 from tests.backend_support import SCHEDULERS, podgroup_of, resource, settings_for
 from tests.grouper_support import deployment, events, owned_group, pod, replicaset, scale
 from tests.kube_emulator import KubeEmulator

@@ -10,7 +10,8 @@ import yaml
 
 from podgang.backends import BACKENDS, GangSpec
 from podgang.backends.base import PATCH
-from podgang.backends.kai import KAI, MIN_MEMBER, PRIORITY_CLASS, QUEUE
+from podgang.backends.kai import KAI
+from podgang.backends.keyed import MIN_MEMBER, PRIORITY_CLASS, QUEUE
 from podgang.objects import OwnerRef
 from podgang.rules import Gang, gang_for_pod, min_member_for
 from podgang.settings import DEFAULT

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from podgang.backends.base import escape_key, string_value
-from podgang.backends.keyed import MIN_MEMBER, PRIORITY_CLASS, QUEUE, MinMemberPodGroups
+from podgang.backends.keyed import MinMemberPodGroups
 from podgang.objects import Denial, Resource, annotations, labels, quoted
 
 GROUP_ANNOTATION = "pod-group-name"
