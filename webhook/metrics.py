@@ -12,6 +12,8 @@ never share counts.
 - ``podgang_webhook_owner_cache_hits_total`` / ``..._misses_total``, ``..._owner_cache_entries``
 - ``podgang_webhook_decisions_replayed_total``: owned pods identical to one decided before
 - ``podgang_webhook_certificate_reloads_total{result}``, ``..._certificate_not_after_seconds``
+- ``podgang_webhook_connections_open``; ``..._connections_closed_total{reason}``: closed by the
+  webhook itself (read-header-timeout, read-timeout, evicted, refused; see webhook.connections)
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ denied: refused with a message; degraded: allowed, but an API failure kept the
 webhook from finishing its work (the grouper backfills)."""
 
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
+
+CONNECTION_CLOSE_REASONS = ("read-header-timeout", "read-timeout", "evicted", "refused")
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
@@ -86,11 +90,22 @@ class WebhookMetrics:
             "Expiry of the serving certificate in use (Unix time).",
             registry=r,
         )
+        self.connections_open = Gauge(
+            "podgang_webhook_connections_open", "Client connections open past the TLS handshake.", registry=r
+        )
+        self.connections_closed = Counter(
+            "podgang_webhook_connections_closed",
+            "Connections the webhook closed itself: too slow to send a request, or one too many.",
+            ["reason"],
+            registry=r,
+        )
         # pre-create the common series so dashboards see zeros, not gaps
         for call in ("get_owner", "get_podgroup", "create_podgroup"):
             self.api_errors.labels(call)
         for result in ("loaded", "failed"):
             self.certificate_reloads.labels(result)
+        for reason in CONNECTION_CLOSE_REASONS:
+            self.connections_closed.labels(reason)
         self._observers: dict[tuple[str, str, str], tuple] = {}
 
     def observe(self, endpoint: str, operation: str, verdict: str, seconds: float) -> None:

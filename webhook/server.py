@@ -30,6 +30,7 @@ from podgang.webhook.admission import (
 )
 from podgang.webhook.api import KubeApi
 from podgang.webhook.certificates import CertificateKeeper
+from podgang.webhook.connections import ConnectionLimits, ConnectionTable, GuardedSite
 from podgang.webhook.decisions import DecisionLog
 from podgang.webhook.events import BackgroundEvents
 from podgang.webhook.metrics import WebhookMetrics
@@ -61,6 +62,8 @@ class WebhookConfig:
     service: str = "podgang-webhook"
     webhook_configs: list[str] = field(default_factory=list)
     cert_check_interval: float = 3600.0
+    # slow or too many clients (see webhook.connections)
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 
 class WebhookServer:
@@ -91,6 +94,7 @@ class WebhookServer:
         )
         self.certificate: ServingCertificate | None = None
         self.port: int | None = None
+        self.connections: ConnectionTable | None = None
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self.keeper = None  # a CertificateKeeper with --manage-certs
@@ -98,7 +102,7 @@ class WebhookServer:
     # -- lifecycle --------------------------------------------------------
 
     def build_app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY + 1, handler_args={"max_field_size": 16384})
+        app = web.Application(client_max_size=MAX_BODY + 1)
         app.router.add_post(MUTATE, self.handle_mutate)
         app.router.add_post(VALIDATE, self.handle_validate)
         app.router.add_get("/healthz", self.handle_healthz)
@@ -112,13 +116,18 @@ class WebhookServer:
             self.build_app(), access_log=None, shutdown_timeout=self.config.shutdown_timeout, handle_signals=False
         )
         await self._runner.setup()
-        site = web.TCPSite(
-            self._runner, self.config.host, self.config.port, ssl_context=self.certificate.context, backlog=1024
+        self.connections = ConnectionTable(self.config.limits, self.metrics)
+        site = GuardedSite(
+            self._runner,
+            self.config.host,
+            self.config.port,
+            ssl_context=self.certificate.context,
+            table=self.connections,
+            access_log=None,
+            max_field_size=16384,
         )
         await site.start()
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else self.config.port
+        self.port = site.port
         self._tasks.append(asyncio.create_task(self._watch_certificate(), name="podgang-cert-watch"))
         if self.config.manage_certs:
             if self.api_client is None:
@@ -135,6 +144,8 @@ class WebhookServer:
                     "scheduler_names": list(self.settings.scheduler_names),
                     "excluded_namespaces": list(self.settings.excluded_namespaces),
                     "api": self.api is not None,
+                    "max_connections": self.config.limits.max_connections,
+                    "read_timeout": self.config.limits.read_timeout,
                 }
             },
         )
@@ -203,6 +214,13 @@ class WebhookServer:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return self._bad(413, "too-large", f"the body is larger than {MAX_BODY} bytes")
+        except ConnectionError as exc:  # gone mid-body: closed as too slow (counted and logged there) or by the client
+            # aiohttp keeps the exception in the request's payload, and its traceback holds
+            # the frames that hold the payload: a cycle that would keep the connection's
+            # buffers and socket until a full garbage collection, which a flood outruns
+            exc.__traceback__ = None
+            self.metrics.bad_requests.labels("disconnected").inc()
+            return web.Response(status=400, text="the connection was closed before the body arrived\n")
         except Exception as exc:  # a client that went away mid-body, a broken gzip stream ...
             return self._bad(400, "unreadable", f"cannot read the body: {type(exc).__name__}: {exc}")
         try:
