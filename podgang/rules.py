@@ -85,9 +85,25 @@ def _list(value: Any) -> list[Any]:
 _EMPTY: Mapping[str, Any] = {}
 
 
+MAX_QUOTED = 256  # characters of one user value a message or log line quotes (any valid name fits)
+
+
+def clip(text: str, limit: int = MAX_QUOTED) -> str:
+    """``text``, or its first ``limit`` characters and how long it was: a 100 KB
+    annotation value must not become a 100 KB denial, warning or log line."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
+
+
 def _q(value: Any) -> str:
-    """A value quoted for messages, the way kubectl users read them: "like this"."""
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
+    """A value quoted for messages, the way kubectl users read them: "like this"
+    (at most :data:`MAX_QUOTED` characters of it)."""
+    if not isinstance(value, str):
+        return clip(str(value))
+    if len(value) <= MAX_QUOTED:
+        return json.dumps(value, ensure_ascii=False)
+    return f"{json.dumps(value[:MAX_QUOTED], ensure_ascii=False)[:-1]}…\" ({len(value)} characters)"
 
 
 def _str_map(value: Any) -> dict[str, str]:
@@ -111,7 +127,7 @@ def kind_name(obj: Any) -> str:
     """``deployment/web`` for messages."""
     kind = _dict(obj).get("kind")
     name = metadata(obj).get("name") or metadata(obj).get("generateName") or "?"
-    return f"{str(kind or 'object').lower()}/{name}"
+    return clip(f"{str(kind or 'object').lower()}/{name}")
 
 
 def _int(value: Any, default: int) -> int:
@@ -372,9 +388,9 @@ def gang_for_pod(
 
     if top is not None:
         if not top.uid:
-            return Denial(f"ownerReference {top.kind}/{top.name} has no uid; podgang cannot name its gang")
+            return Denial(f"ownerReference {clip(f'{top.kind}/{top.name}')} has no uid; podgang cannot name its gang")
         suffix = ""
-        reason = f"top owner {top.kind.lower()}/{top.name}"
+        reason = f"top owner {clip(f'{top.kind.lower()}/{top.name}')}"
         if top.kind == "LeaderWorkerSet":
             index = labels(pod).get(LWS_GROUP_INDEX_LABEL)
             if index is not None and index.isdigit():
@@ -670,7 +686,7 @@ def whole_gpu_requests(pod: Any, settings: Settings = DEFAULT) -> list[str]:
             value = _dict(resources.get(section)).get(settings.gpu_resource)
             amount = quantity(value)
             if value is not None and (amount is None or amount > 0):
-                found.append(f"{where} {section} {settings.gpu_resource}: {value}")
+                found.append(f"{where} {section} {settings.gpu_resource}: {clip(str(value))}")
     return found
 
 
@@ -778,7 +794,7 @@ def grace_period_for(objs: Iterable[Any], default: float | None, settings: Setti
         if raw.strip() == "-1":
             return None, f"{settings.grace_period_annotation}=-1 on {kind_name(obj)}: never evicts"
         try:
-            return parse_duration(raw), f"{settings.grace_period_annotation}={raw} on {kind_name(obj)}"
+            return parse_duration(raw), f"{settings.grace_period_annotation}={clip(raw)} on {kind_name(obj)}"
         except ValueError as exc:
             notes.append(f"ignored {kind_name(obj)}: {exc}")
     text = "default" if not notes else "default (" + "; ".join(notes) + ")"

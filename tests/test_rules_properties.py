@@ -388,6 +388,7 @@ ARGS = {
     "metadata": lambda d: (d.draw(anything),),
     "labels": lambda d: (d.draw(anything),),
     "kind_name": lambda d: (d.draw(anything),),
+    "clip": lambda d: (d.draw(st.text(max_size=600)), d.draw(st.integers(min_value=0, max_value=300))),
     "is_skipped": lambda d: (d.draw(anything),),
     "scope_problem": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),
     "in_scope": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),

@@ -17,6 +17,7 @@ from aiohttp import web
 
 from podgang import rules
 from podgang.kube import EventRecorder
+from podgang.rules import clip
 from podgang.settings import DEFAULT, Settings
 
 from podgang.webhook.admission import (
@@ -24,6 +25,7 @@ from podgang.webhook.admission import (
     Admission,
     BadReview,
     Verdict,
+    bounded_warning,
     encode_response,
     parse_review,
     pod_label,
@@ -42,6 +44,7 @@ log = logging.getLogger("podgang.webhook")
 
 MAX_BODY = 3 * 1024 * 1024  # 3 MiB: the apiserver's own request limit
 MUTATE, VALIDATE = "/mutate-pods", "/validate-pods"
+MAX_LOGGED = 1000  # characters of a reason or message in one log line (they quote user values)
 
 
 @dataclass
@@ -239,26 +242,28 @@ class WebhookServer:
         seconds = time.perf_counter() - started
         self.metrics.observe(endpoint, review.operation, verdict.verdict, seconds)
         if self.decision_log.enabled:
+            # every string here may come from the request: a log line quotes a bounded prefix
             fields: dict[str, Any] = {
-                "uid": review.uid,
+                "uid": clip(review.uid),
                 "endpoint": endpoint,
-                "operation": review.operation,
-                "kind": review.kind,
-                "namespace": review.namespace,
-                "pod": pod_label(review.obj) if review.kind == "Pod" else "",
-                "group": verdict.group,
+                "operation": clip(review.operation),
+                "kind": clip(review.kind),
+                "namespace": clip(review.namespace),
+                "pod": clip(pod_label(review.obj)) if review.kind == "Pod" else "",
+                "group": verdict.group and clip(verdict.group, MAX_LOGGED),
                 "verdict": verdict.verdict,
-                "reason": verdict.reason,
+                "reason": clip(verdict.reason, MAX_LOGGED),
                 "patch_bytes": patch_size,
                 "dry_run": review.dry_run,
                 "duration_ms": round(seconds * 1000, 3),
             }
             if verdict.warnings:
-                fields["warnings"] = verdict.warnings
+                fields["warnings"] = [bounded_warning(w) for w in verdict.warnings]
             self.decision_log.write(fields)
         return web.Response(body=payload, content_type="application/json")
 
     def _bad(self, status: int, reason: str, message: str) -> web.Response:
+        message = clip(message, MAX_LOGGED)
         self.metrics.bad_requests.labels(reason).inc()
         log.warning("bad admission request", extra={"fields": {"status": status, "reason": message}})
         return web.Response(status=status, text=message.replace("\n", " ") + "\n")
