@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(clients, "--read-header-timeout", default=2.0, type=duration, help="a request's headers (and a new connection's TLS handshake) must arrive within this")
     add_flag(clients, "--read-timeout", default=4.0, type=duration, help="a whole request, headers and body, must arrive within this of its first byte")
     add_flag(clients, "--idle-timeout", default=120.0, type=duration, help="close a connection with no request under way after this (keep it above the apiserver's 90s)")
-    add_flag(clients, "--max-connections", default=500, type=int, help="connections held at once; one more evicts the slowest, or is refused when all are busy")
+    add_flag(clients, "--max-connections", default=500, type=int, help="sockets held at once, TLS handshakes included; one more evicts the slowest, or waits in the backlog")
     scope = parser.add_argument_group("scope")
     add_flag(scope, "--scheduler-name", default=["kai-scheduler"], repeat=True, help="pods with this schedulerName are in scope (repeatable)")
     add_flag(scope, "--exclude-namespace", default=["kube-system"], repeat=True, help="namespace podgang leaves alone (repeatable); --namespace is always excluded")

@@ -13,7 +13,7 @@ never share counts.
 - ``podgang_webhook_decisions_replayed_total``: owned pods identical to one decided before
 - ``podgang_webhook_certificate_reloads_total{result}``, ``..._certificate_not_after_seconds``
 - ``podgang_webhook_connections_open``; ``..._connections_closed_total{reason}``: closed by the
-  webhook itself (read-header-timeout, read-timeout, evicted, refused; see webhook.connections)
+  webhook itself (read-header-timeout, read-timeout, evicted; see webhook.connections)
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ webhook from finishing its work (the grouper backfills)."""
 
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
 
-CONNECTION_CLOSE_REASONS = ("read-header-timeout", "read-timeout", "evicted", "refused")
+CONNECTION_CLOSE_REASONS = ("read-header-timeout", "read-timeout", "evicted")
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
