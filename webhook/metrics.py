@@ -91,11 +91,11 @@ class WebhookMetrics:
             registry=r,
         )
         self.connections_open = Gauge(
-            "podgang_webhook_connections_open", "Client connections open past the TLS handshake.", registry=r
+            "podgang_webhook_connections_open", "Client sockets held, from their accept (TLS handshakes included).", registry=r
         )
         self.connections_closed = Counter(
             "podgang_webhook_connections_closed",
-            "Connections the webhook closed itself: too slow to send a request, or one too many.",
+            "Connections the webhook closed itself: too slow to send a request, or evicted for a new one.",
             ["reason"],
             registry=r,
         )
