@@ -79,6 +79,14 @@ async def test_headers_trickled_byte_by_byte_are_cut_at_the_header_timeout(tmp_p
         assert await wh.metric("podgang_webhook_connections_closed_total", reason="read-timeout") == 0
 
 
+async def test_a_client_that_never_starts_its_tls_handshake_is_cut_at_the_header_timeout(tmp_path):
+    async with running_webhook(tmp_path, limits=LIMITS) as wh:
+        reader, writer = await asyncio.open_connection("127.0.0.1", wh.port)  # plain TCP, then silence
+        assert await closed_by_server(reader, writer, within=10)
+        assert await wh.metric("podgang_webhook_connections_closed_total", reason="read-header-timeout") == 1
+        await eventually(lambda: wh.server.connections.open <= 1, what="the silent socket is no longer counted")
+
+
 async def test_a_body_trickled_byte_by_byte_is_cut_at_the_read_timeout_and_nothing_is_decided(tmp_path):
     async with running_webhook(tmp_path, limits=LIMITS) as wh:
         reader, writer = await open_tls(wh.port, wh.ssl)

@@ -39,6 +39,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from podgang import rules
 from podgang.webhook.metrics import WebhookMetrics
 
 log = logging.getLogger("podgang.webhook")
@@ -238,7 +239,7 @@ class GuardedSite(web.BaseSite):
     everything and bounding only finished handshakes let 3,000 clients that reconnect
     as fast as they are evicted keep 2,500 handshakes open (700 MB)."""
 
-    __slots__ = ("_host", "_port", "_table", "_handler_args", "_listener", "_accepting")
+    __slots__ = ("_host", "_port", "_table", "_handler_args", "_listener", "_accepting", "_handshakes")
 
     def __init__(
         self,
@@ -257,6 +258,7 @@ class GuardedSite(web.BaseSite):
         self._handler_args = handler_args
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task | None = None
+        self._handshakes: set[asyncio.Task] = set()
 
     @property
     def name(self) -> str:
@@ -303,8 +305,8 @@ class GuardedSite(web.BaseSite):
         while True:
             try:
                 sock, _ = await loop.sock_accept(listener)
-            except OSError as exc:  # out of file descriptors, say: the loop must not die
-                log.warning("accepting a connection failed", extra={"fields": {"error": str(exc)}})
+            except Exception as exc:  # out of file descriptors, say: the accept loop must not die
+                log.warning("accepting a connection failed", extra={"fields": {"error": rules.clip(str(exc))}})
                 await asyncio.sleep(0.1)
                 continue
             # no room and none to be made: this socket waits, untouched, and the kernel's
@@ -314,13 +316,15 @@ class GuardedSite(web.BaseSite):
                 table.accept_waiting = True
                 await table.room.wait()
             table.count()
-            loop.create_task(self._handshake(loop, sock, manager, handler_args))
+            task = loop.create_task(self._handshake(loop, sock, manager, handler_args))
+            self._handshakes.add(task)  # a task nobody holds may be collected mid-handshake
+            task.add_done_callback(self._handshakes.discard)
 
     async def _handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, manager: Any,
                          handler_args: dict[str, Any]) -> None:
         table = self._table
         try:
-            _, handler = await loop.connect_accepted_socket(
+            await loop.connect_accepted_socket(
                 lambda: GuardedHandler(table, manager, **handler_args),
                 sock,
                 ssl=self._ssl_context,
@@ -328,8 +332,12 @@ class GuardedSite(web.BaseSite):
                 ssl_shutdown_timeout=SSL_SHUTDOWN_TIMEOUT,
             )
         except (OSError, asyncio.TimeoutError) as exc:  # ssl.SSLError is an OSError
-            timed_out = isinstance(exc, asyncio.TimeoutError)
+            # asyncio and uvloop abort a handshake past its timeout with ConnectionAbortedError
+            timed_out = isinstance(exc, (asyncio.TimeoutError, ConnectionAbortedError))
             exc.__traceback__ = None  # no cycle through this frame; the transport closed the socket
             table.release()
             if timed_out:
                 table.closed("read-header-timeout")
+        except Exception:  # a bug here must cost one connection, not the count
+            table.release()
+            log.exception("serving a new connection failed")
