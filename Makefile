@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: run test bench-webhook bench-grouper clean
+.PHONY: run test bench-webhook bench-slow-clients bench-grouper clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(BIN)/.installed
 # is found), same load generator (wrk if installed), pinned cores (see bench/README.md).
 bench-webhook: $(BIN)/.installed
 	$(BIN)/python bench/webhook/bench.py
+
+# 3,000 TLS clients trickling their bodies while reviews keep coming: RSS and answers (bench/README.md).
+bench-slow-clients: $(BIN)/.installed
+	$(BIN)/python bench/webhook/slow_clients.py
 
 # The grouper against the HTTP API emulator: 10,000 and 100,000 pods side by side (see bench/README.md).
 bench-grouper: $(BIN)/.installed

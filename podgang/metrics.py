@@ -60,6 +60,10 @@ class ProcessMetrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
+#: why the webhook closes a connection itself (see podgang.webhook.connections)
+CONNECTION_CLOSE_REASONS = ("read-header-timeout", "read-timeout", "evicted")
+
+
 class WebhookMetrics(ProcessMetrics):
     """The webhook's metrics (spec §6), served on its HTTPS ``GET /metrics``."""
 
@@ -119,9 +123,20 @@ class WebhookMetrics(ProcessMetrics):
             "Expiry of the serving certificate in use (Unix time).",
             registry=r,
         )
+        self.connections_open = Gauge(
+            "podgang_webhook_connections_open", "Client sockets held, from their accept (TLS handshakes included).", registry=r
+        )
+        self.connections_closed = Counter(
+            "podgang_webhook_connections_closed",
+            "Connections the webhook closed itself: too slow to send a request, or evicted for a new one.",
+            ["reason"],
+            registry=r,
+        )
         # pre-create the common series so dashboards see zeros, not gaps
         for result in ("loaded", "failed"):
             self.certificate_reloads.labels(result)
+        for reason in CONNECTION_CLOSE_REASONS:
+            self.connections_closed.labels(reason)
         self._observers: dict[tuple[str, str, str], tuple] = {}
 
     def observe(self, endpoint: str, operation: str, verdict: str, seconds: float) -> None:

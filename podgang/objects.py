@@ -77,16 +77,32 @@ def is_active(pod: Any) -> bool:
     return phase == "Running" or bool(as_dict(as_dict(pod).get("spec")).get("nodeName"))
 
 
+MAX_QUOTED = 256  # characters of one user value a message or log line quotes (any valid name fits)
+
+
+def clip(text: str, limit: int = MAX_QUOTED) -> str:
+    """``text``, or its first ``limit`` characters and how long it was: a 100 KB
+    annotation value must not become a 100 KB denial, warning or log line."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
+
+
 def quoted(value: Any) -> str:
-    """A value quoted for messages, the way kubectl users read them: "like this"."""
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
+    """A value quoted for messages, the way kubectl users read them: "like this"
+    (at most :data:`MAX_QUOTED` characters of it)."""
+    if not isinstance(value, str):
+        return clip(str(value))
+    if len(value) <= MAX_QUOTED:
+        return json.dumps(value, ensure_ascii=False)
+    return f"{json.dumps(value[:MAX_QUOTED], ensure_ascii=False)[:-1]}…\" ({len(value)} characters)"
 
 
 def kind_name(obj: Any) -> str:
     """``deployment/web`` for messages."""
     kind = as_dict(obj).get("kind")
     name = metadata(obj).get("name") or metadata(obj).get("generateName") or "?"
-    return f"{str(kind or 'object').lower()}/{name}"
+    return clip(f"{str(kind or 'object').lower()}/{name}")
 
 
 @dataclass(frozen=True)

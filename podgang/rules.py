@@ -24,6 +24,7 @@ from podgang.objects import (
     Denial,
     OwnerRef,
     annotations,
+    clip,
     kind_name,
     labels,
     metadata,
@@ -330,9 +331,9 @@ def gang_for_pod(
 
     if top is not None:
         if not top.uid:
-            return Denial(f"ownerReference {top.kind}/{top.name} has no uid; podgang cannot name its gang")
+            return Denial(f"ownerReference {clip(f'{top.kind}/{top.name}')} has no uid; podgang cannot name its gang")
         suffix, which = replica_suffix(top.kind, pod)
-        reason = f"top owner {top.kind.lower()}/{top.name}{which}"
+        reason = f"top owner {clip(f'{top.kind.lower()}/{top.name}')}{which}"
         name = owned_group_name(top, suffix, settings)
         return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=subgroup)
 
@@ -512,7 +513,7 @@ def whole_gpu_requests(pod: Any, settings: Settings = DEFAULT) -> list[str]:
             value = _dict(resources.get(section)).get(settings.gpu_resource)
             amount = quantity(value)
             if value is not None and (amount is None or amount > 0):
-                found.append(f"{where} {section} {settings.gpu_resource}: {value}")
+                found.append(f"{where} {section} {settings.gpu_resource}: {clip(str(value))}")
     return found
 
 
@@ -602,7 +603,7 @@ def grace_period_for(objs: Iterable[Any], default: float | None, settings: Setti
         if raw.strip() == "-1":
             return None, f"{settings.grace_period_annotation}=-1 on {kind_name(obj)}: never evicts"
         try:
-            return parse_duration(raw), f"{settings.grace_period_annotation}={raw} on {kind_name(obj)}"
+            return parse_duration(raw), f"{settings.grace_period_annotation}={clip(raw)} on {kind_name(obj)}"
         except ValueError as exc:
             notes.append(f"ignored {kind_name(obj)}: {exc}")
     text = "default" if not notes else "default (" + "; ".join(notes) + ")"

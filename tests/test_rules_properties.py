@@ -412,6 +412,7 @@ ARGS = {
     "job_size": lambda d: (d.draw(anything | st.just({})), d.draw(anything | st.just({}))),
     "rolling_out": lambda d: (d.draw(anything), WorkloadPods(d.draw(st.lists(anything, max_size=3)),
                                                              d.draw(st.none() | st.text(max_size=8)))),
+    "clip": lambda d: (d.draw(st.text(max_size=600)), d.draw(st.integers(min_value=0, max_value=300))),
     "is_skipped": lambda d: (d.draw(anything),),
     "scope_problem": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),
     "partial_scope_problem": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),

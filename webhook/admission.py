@@ -180,8 +180,19 @@ def encode_response(uid: str, verdict: Verdict) -> tuple[bytes, int]:
             "message": verdict.message or verdict.reason,
         }
     if verdict.warnings:
-        response["warnings"] = verdict.warnings
+        response["warnings"] = [bounded_warning(w) for w in verdict.warnings]
     return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response}), patch_size
+
+
+MAX_WARNING = 256  # characters: the apiserver's limit for one admission warning
+
+
+def bounded_warning(text: str) -> str:
+    """One admission warning as the apiserver passes it on: a single printable line
+    (it travels in a ``Warning`` header) of at most :data:`MAX_WARNING` characters."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else " " for c in text)
+    return text if len(text) <= MAX_WARNING else text[: MAX_WARNING - 1] + "…"
 
 
 def _replay_key(review: Review) -> tuple[str, bytes] | None:

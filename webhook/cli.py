@@ -10,6 +10,7 @@ import argparse
 
 from podgang.certs.cli import add_webhook_config_flags
 from podgang.options import add_flag, duration, own_namespace, port
+from podgang.webhook.connections import ConnectionLimits
 from podgang.settings import DEFAULT
 
 
@@ -20,6 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(serve, "--cert-dir", default="/etc/podgang/tls", help="directory holding tls.crt and tls.key (re-read when they change)")
     add_flag(serve, "--cert-poll-interval", default=1.0, type=duration, help="how often to check the certificate files")
     add_flag(serve, "--shutdown-timeout", default=15.0, type=duration, help="on SIGTERM, how long requests in flight may take")
+    clients = parser.add_argument_group("slow and surplus clients (keep the timeouts below the webhook configurations' timeoutSeconds)")
+    add_flag(clients, "--read-header-timeout", default=2.0, type=duration, help="a request's headers (and a new connection's TLS handshake) must arrive within this")
+    add_flag(clients, "--read-timeout", default=4.0, type=duration, help="a whole request, headers and body, must arrive within this of its first byte")
+    add_flag(clients, "--idle-timeout", default=120.0, type=duration, help="close a connection with no request under way after this (keep it above the apiserver's 90s)")
+    add_flag(clients, "--max-connections", default=500, type=int, help="sockets held at once, TLS handshakes included; one more evicts the slowest, or waits in the backlog")
     scope = parser.add_argument_group("scope")
     add_flag(scope, "--scheduler-name", default=list(DEFAULT.scheduler_names), repeat=True, help="pods with this schedulerName are in scope (repeatable)")
     add_flag(scope, "--exclude-namespace", default=["kube-system"], repeat=True, help="namespace podgang leaves alone (repeatable); --namespace is always excluded")
@@ -54,7 +60,17 @@ def _choice_problem(args: argparse.Namespace) -> str | None:
         if value not in allowed:
             env = "PODGANG_" + flag.lstrip("-").replace("-", "_").upper()
             return f"podgang webhook: error: {flag} ({env}) {value!r}: expected one of {', '.join(allowed)}"
-    return None
+    problem = _limits(args).problem()
+    return f"podgang webhook: error: {problem}" if problem else None
+
+
+def _limits(args: argparse.Namespace) -> ConnectionLimits:
+    return ConnectionLimits(
+        max_connections=args.max_connections,
+        read_header_timeout=args.read_header_timeout,
+        read_timeout=args.read_timeout,
+        idle_timeout=args.idle_timeout,
+    )
 
 
 def config_from_args(args: argparse.Namespace):
@@ -85,6 +101,7 @@ def config_from_args(args: argparse.Namespace):
         mutating_webhook_configs=list(args.mutating_webhook_config),
         validating_webhook_configs=list(args.validating_webhook_config),
         cert_check_interval=args.cert_check_interval,
+        limits=_limits(args),
     )
 
 

@@ -19,6 +19,7 @@ from podgang import rules
 from podgang.api import Api, make_api_client
 from podgang.events import EventRecorder, EventSink
 from podgang.metrics import WebhookMetrics
+from podgang.objects import clip
 from podgang.settings import DEFAULT, Settings
 
 from podgang.webhook.admission import (
@@ -26,11 +27,13 @@ from podgang.webhook.admission import (
     Admission,
     BadReview,
     Verdict,
+    bounded_warning,
     encode_response,
     parse_review,
     pod_label,
 )
 from podgang.webhook.certificates import CertificateKeeper
+from podgang.webhook.connections import ConnectionLimits, ConnectionTable, GuardedSite
 from podgang.webhook.decisions import DecisionLog
 from podgang.webhook.owners import OwnerCache
 from podgang.webhook.podgroups import PodGroups
@@ -40,6 +43,7 @@ log = logging.getLogger("podgang.webhook")
 
 MAX_BODY = 3 * 1024 * 1024  # 3 MiB: the apiserver's own request limit
 MUTATE, VALIDATE = "/mutate-pods", "/validate-pods"
+MAX_LOGGED = 1000  # characters of a reason or message in one log line (they quote user values)
 
 
 @dataclass
@@ -62,6 +66,8 @@ class WebhookConfig:
     mutating_webhook_configs: list[str] = field(default_factory=list)
     validating_webhook_configs: list[str] = field(default_factory=list)
     cert_check_interval: float = 3600.0
+    # slow or too many clients (see webhook.connections)
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
 
 
 class WebhookServer:
@@ -93,6 +99,7 @@ class WebhookServer:
         )
         self.certificate: ServingCertificate | None = None
         self.port: int | None = None
+        self.connections: ConnectionTable | None = None
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self.keeper = None  # a CertificateKeeper with --manage-certs
@@ -100,7 +107,7 @@ class WebhookServer:
     # -- lifecycle --------------------------------------------------------
 
     def build_app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY + 1, handler_args={"max_field_size": 16384})
+        app = web.Application(client_max_size=MAX_BODY + 1)
         app.router.add_post(MUTATE, self.handle_mutate)
         app.router.add_post(VALIDATE, self.handle_validate)
         app.router.add_get("/healthz", self.handle_healthz)
@@ -116,13 +123,18 @@ class WebhookServer:
             self.build_app(), access_log=None, shutdown_timeout=self.config.shutdown_timeout, handle_signals=False
         )
         await self._runner.setup()
-        site = web.TCPSite(
-            self._runner, self.config.host, self.config.port, ssl_context=self.certificate.context, backlog=1024
+        self.connections = ConnectionTable(self.config.limits, self.metrics)
+        site = GuardedSite(
+            self._runner,
+            self.config.host,
+            self.config.port,
+            ssl_context=self.certificate.context,
+            table=self.connections,
+            access_log=None,
+            max_field_size=16384,
         )
         await site.start()
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else self.config.port
+        self.port = site.port
         self._tasks.append(asyncio.create_task(self._watch_certificate(), name="podgang-cert-watch"))
         if self.config.manage_certs:
             if self.api_client is None:
@@ -139,6 +151,8 @@ class WebhookServer:
                     "scheduler_names": list(self.settings.scheduler_names),
                     "excluded_namespaces": list(self.settings.excluded_namespaces),
                     "api": self.api is not None,
+                    "max_connections": self.config.limits.max_connections,
+                    "read_timeout": self.config.limits.read_timeout,
                 }
             },
         )
@@ -207,6 +221,13 @@ class WebhookServer:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return self._bad(413, "too-large", f"the body is larger than {MAX_BODY} bytes")
+        except ConnectionError as exc:  # gone mid-body: closed as too slow (counted and logged there) or by the client
+            # aiohttp keeps the exception in the request's payload, and its traceback holds
+            # the frames that hold the payload: a cycle that would keep the connection's
+            # buffers and socket until a full garbage collection, which a flood outruns
+            exc.__traceback__ = None
+            self.metrics.bad_requests.labels("disconnected").inc()
+            return web.Response(status=400, text="the connection was closed before the body arrived\n")
         except Exception as exc:  # a client that went away mid-body, a broken gzip stream ...
             return self._bad(400, "unreadable", f"cannot read the body: {type(exc).__name__}: {exc}")
         try:
@@ -225,26 +246,28 @@ class WebhookServer:
         seconds = time.perf_counter() - started
         self.metrics.observe(endpoint, review.operation, verdict.verdict, seconds)
         if self.decision_log.enabled:
+            # every string here may come from the request: a log line quotes a bounded prefix
             fields: dict[str, Any] = {
-                "uid": review.uid,
+                "uid": clip(review.uid),
                 "endpoint": endpoint,
-                "operation": review.operation,
-                "kind": review.kind,
-                "namespace": review.namespace,
-                "pod": pod_label(review.obj) if review.kind == "Pod" else "",
-                "group": verdict.group,
+                "operation": clip(review.operation),
+                "kind": clip(review.kind),
+                "namespace": clip(review.namespace),
+                "pod": clip(pod_label(review.obj)) if review.kind == "Pod" else "",
+                "group": verdict.group and clip(verdict.group, MAX_LOGGED),
                 "verdict": verdict.verdict,
-                "reason": verdict.reason,
+                "reason": clip(verdict.reason, MAX_LOGGED),
                 "patch_bytes": patch_size,
                 "dry_run": review.dry_run,
                 "duration_ms": round(seconds * 1000, 3),
             }
             if verdict.warnings:
-                fields["warnings"] = verdict.warnings
+                fields["warnings"] = [bounded_warning(w) for w in verdict.warnings]
             self.decision_log.write(fields)
         return web.Response(body=payload, content_type="application/json")
 
     def _bad(self, status: int, reason: str, message: str) -> web.Response:
+        message = clip(message, MAX_LOGGED)
         self.metrics.bad_requests.labels(reason).inc()
         log.warning("bad admission request", extra={"fields": {"status": status, "reason": message}})
         return web.Response(status=status, text=message.replace("\n", " ") + "\n")

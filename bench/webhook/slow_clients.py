@@ -1,0 +1,131 @@
+"""``make bench-slow-clients``: the flood of issue 11 (item 3) against ``podgang webhook``:
+``--clients`` TLS connections (3,000) that send their headers and part of a body, then
+trickle the rest a byte at a time, connecting again whenever the webhook cuts them, for
+``--duration`` seconds, while the apiserver's reviews (the recorded owned-pod CREATE,
+one after another on a keep-alive connection) keep coming.
+
+It reports the webhook's RSS (before, peak, at the end), the reviews answered during the
+flood and their latency, and how many slow connections were cut. 127.0.0.1 only,
+bounded in count and time. The webhook runs with its defaults (``--max-connections``
+500, ``--read-header-timeout`` 2s, ``--read-timeout`` 4s) unless ``--webhook-arg`` says
+otherwise. Results go to ``bench/out/slow-clients.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.kube_emulator import KubeEmulator  # noqa: E402
+from tests.test_webhook_process import WebhookProcess  # noqa: E402
+from tests.test_webhook_slow_clients import rss_mb, trickling_client  # noqa: E402
+from tests.webhook_support import (  # noqa: E402
+    DEPLOYMENT_UID,
+    client_context,
+    group_after,
+    owned_pod_review,
+    podgang_certs_generate,
+    seed_owners,
+)
+
+OUT = ROOT / "bench" / "out"
+
+
+async def main(args: argparse.Namespace) -> int:
+    import aiohttp
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="podgang-slow-"))
+    certs = work / "certs"
+    podgang_certs_generate(certs)
+    ctx: ssl.SSLContext = client_context(certs / "ca.crt")
+    async with KubeEmulator() as kube:
+        seed_owners(kube)
+        kubeconfig = kube.write_kubeconfig(work / "kubeconfig")
+        async with WebhookProcess(
+            "-m", "podgang.webhook", "--port", "0", "--bind-address", "127.0.0.1", "--cert-dir", str(certs),
+            "--kubeconfig", kubeconfig, "--scheduler-name", "default-scheduler",
+            *args.webhook_arg,
+        ) as wh:
+            port = await wh.port()
+            pid = wh.proc.pid
+            url = f"https://127.0.0.1:{port}/mutate-pods?timeout=5s"
+            latencies: list[float] = []
+            failures: list[str] = []
+            async with aiohttp.ClientSession() as session:
+
+                async def review(i: int) -> None:
+                    started = time.perf_counter()
+                    try:
+                        async with session.post(url, json=owned_pod_review(i), ssl=ctx, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+                            answer = await resp.json()
+                        assert resp.status == 200 and group_after(owned_pod_review(i), answer["response"]) == f"pg-web-{DEPLOYMENT_UID}"
+                        latencies.append((time.perf_counter() - started) * 1000)
+                    except Exception as exc:  # counted and reported, the run goes on
+                        failures.append(f"{type(exc).__name__}: {exc}"[:200])
+
+                for i in range(50):
+                    await review(i)
+                latencies.clear()
+                before = rss_mb(pid)
+                peak = before
+                cut: list[int] = []
+                began = time.monotonic()
+                stop_at = began + args.duration
+                print(f"[slow-clients] RSS before {before:.0f} MB; {args.clients} trickling clients for {args.duration:g}s", file=sys.stderr)
+                flood = [asyncio.create_task(trickling_client(port, ctx, stop_at, cut)) for _ in range(args.clients)]
+                n = 0
+                next_report = began + 5
+                while time.monotonic() < stop_at:
+                    await review(1000 + n)
+                    n += 1
+                    peak = max(peak, rss_mb(pid))
+                    if time.monotonic() >= next_report:
+                        next_report += 5
+                        print(f"[slow-clients] {time.monotonic() - began:4.0f}s RSS {rss_mb(pid):.0f} MB, cut {len(cut)}, "
+                              f"reviews {len(latencies)} ok / {len(failures)} failed", file=sys.stderr)
+                    await asyncio.sleep(0.02)
+                await asyncio.wait_for(asyncio.gather(*flood), 60)
+                end = rss_mb(pid)
+                async with session.get(f"https://127.0.0.1:{port}/metrics", ssl=ctx) as resp:
+                    metrics = await resp.text()
+    closed = {line.split('reason="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+              for line in metrics.splitlines() if line.startswith("podgang_webhook_connections_closed_total{")}
+    latencies.sort()
+    report = {
+        "clients": args.clients,
+        "duration_s": args.duration,
+        "webhook_args": args.webhook_arg,
+        "rss_mb": {"before": round(before, 1), "peak": round(peak, 1), "end": round(end, 1)},
+        "reviews": {
+            "answered": len(latencies),
+            "failed": len(failures),
+            "p50_ms": round(latencies[len(latencies) // 2], 2) if latencies else None,
+            "p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 2) if latencies else None,
+            "first_failures": failures[:5],
+        },
+        "slow_connections_cut_seen_by_clients": len(cut),
+        "closed_by_webhook": closed,
+    }
+    (OUT / "slow-clients.json").write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps(report, indent=2))
+    return 0 if report["reviews"]["answered"] and peak < args.rss_limit_mb else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=3000)
+    parser.add_argument("--duration", type=float, default=30.0)
+    parser.add_argument("--rss-limit-mb", type=float, default=256.0, help="fail when the peak RSS reaches this (the chart's limit)")
+    parser.add_argument("--webhook-arg", action="append", default=[], help="extra flag for podgang webhook (repeatable)")
+    sys.exit(asyncio.run(main(parser.parse_args())))
