@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from podgang import kinds, rules
 from podgang.backends import Backend
+from podgang.backends.base import SchedulerVerdict, one_line
 from podgang.grouper.model import Cache, key_of, obj_key, split_key
 from podgang.grouper.podgroups import (
     Desired,
@@ -70,15 +71,7 @@ class Snapshot:
     absent: tuple[str, ...] = ()  # followed kinds whose (optional) CRD the cluster does not serve
 
 
-@dataclass
-class Verdict:
-    """What the scheduler itself says about a PodGroup."""
-
-    state: str  # "scheduled" | "unschedulable" | a condition's reason
-    message: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.state}: {self.message}" if self.message else self.state
+Verdict = SchedulerVerdict  # what the scheduler itself says about a PodGroup
 
 
 @dataclass
@@ -175,36 +168,18 @@ def _revision(obj: Mapping[str, Any]) -> int:
 
 
 def scheduler_verdict(backend: Backend, podgroup: Mapping[str, Any] | None) -> Verdict | None:
-    """The scheduler's own word on a PodGroup, where it wrote one: the backend's
-    reading if it has one; else a native ``PodGroupScheduled`` condition, KAI's latest
-    ``schedulingConditions`` entry, or a condition that is not True."""
+    """The scheduler's own word on a PodGroup, where it wrote one: the backend reads
+    its scheduler's status; failing that, a condition that is not True."""
     if podgroup is None:
         return None
-    said = backend.scheduler_verdict(podgroup)  # the backend reads its scheduler's status itself
-    if isinstance(said, Verdict):
-        return said
+    said = backend.scheduler_verdict(podgroup)
     if said is not None:
-        return Verdict(str(getattr(said, "state", None) or getattr(said, "reason", None) or said),
-                       _one_line(getattr(said, "message", "")))
-    st = status(podgroup)
-    conditions = [as_dict(c) for c in as_list(st.get("conditions"))]
-    for c in conditions:
-        if c.get("type") == "PodGroupScheduled":
-            state = "scheduled" if c.get("status") == "True" else str(c.get("reason") or "unschedulable").lower()
-            return Verdict(state, _one_line(c.get("message")))
-    scheduling = [as_dict(c) for c in as_list(st.get("schedulingConditions"))]
-    if scheduling:
-        latest = max(scheduling, key=lambda c: (str(c.get("lastTransitionTime") or ""), str(c.get("transitionID") or "")))
-        reasons = [_one_line(as_dict(r).get("message")) for r in as_list(latest.get("reasons"))]
-        text = "; ".join(r for r in reasons if r) or _one_line(latest.get("message"))
-        pool = latest.get("nodePool")
-        where = f" (node pool {pool})" if isinstance(pool, str) and pool else ""
-        state = str(latest.get("type") or latest.get("reason") or "unschedulable")
-        return Verdict("unschedulable" if "unschedulable" in state.lower() else state, f"{text}{where}".strip())
+        return said
+    conditions = [as_dict(c) for c in as_list(status(podgroup).get("conditions"))]
     not_true = [c for c in conditions if c.get("status") != "True" and c.get("type")]
     if not_true:
         c = not_true[-1]
-        return Verdict(f"{c.get('type')}={c.get('status')}", _one_line(c.get("message") or c.get("reason")))
+        return Verdict(f"{c.get('type')}={c.get('status')}", one_line(c.get("message") or c.get("reason")))
     return None
 
 
@@ -213,12 +188,8 @@ def pod_scheduling_message(pod: Mapping[str, Any]) -> str | None:
     for c in as_list(status(pod).get("conditions")):
         c = as_dict(c)
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
-            return _one_line(f"{c.get('reason') or 'Unschedulable'}: {c.get('message') or ''}").rstrip(": ")
+            return one_line(f"{c.get('reason') or 'Unschedulable'}: {c.get('message') or ''}").rstrip(": ")
     return None
-
-
-def _one_line(text: Any) -> str:
-    return " ".join(str(text or "").split())[:300]
 
 
 # ---------------------------------------------------------------------------
@@ -367,7 +338,7 @@ def _stale(event: Mapping[str, Any], objs: list[Any], settings: Settings, now: d
     """When a stale gang's rest is evicted: the grace period the rules give it now
     (an annotation on the PodGroup or a workload), else the one the grouper said
     in its GangStale event (its --staleness-grace-period), else ``grace_default``."""
-    message = _one_line(event.get("message"))
+    message = one_line(event.get("message"))
     since = event_time(event) or now
     said = _GRACE_IN_MESSAGE.search(message)
     default = grace_default

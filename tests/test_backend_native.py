@@ -13,7 +13,7 @@ import jsonpatch
 import pytest
 
 from podgang.backends import BACKENDS, NATIVE, GangSpec, NativeBackend, native_version
-from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY
+from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, SchedulerVerdict
 from podgang.backends.native import DISCOVERY_PATH, FIELD
 from podgang.grouper.podgroups import Desired, plan_writes, size_held
 from podgang.objects import OwnerRef
@@ -238,10 +238,10 @@ def test_the_grouper_leaves_a_terminating_group_alone():
 
 
 @pytest.mark.parametrize("fixture, verdict", [
-    ("podgroup-unschedulable", "PodGroupScheduled=False (Unschedulable): 0/1 placements are available, first "
-                               "placement status: pod group is unschedulable, No preemption victims found for "
-                               "incoming preemptor"),
-    ("podgroup-scheduled", "PodGroupScheduled=True (Scheduled)"),
+    ("podgroup-unschedulable", SchedulerVerdict(
+        "unschedulable", "0/1 placements are available, first placement status: pod group is unschedulable, No "
+                         "preemption victims found for incoming preemptor")),
+    ("podgroup-scheduled", SchedulerVerdict("scheduled")),
     ("podgroup-create-201", None),
 ])
 def test_scheduler_verdict(fixture, verdict):
@@ -250,7 +250,7 @@ def test_scheduler_verdict(fixture, verdict):
 
 def test_scheduler_verdict_of_odd_statuses():
     assert NATIVE.scheduler_verdict({"status": {"conditions": [{"type": "PodGroupScheduled"}]}}) == \
-        "PodGroupScheduled=Unknown"
+        SchedulerVerdict("PodGroupScheduled=Unknown")
     assert NATIVE.scheduler_verdict({"status": {"conditions": ["x", None, {"type": "Other", "status": "True"}]}}) is None
     assert NATIVE.scheduler_verdict({"status": "x"}) is None
-    assert BACKENDS["kai"].scheduler_verdict(recorded("podgroup-unschedulable")) is None  # optional: None by default
+    assert BACKENDS["kai"].scheduler_verdict(recorded("podgroup-unschedulable")) is None  # KAI reads its own status

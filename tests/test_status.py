@@ -18,7 +18,7 @@ import yaml
 
 from podgang import cli, status_cli
 from podgang.status import events_about, scheduler_verdict
-from podgang.backends import KAI
+from podgang.backends import KAI, NATIVE
 from tests import rbac
 from tests.grouper_support import (
     NS,
@@ -373,12 +373,15 @@ async def test_kubectl_finds_the_plugin(emu, kubeconfig):
 
 def test_a_native_podgroups_condition_is_the_verdict():
     unschedulable = json.loads((FIXTURES / "native" / "podgroup-unschedulable.json").read_text())
-    verdict = scheduler_verdict(KAI, unschedulable)
+    verdict = scheduler_verdict(NATIVE, unschedulable)
     assert verdict is not None and verdict.state == "unschedulable"
     assert verdict.message.startswith("0/1 placements are available, first placement status: pod group is unschedulable")
     scheduled = json.loads((FIXTURES / "native" / "podgroup-scheduled.json").read_text())
-    assert scheduler_verdict(KAI, scheduled).state == "scheduled"
-    assert scheduler_verdict(KAI, {"status": {}}) is None
+    assert scheduler_verdict(NATIVE, scheduled).state == "scheduled"
+    assert scheduler_verdict(NATIVE, {"status": {}}) is None
+    # a backend with nothing of its own to read: a condition that is not True still speaks
+    assert str(scheduler_verdict(KAI, {"status": {"conditions": [{"type": "Ready", "status": "False",
+                                                                   "message": "queue full"}]}})) == "Ready=False: queue full"
 
 
 def test_events_of_one_second_are_ordered_by_resource_version():
@@ -401,5 +404,6 @@ def test_a_backend_that_reads_its_schedulers_status_is_asked_first():
             return Said() if podgroup.get("status") else None
 
     backend = Reading()
-    assert str(scheduler_verdict(backend, {"status": {"conditions": []}})) == "Scheduled: all 3 bound"
+    assert (scheduler_verdict(backend, {"status": {"conditions": []}}).state,
+            scheduler_verdict(backend, {"status": {"conditions": []}}).message) == ("Scheduled", "all 3 bound")
     assert scheduler_verdict(backend, {"metadata": {}}) is None

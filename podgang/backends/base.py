@@ -37,6 +37,22 @@ class Resize:
 
 
 @dataclass(frozen=True)
+class SchedulerVerdict:
+    """What a scheduler itself last said about placing a gang (from its PodGroup's status)."""
+
+    state: str  # "scheduled", "unschedulable", or the scheduler's own word
+    message: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.state}: {self.message}" if self.message else self.state
+
+
+def one_line(text: Any, limit: int = 300) -> str:
+    """A scheduler's message folded to one line of at most ``limit`` characters."""
+    return " ".join(str(text or "").split())[:limit]
+
+
+@dataclass(frozen=True)
 class GangSpec:
     """A PodGroup as podgang wants it, before a backend spells it."""
 
@@ -137,7 +153,7 @@ class Backend(ABC):
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """The part of a PodGroup's spec the grouper keeps in its cache."""
 
-    def scheduler_verdict(self, podgroup: Any) -> str | None:
+    def scheduler_verdict(self, podgroup: Any) -> SchedulerVerdict | None:
         """What the scheduler last said about placing the gang (from the PodGroup's
         status), or None when it says nothing podgang can read."""
         return None

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from podgang.backends.base import escape_key, string_value
+from podgang.backends.base import SchedulerVerdict, escape_key, one_line, string_value
 from podgang.backends.keyed import MinMemberPodGroups
-from podgang.objects import Denial, Resource, annotations, labels, quoted
+from podgang.objects import Denial, Resource, annotations, as_dict, as_list, labels, quoted, status
 
 GROUP_ANNOTATION = "pod-group-name"
 GROUP_LABEL = "kai.scheduler/podgroup"
@@ -139,6 +139,20 @@ class KaiBackend(MinMemberPodGroups):
             return f"{self.annotation}={group} and {self.label}={group} set"
         return (f"{self.annotation}={group} set (no {self.label} label: the name is longer than the "
                 f"{MAX_LABEL_VALUE} characters a label value may have)")
+
+    def scheduler_verdict(self, podgroup: Any) -> SchedulerVerdict | None:
+        """KAI's latest ``status.schedulingConditions`` entry: why it could not place
+        the gang (its reasons' messages, and the node pool)."""
+        entries = [as_dict(c) for c in as_list(status(podgroup).get("schedulingConditions"))]
+        if not entries:
+            return None
+        latest = max(entries, key=lambda c: (str(c.get("lastTransitionTime") or ""), str(c.get("transitionID") or "")))
+        reasons = [one_line(as_dict(r).get("message")) for r in as_list(latest.get("reasons"))]
+        text = "; ".join(r for r in reasons if r) or one_line(latest.get("message"))
+        pool = latest.get("nodePool")
+        where = f" (node pool {pool})" if isinstance(pool, str) and pool else ""
+        state = str(latest.get("type") or latest.get("reason") or "unschedulable")
+        return SchedulerVerdict("unschedulable" if "unschedulable" in state.lower() else state, f"{text}{where}".strip())
 
 
 KAI = KaiBackend()

@@ -19,7 +19,16 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, Backend, GangSpec, Resize, membership_change_message
+from podgang.backends.base import (
+    PATCH,
+    REPLACE_WHEN_EMPTY,
+    Backend,
+    GangSpec,
+    Resize,
+    SchedulerVerdict,
+    membership_change_message,
+    one_line,
+)
 from podgang.objects import Denial, Resource, as_dict, as_list, quoted, spec, status
 
 GROUP = "scheduling.k8s.io"
@@ -149,20 +158,19 @@ class NativeBackend(Backend):
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         return {POLICY: spec[POLICY]} if POLICY in spec else {}
 
-    def scheduler_verdict(self, podgroup: Any) -> str | None:
-        """``PodGroupScheduled=False (Unschedulable): <message>`` from the PodGroup's
-        conditions. kube-scheduler sets it at the gang's first placement only: it
-        stays True after the gang is gone."""
+    def scheduler_verdict(self, podgroup: Any) -> SchedulerVerdict | None:
+        """The ``PodGroupScheduled`` condition: ``scheduled``, or its reason
+        (``unschedulable``) and message. kube-scheduler sets it at the gang's first
+        placement only: it stays True after the gang is gone."""
         for condition in as_list(status(podgroup).get("conditions")):
             condition = as_dict(condition)
             if condition.get("type") != SCHEDULED_CONDITION:
                 continue
-            text = f"{SCHEDULED_CONDITION}={condition.get('status') or 'Unknown'}"
-            if condition.get("reason"):
-                text += f" ({condition['reason']})"
-            if condition.get("message"):
-                text += f": {condition['message']}"
-            return text
+            if condition.get("status") == "True":
+                return SchedulerVerdict("scheduled", one_line(condition.get("message")))
+            state = str(condition.get("reason") or f"{SCHEDULED_CONDITION}={condition.get('status') or 'Unknown'}")
+            return SchedulerVerdict(state.lower() if condition.get("reason") else state,
+                                    one_line(condition.get("message")))
         return None
 
 
