@@ -841,7 +841,7 @@ def test_rbac_names_no_workload_kind_the_registry_does_not_follow(defaults, comp
     from podgang.kinds import FOLLOWED, POD, WORKLOADS
     from podgang.settings import DEFAULT
 
-    known = {(POD.group, POD.plural), (DEFAULT.backend.podgroup.group, DEFAULT.backend.podgroup.plural),
+    known = {(POD.group, POD.plural), (DEFAULT.default_backend.podgroup.group, DEFAULT.default_backend.podgroup.plural),
              *((k.resource.group, k.resource.plural) for k in FOLLOWED)}
     workload_groups = {k.resource.group for k in WORKLOADS.values()}
     for _scope, rule in _rules_for(defaults, f"{RELEASE}-{component}"):

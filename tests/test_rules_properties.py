@@ -428,6 +428,7 @@ ARGS = {
     "hand_made_group": lambda d: (d.draw(anything),),
     "gang_for_pod": lambda d: (d.draw(anything), d.draw(st.lists(anything, max_size=3))),
     "group_of": lambda d: (d.draw(anything),),
+    "without_membership": lambda d: (d.draw(st.dictionaries(st.sampled_from(["metadata", "spec"]), anything)),),
     "pod_templates": lambda d: (d.draw(anything),),
     "template_group": lambda d: (d.draw(anything),),
     "pinned_min_member": lambda d: (d.draw(anything),),
@@ -507,6 +508,7 @@ BACKEND_ARGS = {
     "resize": lambda d: (d.draw(anything), d.draw(st.integers(0, 2**31 - 1))),
     "slim_podgroup_spec": lambda d: (d.draw(st.dictionaries(st.text(max_size=12), json_any)),),
     "is_podgroup": lambda d: (d.draw(anything),),
+    "for_discovery": lambda d: (d.draw(st.none() | st.dictionaries(st.text(max_size=12), json_any)),),
 }
 
 

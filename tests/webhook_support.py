@@ -21,6 +21,7 @@ import aiohttp
 import jsonpatch
 from cryptography import x509
 
+from podgang.backends import KAI
 from podgang.settings import DEFAULT, Settings
 from podgang.webhook.server import WebhookConfig, WebhookServer
 
@@ -30,7 +31,7 @@ ADMISSION = FIXTURES / "admission"
 API_FIXTURES = FIXTURES / "api"
 
 #: most recordings use the default scheduler; the tests treat it as in scope
-TEST_SETTINGS: Settings = DEFAULT.with_changes(scheduler_names=("default-scheduler", "kai-scheduler"))
+TEST_SETTINGS: Settings = DEFAULT.with_changes(backends=(("default-scheduler", KAI), ("kai-scheduler", KAI)))
 
 
 # ---------------------------------------------------------------------------

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
 
 from podgang import rules
 from podgang.api import Api, make_api_client
+from podgang.discovery import discovered
 from podgang.events import EventSink
 from podgang.kube import EventRecorder
 from podgang.metrics import WebhookMetrics
@@ -137,7 +138,7 @@ class WebhookServer:
                     "address": f"{self.config.host}:{self.port}",
                     "cert_dir": self.config.cert_dir,
                     "certificate_loaded": self.certificate.loaded,
-                    "scheduler_names": list(self.settings.scheduler_names),
+                    "backends": {name: backend.name for name, backend in self.settings.backends},
                     "excluded_namespaces": list(self.settings.excluded_namespaces),
                     "api": self.api is not None,
                 }
@@ -277,6 +278,8 @@ async def serve(config: WebhookConfig, *, kubeconfig: str | None = None, json_lo
     except RuntimeError as exc:
         log.error("cannot start the webhook", extra={"fields": {"error": str(exc)}})
         return 2
+    settings = await discovered(Api(api_client, timeout=config.api_timeout), config.settings)
+    config = replace(config, settings=settings)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     received: list[str] = []

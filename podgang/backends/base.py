@@ -60,6 +60,8 @@ class Backend(ABC):
     #: pod labels and annotations the grouper must keep to read membership
     pod_label_keys: tuple[str, ...] = ()
     pod_annotation_keys: tuple[str, ...] = ()
+    #: top-level pod spec fields the grouper must keep to read membership
+    pod_spec_keys: tuple[str, ...] = ()
 
     # -- pod membership -------------------------------------------------------
 
@@ -138,6 +140,12 @@ class Backend(ABC):
         if gang.owner is not None:
             md["ownerReferences"] = [gang.owner.to_dict()]
         return md
+
+    def for_discovery(self, discovery: Mapping[str, Any] | None) -> "Backend":
+        """This backend as the cluster serves it, from the discovery document of its
+        PodGroup's API group (``GET /apis/<group>``; None when not served or unknown).
+        A backend whose version depends on what is served returns that variant."""
+        return self
 
     def __repr__(self) -> str:
         return f"<backend {self.name}: {self.podgroup.api_version} {self.podgroup.kind}>"
