@@ -623,6 +623,9 @@ class Controller:
                 self.metrics.evictions.labels(result="evicted").inc(len(result.evicted))
                 names = ", ".join(result.evicted[:10]) + (" …" if len(result.evicted) > 10 else "")
                 message = f"{why}: evicted {len(result.evicted)} pod{'s' if len(result.evicted) != 1 else ''} ({names})"
+                held = size_held(desired, actual, self.settings)
+                if held:  # the replacements rejoin the live group at once: it is never empty
+                    message += f"; the replacements join the live group, whose size stays until the gang is empty ({held})"
                 if actual is not None:
                     self.events.emit(actual, "GangEvicted", message)
                 self._decision(key, "evict", message, started, evicted=len(result.evicted))

@@ -245,6 +245,10 @@ async def test_staleness_uses_the_size_in_force_when_the_group_cannot_change(emu
         # one of the three members is lost: a gang of 3 in force, 2 left — stale, though the live group says 2
         emu.delete("pods", NS, extra["metadata"]["name"])
         await eventually(lambda: events(emu, "GangStale"), what="the gang judged by the size in force")
+        (evicted,) = await eventually(lambda: events(emu, "GangEvicted"), what="the rest evicted")
+        assert evicted["message"].endswith(
+            "the replacements join the live group, whose size stays until the gang is empty "
+            "(minMember stays 2 (wanted 3): a toy Gang cannot change size while it lives)")
 
 
 async def test_a_backend_whose_crd_is_absent_is_waited_for(toy_registered):

@@ -19,6 +19,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from podgang.backends import BACKENDS, KAI
+from podgang.cli import command_parser
+from podgang.kinds import FOLLOWED, OWNER_KINDS, POD, WORKLOADS
+from podgang.settings import DEFAULT
 from tests.rbac import allows, rules_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -652,8 +656,6 @@ def only(backend: str, scheduler: str = "gang-scheduler", **values) -> dict:
 
 def test_the_registry_and_the_chart_agree_on_every_backend():
     """Each backend podgang knows has its API group in the chart (RBAC, CRDs)."""
-    from podgang.backends import BACKENDS
-
     for name, backend in BACKENDS.items():
         assert BACKEND_GROUPS.get(name) == backend.podgroup.group, f"the chart does not know backend {name}"
         assert backend.podgroup.plural == "podgroups"
@@ -731,9 +733,6 @@ def test_native_gets_its_own_webhook_entry_with_the_namespace_selector():
 def test_backend_args_are_accepted_by_the_real_command_line(monkeypatch):
     """The chart's --backend and --namespace-selector flags parse in both commands, for
     every backend name the chart knows (stand-ins where the module is not there)."""
-    from podgang.backends import BACKENDS, KAI
-    from podgang.cli import command_parser
-
     for name in BACKEND_GROUPS:
         monkeypatch.setitem(BACKENDS, name, BACKENDS.get(name, KAI))
     docs = render({"backends": {n: n for n in BACKEND_GROUPS}})
@@ -916,8 +915,6 @@ def test_chart_metadata():
 @pytest.mark.parametrize("component", ["webhook", "grouper"])
 def test_container_args_are_accepted_by_the_real_command_line(variant, component):
     """Every flag the chart passes exists in `podgang <command>`, with a valid value."""
-    from podgang.cli import command_parser
-
     _name, _values, docs = variant
     args = args_of(docs, component)
     assert args[0] == component
@@ -933,16 +930,12 @@ def test_container_args_are_accepted_by_the_real_command_line(variant, component
 def test_webhook_rbac_covers_every_owner_kind_it_looks_up(defaults):
     """The webhook fetches each kind in podgang.kinds.OWNER_KINDS; a 403 would leave
     those pods without a gang on every admission."""
-    from podgang.kinds import OWNER_KINDS
-
     rules = _rules_for(defaults, f"{RELEASE}-webhook")
     for resource in OWNER_KINDS.values():
         assert _allowed(rules, resource.group, resource.plural, "get"), f"webhook cannot get {resource.plural}"
 
 
 def test_grouper_rbac_covers_every_kind_it_watches(defaults):
-    from podgang.kinds import FOLLOWED, POD
-
     rules = _rules_for(defaults, f"{RELEASE}-grouper")
     for resource in (POD, *(k.resource for k in FOLLOWED)):
         for verb in ("list", "watch"):
@@ -953,9 +946,6 @@ def test_grouper_rbac_covers_every_kind_it_watches(defaults):
 def test_rbac_names_no_workload_kind_the_registry_does_not_follow(defaults, component):
     """The registry and the chart agree both ways: a kind dropped from (or never in)
     podgang.kinds has no read rule left behind in the chart."""
-    from podgang.kinds import FOLLOWED, POD, WORKLOADS
-    from podgang.settings import DEFAULT
-
     known = {(POD.group, POD.plural), (DEFAULT.default_backend.podgroup.group, DEFAULT.default_backend.podgroup.plural),
              *((k.resource.group, k.resource.plural) for k in FOLLOWED)}
     workload_groups = {k.resource.group for k in WORKLOADS.values()}

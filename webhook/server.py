@@ -8,7 +8,9 @@ Endpoints: ``POST /mutate-pods``, ``POST /validate-pods``, ``GET /healthz``,
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import signal
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,7 +35,7 @@ from podgang.webhook.admission import (
     pod_label,
 )
 from podgang.webhook.certificates import CertificateKeeper
-from podgang.webhook.decisions import DecisionLog
+from podgang.webhook.decisions import DecisionLog, stderr_stream
 from podgang.webhook.owners import OwnerCache
 from podgang.webhook.podgroups import PodGroups
 from podgang.webhook.tls import ServingCertificate
@@ -268,11 +270,6 @@ async def serve(config: WebhookConfig, *, kubeconfig: str | None = None, json_lo
 
     ``json_logs``: decision lines take the fast path (see :mod:`webhook.decisions`).
     """
-    import gc
-    import signal
-
-    from podgang.webhook.decisions import stderr_stream
-
     try:
         api_client = await make_api_client(kubeconfig)
     except RuntimeError as exc:
