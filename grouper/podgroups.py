@@ -221,6 +221,13 @@ def _pin_problems(objs: list[Any], settings: Settings) -> tuple[str, ...]:
     return tuple(out)
 
 
+def gang_options(backend: Backend, members: Any, workloads: Any) -> dict[str, Any]:
+    """The backend's own per-gang settings (a Volcano queue, a priority class, ...),
+    read from the gang's pods, then its workloads' pod templates, then the workloads."""
+    templates = [template for w in workloads for _, template in kinds.pod_templates(w)]
+    return backend.gang_options([*members, *templates, *workloads])
+
+
 # ---------------------------------------------------------------------------
 # writes
 
@@ -251,6 +258,7 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             manifest = backend.build_podgroup(GangSpec(
                 desired.name, desired.namespace, desired.min_member.value,
                 owner=desired.owner, labels=settings.managed_labels,
+                **gang_options(backend, desired.members, desired.workloads),
             ))
             return [Write("create", manifest, None, desired.min_member.value)]
         return []

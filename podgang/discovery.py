@@ -31,7 +31,12 @@ async def discovered(api: Api, settings: Settings) -> Settings:
             except ApiError as exc:
                 log.warning("API discovery failed: using the backend as configured", extra={"fields": {
                     "backend": backend.name, "group": group, "error": str(exc)}})
-        chosen[backend.name] = picked = backend.for_discovery(document)
+        try:
+            picked = backend.for_discovery(document)
+        except ValueError as exc:  # served, but no version this backend speaks
+            log.warning(f"{exc}: using the backend as configured", extra={"fields": {"backend": backend.name}})
+            picked = backend
+        chosen[backend.name] = picked
         if picked.podgroup != backend.podgroup:
             log.info("backend version from API discovery", extra={"fields": {
                 "backend": backend.name, "podgroup": picked.podgroup.api_version}})

@@ -22,7 +22,7 @@ from podgang import kinds, rules
 from podgang.backends import Backend, GangSpec
 from podgang.backends.base import PATCH
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
-from podgang.grouper.podgroups import Desired, desired_group
+from podgang.grouper.podgroups import Desired, desired_group, gang_options
 from podgang.manifests import Manifest, Source
 from podgang.objects import POD, OwnerRef, metadata
 from podgang.settings import DEFAULT, Settings
@@ -66,6 +66,7 @@ class PlannedGroup:
     random_name: bool = False  # named from generateName plus the webhook's random suffix
     before: rules.MinMember | None = None  # with --scale: the value before
     backend: Backend | None = None  # whose PodGroup it is (None: the first mapped backend)
+    options: dict[str, Any] = field(default_factory=dict)  # the backend's own per-gang settings
 
     @property
     def key(self) -> tuple[str, str]:
@@ -291,6 +292,7 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
         return
     name = rules.owned_group_name(OwnerRef.of(obj), "", settings)
     mm = rules.min_member_for(obj, None, settings)
+    backend = template_backend(obj, settings) or settings.default_backend
     member.group = shown(name)
     if kinds.workload_kind(obj) is None:
         member.why = f"podgang does not know the kind {obj.get('kind')}: a gang of {mm.value}"
@@ -301,8 +303,8 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
     else:
         member.why = mm.reason
     plan.groups.setdefault((ns, shown(name)), PlannedGroup(ns, shown(name), mm, "owned", owner=OwnerRef.of(obj),
-                                                           owner_text=rules.kind_name(obj),
-                                                           backend=template_backend(obj, settings)))
+                                                           owner_text=rules.kind_name(obj), backend=backend,
+                                                           options=gang_options(backend, (), (obj,))))
 
 
 def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, objects: _Objects, cache: Cache,
@@ -387,7 +389,8 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
                              f"as written: only standalone pods use it ({len(desired.members)} here)")
     group = PlannedGroup(ns, shown(name), mm, _ORIGINS[desired.source], exists=actual is not None,
                          owner=desired.owner, defined_at=at, defined_obj=as_written,
-                         cluster_min_member=written, random_name=key in random_names, backend=backend)
+                         cluster_min_member=written, random_name=key in random_names, backend=backend,
+                         options=gang_options(backend, desired.members, desired.workloads))
     _note_fixed_size(plan, backend, mm)
     if desired.source == rules.OWNER_LESS and desired.owner is not None:
         group.owner_text = f"pod/{desired.owner.name}"
@@ -516,6 +519,6 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
         docs.append(backend.build_podgroup(GangSpec(
             group.name, group.namespace, group.min_member.value,
             owner=group.owner if group.owner and group.owner.uid else None,
-            labels=settings.managed_labels,
+            labels=settings.managed_labels, **group.options,
         )))
     return docs, comments

@@ -45,14 +45,28 @@ from tests.test_backend_interface import KEY, NS, SCHEDULER, ToyBackend, toy_pod
 from tests.webhook_support import decoded_patch, eventually, review, running_webhook
 
 
+QUEUE = "toy.example.com/queue"
+
+
 class PodGroupToy(ToyBackend):
-    """The toy scheduler, with its groups named ``PodGroup`` like KAI's."""
+    """The toy scheduler, with its groups named ``PodGroup`` like KAI's, and a queue
+    per gang read from an annotation (like Volcano's)."""
 
     name = "toy"
     podgroup = Resource("toy.example.com", "v1", "podgroups", "PodGroup")
+    pod_annotation_keys = (KEY, QUEUE)
+
+    def membership_problem(self, group: str) -> str | None:
+        return f"a toy gang name holds at most 40 characters, {group} has {len(group)}" if len(group) > 40 else None
+
+    def gang_options(self, objs):
+        return next(({"queue": q} for obj in objs if (q := annotations(obj).get(QUEUE))), {})
 
     def build_podgroup(self, gang: GangSpec) -> dict[str, Any]:
-        return {**super().build_podgroup(gang), "apiVersion": self.podgroup.api_version, "kind": self.podgroup.kind}
+        built = {**super().build_podgroup(gang), "apiVersion": self.podgroup.api_version, "kind": self.podgroup.kind}
+        if gang.queue:
+            built["spec"]["queue"] = gang.queue
+        return built
 
 
 class VersionedToy(PodGroupToy):
@@ -60,6 +74,8 @@ class VersionedToy(PodGroupToy):
 
     def for_discovery(self, discovery):
         served = {v.get("version") for v in (discovery or {}).get("versions") or ()}
+        if "v0" in served:
+            raise ValueError("toy.example.com serves only v0")
         if "v2" in served:
             chosen = VersionedToy()
             chosen.podgroup = Resource("toy.example.com", "v2", "podgroups", "PodGroup")
@@ -86,8 +102,8 @@ async def emu():
         yield e
 
 
-def toy_deployment(emu, name: str, replicas: int) -> tuple[dict, list[dict]]:
-    dep = emu.put(deployment(name, replicas, scheduler=SCHEDULER))
+def toy_deployment(emu, name: str, replicas: int, **kw: Any) -> tuple[dict, list[dict]]:
+    dep = emu.put(deployment(name, replicas, scheduler=SCHEDULER, **kw))
     rs = emu.put(replicaset(dep))
     return dep, [emu.put(toy_pod(f"{name}-{i}", rs, owned_group(dep))) for i in range(replicas)]
 
@@ -176,6 +192,7 @@ def _bare_pod_review(scheduler: str, name: str) -> tuple[dict, dict]:
 async def test_the_webhook_gives_each_pod_its_own_backends_group(tmp_path, emu):
     kai_doc, kai_pod = _bare_pod_review("kai-scheduler", "kai-bare")
     toy_doc, toy_pod_ = _bare_pod_review(SCHEDULER, "toy-bare")
+    toy_pod_["metadata"]["annotations"] = {QUEUE: "research"}
     other_doc, _ = _bare_pod_review("default-scheduler", "other")
     ns = kai_doc["request"]["namespace"]
     client = emu.api_client()
@@ -184,19 +201,23 @@ async def test_the_webhook_gives_each_pod_its_own_backends_group(tmp_path, emu):
             kai_response = await wh.mutate(kai_doc)
             toy_response = await wh.mutate(toy_doc)
             other_response = await wh.mutate(other_doc)
+            long_response = await wh.mutate(_bare_pod_review(SCHEDULER, "toy-" + "x" * 40)[0])
     finally:
         await client.close()
     kai_after = jsonpatch.apply_patch(kai_pod, decoded_patch(kai_response))
     assert kai_after["metadata"]["annotations"] == {KAI.annotation: "pg-kai-bare"}
     assert kai_after["metadata"]["labels"][KAI.label] == "pg-kai-bare"
     toy_after = jsonpatch.apply_patch(toy_pod_, decoded_patch(toy_response))
-    assert toy_after["metadata"]["annotations"] == {KEY: "pg-toy-bare"}
+    assert toy_after["metadata"]["annotations"] == {QUEUE: "research", KEY: "pg-toy-bare"}
     assert KAI.label not in (toy_after["metadata"].get("labels") or {})
     assert "patch" not in other_response  # out of scope: not mapped
+    assert long_response["allowed"] is False  # a name the toy's key cannot hold: the backend says why
+    assert long_response["status"]["message"] == (
+        f"a toy gang name holds at most 40 characters, pg-toy-{'x' * 40} has 47")
 
     # each owner-less group in its own backend's resource, though both kinds are "PodGroup"
     assert emu.get("podgroups.scheduling.run.ai", ns, "pg-kai-bare")["spec"] == {"minMember": 1}
-    assert emu.get(TOY_PATH, ns, "pg-toy-bare")["spec"] == {"size": 1}
+    assert emu.get(TOY_PATH, ns, "pg-toy-bare")["spec"] == {"size": 1, "queue": "research"}
     assert emu.get(TOY_PATH, ns, "pg-kai-bare") is None
     assert emu.get("podgroups.scheduling.run.ai", ns, "pg-toy-bare") is None
 
@@ -206,12 +227,12 @@ async def test_the_webhook_gives_each_pod_its_own_backends_group(tmp_path, emu):
 
 async def test_the_grouper_keeps_each_backends_groups_apart(emu, toy_registered):
     kai_dep, _, _ = deploy_with_pods(emu, "kai-web", 2)
-    toy_dep, _ = toy_deployment(emu, "toy-web", 3)
+    toy_dep, _ = toy_deployment(emu, "toy-web", 3, annotations={QUEUE: "research"})
     kai_group, toy_group = owned_group(kai_dep), owned_group(toy_dep)
     async with running_grouper(emu, backends=[("kai-scheduler", "kai"), (SCHEDULER, "toy")]) as grouper:
         await emu.wait_for(lambda: min_member(emu, kai_group) == 2 and emu.get(TOY_PATH, NS, toy_group), 10,
                            "each backend's group was not created")
-        assert emu.get(TOY_PATH, NS, toy_group)["spec"] == {"size": 3}
+        assert emu.get(TOY_PATH, NS, toy_group)["spec"] == {"size": 3, "queue": "research"}  # the backend's own option
         assert emu.get(TOY_PATH, NS, kai_group) is None and min_member(emu, toy_group) is None
         cache = grouper.controller.cache
         assert set(cache.podgroups.store(KAI)) == {f"{NS}/{kai_group}"}
@@ -228,7 +249,7 @@ async def test_the_grouper_keeps_each_backends_groups_apart(emu, toy_registered)
             "the desired size was not recorded on the live group")
         (held,) = await eventually(lambda: events(emu, "MinMemberHeld"), what="a MinMemberHeld warning")
         assert "minMember stays 3 (wanted 5)" in held["message"]
-        assert emu.get(TOY_PATH, NS, toy_group)["spec"] == {"size": 3}
+        assert emu.get(TOY_PATH, NS, toy_group)["spec"]["size"] == 3
         assert emu.count("DELETE", r"/podgroups/") == 0
 
 
@@ -308,12 +329,24 @@ async def test_discovery_picks_the_served_version(emu):
     assert after.backends[1][1].podgroup.api_version == "toy.example.com/v2"
 
 
+async def test_a_backend_that_cannot_use_what_is_served_stays_as_configured(emu, caplog):
+    emu.register(ResourceType("toy.example.com", "v0", "gangsets", "GangSet", crd=True))
+    settings = Settings(backends=((SCHEDULER, VersionedToy()),))
+    client = emu.api_client()
+    try:
+        assert (await discovered(Api(client, timeout=5.0), settings)).backends == settings.backends
+    finally:
+        await client.close()
+    assert "toy.example.com serves only v0: using the backend as configured" in caplog.text
+
+
 # ---------------------------------------------------------------------------- plan
 
 
 def test_plan_prints_each_backends_podgroups(toy_registered, tmp_path, capsys):
     kai_dep = deployment("kai-web", 2, ns=NS)
     toy_dep = deployment("toy-web", 3, ns=NS, scheduler=SCHEDULER)
+    toy_dep["spec"]["template"]["metadata"]["annotations"] = {QUEUE: "research"}
     plan = build_plan([Manifest(kai_dep, Source("a.yaml", 1)), Manifest(toy_dep, Source("a.yaml", 2))], MIXED)
     by_name = {g.name: g for g in plan.groups.values()}
     assert by_name[owned_group(kai_dep)].backend is KAI and by_name[owned_group(toy_dep)].backend is TOY
@@ -321,6 +354,7 @@ def test_plan_prints_each_backends_podgroups(toy_registered, tmp_path, capsys):
     assert comments == []
     assert sorted((d["apiVersion"], d["spec"].get("minMember", d["spec"].get("size"))) for d in docs) == [
         ("scheduling.run.ai/v2alpha2", 2), ("toy.example.com/v1", 3)]
+    assert next(d for d in docs if d["apiVersion"] == "toy.example.com/v1")["spec"]["queue"] == "research"
     (note,) = plan.notes
     assert note.what == "toy PodGroups"
     assert note.message == "a live group keeps its size after a scale: a toy Gang cannot change size while it lives"

@@ -508,6 +508,8 @@ BACKEND_ARGS = {
     "resize": lambda d: (d.draw(anything), d.draw(st.integers(0, 2**31 - 1))),
     "slim_podgroup_spec": lambda d: (d.draw(st.dictionaries(st.text(max_size=12), json_any)),),
     "is_podgroup": lambda d: (d.draw(anything),),
+    "membership_problem": lambda d: (d.draw(st.text(max_size=300)),),
+    "gang_options": lambda d: (d.draw(st.lists(anything, max_size=3)),),
     "for_discovery": lambda d: (d.draw(st.none() | st.dictionaries(st.text(max_size=12), json_any)),),
 }
 

@@ -335,6 +335,9 @@ class Admission:
             return skip(f"{rules.kind_name(skipped)} is labelled {settings.skip_label}=true")
         if isinstance(gang, rules.Denial):
             return deny(gang.message)
+        unfit = backend.membership_problem(gang.name)
+        if unfit:
+            return deny(unfit)
         verdict = Verdict(True, "patched", gang.reason, group=gang.name)
         if gang.hand_made:
             await self._check_hand_made(gang.name, review.namespace, backend, deadline, verdict)
@@ -422,7 +425,7 @@ class Admission:
         pod_name = (pod.get("metadata") or {}).get("name")
         taken: list[str] = []
         for _ in range(NAME_ATTEMPTS):
-            result = await self.podgroups.create_for_pod(namespace, name, backend,
+            result = await self.podgroups.create_for_pod(namespace, name, backend, pod=pod,
                                                          timeout=lambda: self._left(deadline))
             if result.outcome is Outcome.CREATED:
                 verdict.group = name

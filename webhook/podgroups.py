@@ -72,11 +72,15 @@ class PodGroups:
         labels = ((podgroup or {}).get("metadata") or {}).get("labels") or {}
         return isinstance(labels, dict) and labels.get(self.settings.managed_by_label) == self.settings.managed_by_value
 
-    def manifest_for_owner_less(self, namespace: str, name: str, backend: Backend) -> dict[str, Any]:
-        return backend.build_podgroup(GangSpec(name, namespace, 1, labels=self.settings.managed_labels))
+    def manifest_for_owner_less(self, namespace: str, name: str, backend: Backend,
+                                pod: Any = None) -> dict[str, Any]:
+        """The group of one of an owner-less pod, with the backend's per-gang settings from the pod."""
+        options = backend.gang_options([pod]) if pod is not None else {}
+        return backend.build_podgroup(GangSpec(name, namespace, 1, labels=self.settings.managed_labels, **options))
 
     async def create_for_pod(
-        self, namespace: str, name: str, backend: Backend, *, timeout: float | Callable[[], float] | None = None
+        self, namespace: str, name: str, backend: Backend, *, pod: Any = None,
+        timeout: float | Callable[[], float] | None = None
     ) -> CreateResult:
         """Create PodGroup ``name`` for an owner-less pod, or say why not.
 
@@ -87,7 +91,7 @@ class PodGroups:
         left = timeout if callable(timeout) else (lambda: timeout)
         if self.api is None:
             return CreateResult(Outcome.FAILED, "no Kubernetes API access configured")
-        body = self.manifest_for_owner_less(namespace, name, backend)
+        body = self.manifest_for_owner_less(namespace, name, backend, pod)
         try:
             created = await self.api.create(backend.podgroup.path(namespace), body, timeout=left())
         except Conflict:

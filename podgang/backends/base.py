@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from podgang.objects import Denial, OwnerRef, Resource, as_dict, metadata
 
@@ -57,10 +57,11 @@ class Backend(ABC):
     name: str
     #: where its PodGroups live
     podgroup: Resource
-    #: pod labels and annotations the grouper must keep to read membership
+    #: pod (and pod template) labels and annotations the grouper must keep: the
+    #: membership keys and the keys :meth:`gang_options` reads
     pod_label_keys: tuple[str, ...] = ()
     pod_annotation_keys: tuple[str, ...] = ()
-    #: top-level pod spec fields the grouper must keep to read membership
+    #: pod spec fields the grouper must keep (membership in the spec, the priority class)
     pod_spec_keys: tuple[str, ...] = ()
 
     # -- pod membership -------------------------------------------------------
@@ -105,7 +106,18 @@ class Backend(ABC):
     def describe_membership(self, group: str) -> str:
         """What setting the membership wrote, for events: ``key=group set``."""
 
+    def membership_problem(self, group: str) -> str | None:
+        """Why a pod can never carry ``group`` in this scheduler (a name too long for
+        the key that holds it), for a denial at admission; None when it can."""
+        return None
+
     # -- PodGroups ------------------------------------------------------------
+
+    def gang_options(self, objs: Sequence[Any]) -> dict[str, Any]:
+        """The scheduler's own per-gang settings, as :class:`GangSpec` fields, read
+        from ``objs`` (pods, pod templates, the workload; nearest first: the first
+        that sets a value wins). Empty when the scheduler has none."""
+        return {}
 
     @abstractmethod
     def build_podgroup(self, gang: GangSpec) -> dict[str, Any]:
@@ -114,6 +126,12 @@ class Backend(ABC):
     @abstractmethod
     def min_member(self, podgroup: Any) -> int | None:
         """The PodGroup's current size, or None when it has none (or a bad one)."""
+
+    def for_discovery(self, discovery: Mapping[str, Any] | None) -> "Backend":
+        """This backend as the cluster serves it, from the discovery document of its
+        PodGroup's API group (``GET /apis/<group>``; None when not served or unknown).
+        A backend whose version depends on what is served returns that variant."""
+        return self
 
     @abstractmethod
     def resize(self, podgroup: Any, value: int) -> Resize:
@@ -140,12 +158,6 @@ class Backend(ABC):
         if gang.owner is not None:
             md["ownerReferences"] = [gang.owner.to_dict()]
         return md
-
-    def for_discovery(self, discovery: Mapping[str, Any] | None) -> "Backend":
-        """This backend as the cluster serves it, from the discovery document of its
-        PodGroup's API group (``GET /apis/<group>``; None when not served or unknown).
-        A backend whose version depends on what is served returns that variant."""
-        return self
 
     def __repr__(self) -> str:
         return f"<backend {self.name}: {self.podgroup.api_version} {self.podgroup.kind}>"
