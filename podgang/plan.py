@@ -391,7 +391,7 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
                          owner=desired.owner, defined_at=at, defined_obj=as_written,
                          cluster_min_member=written, random_name=key in random_names, backend=backend,
                          options=gang_options(backend, desired.members, desired.workloads))
-    _note_fixed_size(plan, backend, mm)
+    _note_fixed_size(plan, backend, group)
     if desired.source == rules.OWNER_LESS and desired.owner is not None:
         group.owner_text = f"pod/{desired.owner.name}"
     elif desired.owner is not None:
@@ -406,15 +406,17 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
 
 
-def _note_fixed_size(plan: Plan, backend: Backend, mm: rules.MinMember) -> None:
-    """Say once per backend when its live PodGroups cannot follow a scale."""
-    if mm.pinned:
+def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:
+    """Say once per backend when its live PodGroups cannot follow a scale, with this
+    group scaled by one as the example."""
+    size = group.min_member.value
+    if group.min_member.pinned:
         return
-    sample = backend.build_podgroup(GangSpec("sample", None, mm.value))
-    resize = backend.resize(sample, mm.value + 1)
+    resize = backend.resize(backend.build_podgroup(GangSpec(group.name, group.namespace, size)), size + 1)
     what = f"{backend.name} PodGroups"
     if resize.action != PATCH and not any(n.what == what for n in plan.notes):
-        plan.notes.append(Finding(None, what, f"a live group keeps its size after a scale: {resize.why}"))
+        plan.notes.append(Finding(None, what, f"a live group keeps its size after a scale (say {group.namespace}/"
+                                              f"{group.name} {size} → {size + 1}): {resize.why}"))
 
 
 # ---------------------------------------------------------------------------

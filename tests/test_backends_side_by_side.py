@@ -357,7 +357,8 @@ def test_plan_prints_each_backends_podgroups(toy_registered, tmp_path, capsys):
     assert next(d for d in docs if d["apiVersion"] == "toy.example.com/v1")["spec"]["queue"] == "research"
     (note,) = plan.notes
     assert note.what == "toy PodGroups"
-    assert note.message == "a live group keeps its size after a scale: a toy Gang cannot change size while it lives"
+    assert note.message == (f"a live group keeps its size after a scale (say {NS}/{owned_group(toy_dep)} 3 → 4): "
+                            f"a toy Gang cannot change size while it lives")
 
     manifest = tmp_path / "a.yaml"
     manifest.write_text(
