@@ -143,7 +143,7 @@ class Controller:
                     absent_probe_interval=self.options.absent_probe_interval,
                 )
                 if optional:
-                    informer.on_presence = lambda present, kind=kind: self._presence(kind, present)
+                    informer.on_presence = lambda present, source=source: self._presence(source, present)
                 if isinstance(source, Backend):
                     self.podgroup_informers.setdefault(source.name, []).append(informer)
                 else:
@@ -177,8 +177,9 @@ class Controller:
             return True
         return key_of("", namespace) in self.selected_namespaces
 
-    def _presence(self, kind: str, present: bool) -> None:
-        self.cache.set_watched(kind, present)
+    def _presence(self, kind: str | Backend, present: bool) -> None:
+        if not isinstance(kind, Backend):  # a workload kind: owner walks may end at it, or not
+            self.cache.set_watched(kind, present)
         if present:
             self._enqueue_everything()
 
