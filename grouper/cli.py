@@ -15,8 +15,22 @@ import logging
 import signal
 import sys
 
-from podgang.options import add_flag, duration, own_namespace, port
-from podgang.settings import DEFAULT
+from podgang.api import Api, make_api_client
+from podgang.discovery import discovered
+from podgang.events import EventRecorder, EventSink
+from podgang.logs import setup_logging
+from podgang.metrics import GrouperMetrics
+from podgang.options import add_backend_flags, add_flag, backends_from, duration, own_namespace, port
+from podgang.settings import Settings
+
+from podgang.grouper.controller import Controller, Options
+from podgang.grouper.health import HealthServer
+from podgang.grouper.leader import default_identity, run_as_leader
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+    uvloop = None
 
 log = logging.getLogger("podgang.grouper")
 
@@ -29,8 +43,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              help="watch only this namespace (repeatable; default: all namespaces)")
     add_flag(parser, "--exclude-namespace", repeat=True, default=["kube-system"], dest="exclude_namespaces",
              help="never touch pods in this namespace (repeatable; podgang's own namespace is always excluded)")
-    add_flag(parser, "--scheduler-name", repeat=True, default=list(DEFAULT.scheduler_names), dest="scheduler_names",
-             help="pods with this spec.schedulerName are in scope (repeatable)")
+    add_backend_flags(parser)
+    add_flag(parser, "--namespace-selector", default="",
+             help="a label selector: act only in the namespaces it selects, e.g. podgang.io/native=enabled "
+                  "(default: every namespace)")
+    add_flag(parser, "--namespace-selector-backend", repeat=True, default=[], dest="selector_backends",
+             metavar="BACKEND", help="--namespace-selector applies to this backend's gangs only (repeatable; "
+                                     "default: every backend), e.g. native: opt-in per namespace")
     add_flag(parser, "--staleness-grace-period", type=duration, default=60.0,
              help="how long a stale gang may stay incomplete before the rest is evicted (e.g. 60s, 5m); "
                   "per group: annotation podgang.io/staleness-grace-period")
@@ -58,26 +77,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              help="re-check every PodGroup this often even without events")
 
 
-def settings_from(args: argparse.Namespace):
-    from podgang.settings import Settings
-
+def settings_from(args: argparse.Namespace) -> Settings:
     excluded = list(dict.fromkeys(args.exclude_namespaces))
     mine = args.namespace
     if mine and mine not in excluded:
         excluded.append(mine)
     return Settings().with_changes(
-        scheduler_names=tuple(dict.fromkeys(args.scheduler_names)) or DEFAULT.scheduler_names,
+        backends=backends_from(args),
         excluded_namespaces=tuple(excluded),
         staleness_grace_period=float(args.staleness_grace_period),
         orphan_timeout=float(args.orphan_timeout),
     )
 
 
-def options_from(args: argparse.Namespace):
-    from podgang.grouper.controller import Options
-
+def options_from(args: argparse.Namespace) -> Options:
     return Options(
         namespaces=tuple(dict.fromkeys(args.namespaces)),
+        namespace_selector=args.namespace_selector.strip(),
+        selector_backends=tuple(dict.fromkeys(args.selector_backends)),
         workers=max(1, int(args.workers)),
         request_timeout=float(args.request_timeout),
         watch_timeout=max(1, int(args.watch_timeout)),
@@ -93,19 +110,11 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
     ``api_client``: use this client (tests) instead of building one from flags.
     ``on_controller``: called with each Controller created (tests inspect it).
     """
-    from podgang.grouper.controller import Controller
-    from podgang.grouper.leader import default_identity, run_as_leader
-    from podgang.grouper.health import HealthServer
-    from podgang.api import make_api_client
-    from podgang.events import EventSink
-    from podgang.events import EventRecorder
-    from podgang.metrics import GrouperMetrics
-
     settings = settings_from(args)
     options = options_from(args)
     own_client = api_client is None
     if api_client is None:
-        watches = 9 * max(1, len(options.namespaces))
+        watches = (8 + len(settings.enabled_backends)) * max(1, len(options.namespaces)) + 1
         try:  # one connection per watch plus room for writes
             api_client = await make_api_client(args.kubeconfig, connections=watches + 32)
         except RuntimeError as exc:
@@ -132,6 +141,8 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
                 await api_client.close()
             return 2
 
+    settings = await discovered(Api(api_client, timeout=options.request_timeout), settings)
+
     async def lead() -> None:
         recorder = EventRecorder(api_client, "podgang-grouper", instance=identity, timeout=options.request_timeout)
         controller = Controller(api_client, settings, options, metrics=metrics, events=EventSink(recorder, on_drop=metrics.events_dropped.inc))
@@ -152,7 +163,8 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
             pass
     log.info("podgang grouper starting", extra={"fields": {
         "namespaces": list(options.namespaces) or "all", "excluded": list(settings.excluded_namespaces),
-        "schedulers": list(settings.scheduler_names), "grace_s": settings.staleness_grace_period,
+        "backends": {name: backend.name for name, backend in settings.backends},
+        "namespace_selector": options.namespace_selector or "all", "grace_s": settings.staleness_grace_period,
         "orphan_timeout_s": settings.orphan_timeout, "leader_elect": bool(args.leader_elect), "identity": identity}})
 
     def leading(flag: bool) -> None:
@@ -200,19 +212,12 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
 
 
 def run(args: argparse.Namespace) -> int:
-    from podgang.logs import setup_logging
-
     try:
         setup_logging(args.log_format, args.log_level.upper())
     except ValueError as exc:
         print(f"podgang grouper: {exc}", file=sys.stderr)
         return 2
-    try:
-        import uvloop
-
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover
-        runner = asyncio.run
+    runner = uvloop.run if uvloop is not None else asyncio.run
     return int(runner(serve(args)) or 0)
 
 

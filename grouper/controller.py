@@ -13,6 +13,7 @@ once (write-through), so a burst of events after a scale costs one patch.
 from __future__ import annotations
 
 import asyncio
+import calendar
 import logging
 import time
 from dataclasses import dataclass
@@ -22,15 +23,16 @@ from kubernetes_asyncio.client import ApiClient
 
 from podgang import rules
 from podgang.api import Api, ApiError, describe
+from podgang.backends import Backend
 from podgang.events import EventSink
 from podgang.kinds import FOLLOWED
 from podgang.metrics import GrouperMetrics
-from podgang.objects import POD, Resource, is_terminating
+from podgang.objects import NAMESPACE, POD, Resource, is_terminating
 from podgang.settings import Settings
 
-from podgang.grouper import stale
+from podgang.grouper import eviction, stale
 from podgang.grouper.informer import Informer
-from podgang.grouper.model import Cache, Obj, obj_key, split_key
+from podgang.grouper.model import Cache, Obj, key_of, obj_key, split_key
 from podgang.grouper.podgroups import (
     Desired,
     Write,
@@ -57,6 +59,8 @@ POD_KEY = "p"
 @dataclass
 class Options:
     namespaces: tuple[str, ...] = ()  # empty: all namespaces
+    namespace_selector: str = ""  # a label selector: touch only the namespaces it selects ("": all)
+    selector_backends: tuple[str, ...] = ()  # the backends it applies to (empty: every backend)
     workers: int = 8
     request_timeout: float = 10.0
     watch_timeout: int = 300
@@ -96,8 +100,9 @@ class Controller:
         self.cache = Cache(settings)
         self.queue = WorkQueue()
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
-        self.podgroup_resource = settings.backend.podgroup
         self.informers: dict[str, list[Informer]] = {}
+        self.podgroup_informers: dict[str, list[Informer]] = {}  # by backend: kinds may be shared
+        self.selected_namespaces: dict[str, Obj] | None = {} if self.options.namespace_selector else None
         self.synced = False
         self.initial_reconcile_done = False
         self.started_at = clock()
@@ -117,16 +122,19 @@ class Controller:
 
     def _build_informers(self) -> list[Informer]:
         namespaces: tuple[str | None, ...] = tuple(self.options.namespaces) or (None,)
-        kinds: list[tuple[Resource, bool]] = [(POD, False), (self.podgroup_resource, False)]
-        kinds += [(k.resource, k.resource.optional) for k in FOLLOWED]
+        backends = self.settings.enabled_backends
+        kinds: list[tuple[Resource, bool, str | Backend]] = [(POD, False, POD.kind)]
+        # with several backends, one whose CRD is not installed is waited for, not fatal
+        kinds += [(b.podgroup, b.podgroup.optional or len(backends) > 1, b) for b in backends]
+        kinds += [(k.resource, k.resource.optional, k.resource.kind) for k in FOLLOWED]
         out = []
-        for resource, optional in kinds:
+        for resource, optional, source in kinds:
             kind = resource.kind
             for namespace in namespaces:
                 informer = Informer(
                     self.api, resource, namespace,
-                    store=self.cache.store_for(kind),
-                    slim=self.cache.slimmer_for(kind),
+                    store=self.cache.store_for(source),
+                    slim=self.cache.slimmer_for(source),
                     keep=lambda obj, kind=kind: self.cache.keep(kind, obj),
                     handler=self._on_change,
                     metrics=self.metrics,
@@ -136,13 +144,43 @@ class Controller:
                     absent_probe_interval=self.options.absent_probe_interval,
                 )
                 if optional:
-                    informer.on_presence = lambda present, kind=kind: self._presence(kind, present)
-                self.informers.setdefault(kind, []).append(informer)
+                    informer.on_presence = lambda present, source=source: self._presence(source, present)
+                if isinstance(source, Backend):
+                    self.podgroup_informers.setdefault(source.name, []).append(informer)
+                else:
+                    self.informers.setdefault(kind, []).append(informer)
                 out.append(informer)
+        if self.selected_namespaces is not None:
+            selector = Informer(
+                self.api, NAMESPACE, None, store=self.selected_namespaces, slim=_namespace_name,
+                keep=lambda obj: True, handler=self._namespace_changed, metrics=self.metrics,
+                watch_timeout=self.options.watch_timeout, page_size=self.options.page_size,
+                query={"labelSelector": self.options.namespace_selector},
+            )
+            out.append(selector)
         return out
 
-    def _presence(self, kind: str, present: bool) -> None:
-        self.cache.set_watched(kind, present)
+    def _namespace_changed(self, kind: str, old: Obj | None, new: Obj | None) -> None:
+        """A namespace was selected or left the selection: look at its groups and pods again."""
+        namespace = obj_key(new or old or {}).partition("/")[2]
+        for key in self.cache.all_group_keys():
+            if split_key(key)[0] == namespace:
+                self.queue.add((GROUP, key))
+        for key in list(self.cache.unlabelled):
+            if split_key(key)[0] == namespace:
+                self.queue.add((POD_KEY, key))
+
+    def touches(self, namespace: str, backend: Backend | None) -> bool:
+        """Whether the grouper may act for ``backend`` in ``namespace`` (``--namespace-selector``)."""
+        if self.selected_namespaces is None or backend is None:
+            return True
+        if self.options.selector_backends and backend.name not in self.options.selector_backends:
+            return True
+        return key_of("", namespace) in self.selected_namespaces
+
+    def _presence(self, kind: str | Backend, present: bool) -> None:
+        if not isinstance(kind, Backend):  # a workload kind: owner walks may end at it, or not
+            self.cache.set_watched(kind, present)
         if present:
             self._enqueue_everything()
 
@@ -177,15 +215,21 @@ class Controller:
         for key in list(self.cache.unlabelled):
             self.queue.add((POD_KEY, key))
 
-    def _upsert(self, kind: str, raw: dict[str, Any]) -> None:
-        informers = self.informers.get(kind)
+    def _upsert(self, kind: str | Backend, raw: dict[str, Any]) -> None:
+        informers = self._informers_of(kind)
         if informers:
             informers[0].upsert(raw)
 
-    def _forget(self, kind: str, raw: dict[str, Any]) -> None:
-        informers = self.informers.get(kind)
+    def _forget(self, kind: str | Backend, raw: dict[str, Any]) -> None:
+        informers = self._informers_of(kind)
         if informers:
             informers[0].remove(raw)
+
+    def _informers_of(self, kind: str | Backend) -> list[Informer] | None:
+        """The informers of a kind, or of a backend's PodGroups."""
+        if isinstance(kind, Backend):
+            return self.podgroup_informers.get(kind.name)
+        return self.informers.get(kind)
 
     # ------------------------------------------------------------------ running
 
@@ -307,16 +351,22 @@ class Controller:
 
     # ------------------------------------------------------------------ PodGroups
 
+    def _actual(self, key: str, desired: Desired) -> Obj | None:
+        """The cached PodGroup ``key`` of the desired group's backend."""
+        return self.cache.podgroups.of(desired.backend, key)
+
     async def reconcile_group(self, key: str) -> None:
         started = time.perf_counter()
         desired: Desired | None = None
         for _attempt in range(self.options.max_write_attempts):
             desired = desired_group(self.cache, key)
+            if not self.touches(split_key(key)[0], desired.backend):
+                return  # outside --namespace-selector: not ours to touch
             if desired.pending:
                 log.debug("cannot decide yet", extra={"fields": {"group": key, "reason": desired.pending}})
                 self.queue.add((GROUP, key), self.options.pending_retry)
                 return
-            actual = self.cache.podgroups.get(key)
+            actual = self._actual(key, desired)
             writes = plan_writes(desired, actual, self.settings)
             if not writes:
                 break
@@ -336,13 +386,14 @@ class Controller:
         self._contributions[key] = (dict(desired.contributions), desired.pinned)
         await self._orphans(key, desired, started)
         self._problems(key, desired)
-        held = size_held(desired, self.cache.podgroups.get(key), self.settings)
-        self._warn_once((GROUP, key, "size"), (held,) if held else (), [self.cache.podgroups[key]] if held else [],
+        actual = self._actual(key, desired)
+        held = size_held(desired, actual, self.settings)
+        self._warn_once((GROUP, key, "size"), (held,) if held else (), [actual] if held and actual else [],
                         "MinMemberHeld")
         self._observe(key, desired, started)
 
     def _problems(self, key: str, desired: Desired) -> None:
-        actual = self.cache.podgroups.get(key)
+        actual = self._actual(key, desired)
         if desired.workloads and actual is None:
             subjects = list(desired.workloads)
         elif actual is not None:
@@ -355,13 +406,14 @@ class Controller:
     async def _write(self, key: str, write: Write, desired: Desired, actual: Obj | None, started: float) -> bool:
         """Perform one write; False when the cache was refreshed and the caller must plan again."""
         namespace, name = split_key(key)
-        d = self.podgroup_resource
+        backend = desired.backend or self.settings.default_backend
+        d = backend.podgroup
         path = d.path(namespace, name)
         try:
             if write.action == "create":
                 created = await self.api.create(d.path(namespace), write.body)
                 self.writes += 1
-                self._upsert(d.kind, created)
+                self._upsert(backend, created)
                 self.metrics.podgroups_created.labels(source=desired.source or "unknown").inc()
                 mm = desired.min_member
                 assert mm is not None
@@ -376,7 +428,7 @@ class Controller:
             if write.action == "patch-min-member":
                 patched = await self.api.merge_patch(path, write.body)
                 self.writes += 1
-                self._upsert(d.kind, patched)
+                self._upsert(backend, patched)
                 old, new = write.old, write.new
                 mm = desired.min_member
                 assert mm is not None and new is not None
@@ -397,14 +449,22 @@ class Controller:
             if write.action == "adopt":
                 patched = await self.api.merge_patch(path, write.body)
                 self.writes += 1
-                self._upsert(d.kind, patched)
+                self._upsert(backend, patched)
                 self.metrics.adopted.inc()
                 message = f"adopted by {write.note}: it is deleted with it"
                 self._decision(key, "adopt", message, started)
                 return True
+            if write.action == "record-size":
+                patched = await self.api.merge_patch(path, write.body)
+                self.writes += 1
+                self._upsert(backend, patched)
+                if write.new is not None:
+                    self._decision(key, "record-size", f"{self.settings.desired_size_annotation}={write.new}: "
+                                   f"minMember stays {write.old} on the live group", started)
+                return True
             if write.action == "replace":
                 assert actual is not None
-                await self._delete_podgroup(path, actual)
+                await self._delete_podgroup(backend, actual)
                 self.writes += 1
                 message = (f"minMember {write.old} → {write.new}: no pod names the group, so it is deleted and "
                            f"created again with the new size ({write.note})")
@@ -412,10 +472,11 @@ class Controller:
                 self._decision(key, "replace", message, started, old=write.old, new=write.new)
                 return False  # plan again: the next write creates it
         except ApiError as exc:
-            return await self._write_failed(key, write, exc, actual)
+            return await self._write_failed(key, write, exc, actual, backend)
         raise ValueError(f"unknown write {write.action}")
 
-    async def _write_failed(self, key: str, write: Write, exc: ApiError, actual: Obj | None) -> bool:
+    async def _write_failed(self, key: str, write: Write, exc: ApiError, actual: Obj | None,
+                            backend: Backend) -> bool:
         namespace, name = split_key(key)
         self.metrics.api_error(write.action, exc.status or None)
         if exc.status == 409 or (exc.status == 404 and write.action != "create"):
@@ -423,40 +484,39 @@ class Controller:
             self.metrics.conflicts.inc()
             log.info("write raced with another change: re-reading", extra={"fields": {
                 "group": key, "action": write.action, "reason": exc.reason, "status": exc.status}})
-            await self._reread(namespace, name)
+            await self._reread(namespace, name, backend)
             return False
         self._warn_once((GROUP, key, "write"), (f"cannot {write.action} PodGroup {name}: {exc}",),
                         [actual] if actual else [], "PodGroupWriteFailed")
         raise exc
 
-    async def _reread(self, namespace: str, name: str) -> None:
-        d = self.podgroup_resource
+    async def _reread(self, namespace: str, name: str, backend: Backend) -> None:
         try:
-            fresh = await self.api.get(d.path(namespace, name))
+            fresh = await self.api.get(backend.podgroup.path(namespace, name))
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            cached = self.cache.podgroups.get(f"{namespace}/{name}")
+            cached = self.cache.podgroups.of(backend, f"{namespace}/{name}")
             if cached is not None:
-                self._forget(d.kind, cached)
+                self._forget(backend, cached)
             return
-        informers = self.informers.get(d.kind)
+        informers = self._informers_of(backend)
         if informers:
             # a fresh read is the truth, even if its resourceVersion compares oddly
             store = informers[0].store
             old = store.get(f"{namespace}/{name}")
-            slim = self.cache.slim.podgroup(fresh)
+            slim = self.cache.slim.podgroup(fresh, backend)
             if slim is not None:
                 store[f"{namespace}/{name}"] = slim
-                self._on_change(d.kind, old, slim)
+                self._on_change(backend.podgroup.kind, old, slim)
 
     async def _orphans(self, key: str, desired: Desired, started: float) -> None:
-        actual = self.cache.podgroups.get(key)
+        actual = self._actual(key, desired)
         retired = retired_by(desired, actual, self.cache)
-        if retired is not None:
+        if retired is not None and desired.backend is not None:
             assert actual is not None
-            namespace, name = split_key(key)
-            await self._delete_podgroup(self.podgroup_resource.path(namespace, name), actual)
+            name = split_key(key)[1]
+            await self._delete_podgroup(desired.backend, actual)
             self.writes += 1
             self.metrics.retired.inc()
             message = f"deleted PodGroup {name}: {retired}"
@@ -479,28 +539,31 @@ class Controller:
             self.queue.add((GROUP, key), timeout - age + 0.05)
             return
         namespace, name = split_key(key)
-        await self._delete_podgroup(self.podgroup_resource.path(namespace, name), actual)
+        assert desired.backend is not None  # it holds the group
+        await self._delete_podgroup(desired.backend, actual)
         self._orphan_seen.pop(key, None)
         self.writes += 1
         self.metrics.orphans_deleted.inc()
         self._decision(key, "delete", f"no pod appeared for PodGroup {name} within "
                        f"{stale.format_duration(timeout)} of its creation: deleted it (orphan)", started)
 
-    async def _delete_podgroup(self, path: str, actual: Obj) -> None:
+    async def _delete_podgroup(self, backend: Backend, actual: Obj) -> None:
         """Delete the PodGroup ``actual`` is (not a newer one of the same name)."""
-        uid = actual["metadata"].get("uid")
+        md = actual["metadata"]
+        path = backend.podgroup.path(md.get("namespace"), md.get("name"))
+        uid = md.get("uid")
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}} if uid else None
         try:
             await self.api.delete(path, body)
         except ApiError as exc:
             if exc.status not in (404, 409):
                 raise
-        self._forget(self.podgroup_resource.kind, actual)
+        self._forget(backend, actual)
 
     # ------------------------------------------------------------------ stale gangs
 
     def _observe(self, key: str, desired: Desired, started: float) -> None:
-        actual = self.cache.podgroups.get(key)
+        actual = self._actual(key, desired)
         if actual is None or desired.source is None:
             self.tracker.forget(key)
             self._observed_min.pop(key, None)
@@ -509,7 +572,12 @@ class Controller:
                 self._contributions.pop(key, None)
             self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
             return
-        min_member = self.settings.backend.min_member(actual) or 1
+        assert desired.backend is not None  # it holds the group
+        if size_held(desired, actual, self.settings) and desired.min_member is not None:
+            # the live group cannot take its new size: the gang is judged by the size in force
+            min_member = desired.min_member.value
+        else:
+            min_member = desired.backend.min_member(actual) or 1
         previous = self._observed_min.get(key)
         now = self.clock()
         if previous is not None and min_member < previous:
@@ -562,19 +630,20 @@ class Controller:
         started = time.perf_counter()
         retry = False
         try:
-            from podgang.grouper import eviction  # the Eviction API helper (policy/v1, PDB-aware retries)
-
             desired = desired_group(self.cache, key)
             pods = list(gang_counts(desired.members).remaining)
             result = await eviction.evict_pods(
                 self.api_client, pods, timeout=self.options.eviction_timeout,
                 attempts=self.options.eviction_attempts, backoff=self.options.eviction_backoff,
             )
-            actual = self.cache.podgroups.get(key)
+            actual = self._actual(key, desired)
             if result.evicted:
                 self.metrics.evictions.labels(result="evicted").inc(len(result.evicted))
                 names = ", ".join(result.evicted[:10]) + (" …" if len(result.evicted) > 10 else "")
                 message = f"{why}: evicted {len(result.evicted)} pod{'s' if len(result.evicted) != 1 else ''} ({names})"
+                held = size_held(desired, actual, self.settings)
+                if held:  # the replacements rejoin the live group at once: it is never empty
+                    message += f"; the replacements join the live group, whose size stays until the gang is empty ({held})"
                 if actual is not None:
                     self.events.emit(actual, "GangEvicted", message)
                 self._decision(key, "evict", message, started, evicted=len(result.evicted))
@@ -614,8 +683,8 @@ class Controller:
         pod = self.cache.pods.get(key)
         if pod is None or is_terminating(pod):
             return
-        backend = self.settings.backend
-        if not backend.needs_backfill(pod):
+        backend = self.settings.backend_for(pod)
+        if backend is None or not backend.needs_backfill(pod) or not self.touches(split_key(key)[0], backend):
             return
         gang = pod_gang(self.cache, pod)
         if gang is None:
@@ -654,9 +723,13 @@ class Controller:
 def _parse_time(text: Any) -> float | None:
     if not isinstance(text, str) or not text:
         return None
-    import calendar
-
     try:
         return float(calendar.timegm(time.strptime(text.replace("Z", "")[:19], "%Y-%m-%dT%H:%M:%S")))
     except ValueError:
         return None
+
+
+def _namespace_name(raw: Any) -> Obj:
+    """A selected namespace, as the selector's store keeps it: its name."""
+    md = raw.get("metadata") or {}
+    return {"metadata": {"name": md.get("name"), "namespace": "", "resourceVersion": md.get("resourceVersion")}}

@@ -48,6 +48,7 @@ class Informer:
         backoff_cap: float = 30.0,
         optional: bool = False,
         absent_probe_interval: float = 600.0,
+        query: Mapping[str, str] | None = None,
     ):
         self.api = api
         self.resource = resource
@@ -63,6 +64,7 @@ class Informer:
         self.backoff_cap = backoff_cap
         self.optional = optional
         self.absent_probe_interval = absent_probe_interval
+        self.query = dict(query or {})  # e.g. a labelSelector, on every list and watch
         self.resource_version: str | None = None
         self._watch_started: float | None = None  # when the current watch request began
         self._delivered = 0  # events the current watch request delivered
@@ -168,7 +170,8 @@ class Informer:
         cont: str | None = None
         list_rv = ""
         while True:
-            body = await self.api.get(self.path, limit=str(self.page_size), **({"continue": cont} if cont else {}))
+            body = await self.api.get(self.path, limit=str(self.page_size), **self.query,
+                                      **({"continue": cont} if cont else {}))
             meta = body.get("metadata") or {}
             list_rv = str(meta.get("resourceVersion") or list_rv)
             for raw in body.get("items") or ():
@@ -207,7 +210,7 @@ class Informer:
         count = 0
         self._delivered = 0
         async for event in self.api.watch(self.path, resource_version=self.resource_version or "",
-                                          timeout_seconds=self.watch_timeout):
+                                          timeout_seconds=self.watch_timeout, query=self.query):
             kind = event.get("type")
             obj = event.get("object") or {}
             rv = resource_version(obj)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from podgang import kinds, rollouts, rules
+from podgang.backends import Backend
 from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, OWNER_KINDS, RUN_OWNERS, is_finished
 from podgang.objects import OwnerRef, is_active
 from podgang.settings import DEFAULT, Settings
@@ -79,17 +80,21 @@ class Slimmer:
     """Prunes API objects to the fields the grouper needs, per kind."""
 
     def __init__(self, settings: Settings = DEFAULT):
-        backend = settings.backend
+        backends = settings.enabled_backends
+        label_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_label_keys))
+        annotation_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_annotation_keys))
         self.settings = settings
-        self.pod_labels = (settings.skip_label, *backend.pod_label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL,
+        self.pod_labels = (settings.skip_label, *label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL,
                            rollouts.POD_TEMPLATE_HASH, rollouts.CONTROLLER_REVISION_HASH, rollouts.POD_INDEX)
-        self.pod_annotations = (*backend.pod_annotation_keys, settings.min_member_annotation,
+        self.pod_annotations = (*annotation_keys, settings.min_member_annotation,
                                 settings.grace_period_annotation)
+        self.pod_spec_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_spec_keys))
         self.object_labels = (settings.skip_label, settings.managed_by_label, rollouts.POD_TEMPLATE_HASH)
         self.object_annotations = (settings.min_member_annotation, settings.grace_period_annotation,
-                                   rollouts.REVISION_ANNOTATION)
-        self.template_labels = (settings.skip_label, *backend.pod_label_keys)
-        self.template_annotations = backend.pod_annotation_keys
+                                   settings.desired_size_annotation, rollouts.REVISION_ANNOTATION,
+                                   *annotation_keys)  # a backend's per-gang settings may sit on the workload
+        self.template_labels = (settings.skip_label, *label_keys)
+        self.template_annotations = annotation_keys
         self._shared: dict[tuple, Obj] = {}  # read-only parts many objects have in common: see _share
 
     def _metadata(self, md: Mapping[str, Any], labels: tuple[str, ...], annotations: tuple[str, ...]) -> Obj:
@@ -134,7 +139,10 @@ class Slimmer:
         a slim pod goes from about 2 KB to about 1.2 KB. Shared parts are read-only, as
         everything in the cache is."""
         key = tuple(value.items())
-        shared = self._shared.get(key)
+        try:
+            shared = self._shared.get(key)
+        except TypeError:  # a nested value (a native pod's spec.schedulingGroup): keep it unshared
+            return value
         return shared if shared is not None else self._remember(key, value)
 
     def _remember(self, key: tuple, value: Obj) -> Obj:
@@ -153,17 +161,21 @@ class Slimmer:
         picked = _pick(md.get("annotations"), self.template_annotations)
         if picked:
             meta["annotations"] = picked
-        spec: Obj = {}
+        spec: Obj = self._membership_spec(_d(t.get("spec")))
         scheduler = _d(t.get("spec")).get("schedulerName")
         if isinstance(scheduler, str):
             spec["schedulerName"] = _intern(scheduler)
         return {"metadata": meta, "spec": spec}
 
+    def _membership_spec(self, spec: Mapping[str, Any]) -> Obj:
+        """The pod spec fields a backend reads membership from (most keep it in metadata)."""
+        return {k: spec[k] for k in self.pod_spec_keys if k in spec}
+
     def pod(self, raw: Mapping[str, Any]) -> Obj | None:
         md = _d(raw.get("metadata"))
         spec = _d(raw.get("spec"))
         status = _d(raw.get("status"))
-        out_spec: Obj = {}
+        out_spec: Obj = self._membership_spec(spec)
         if isinstance(spec.get("schedulerName"), str):
             out_spec["schedulerName"] = _intern(spec["schedulerName"])
         if spec.get("nodeName"):
@@ -179,8 +191,8 @@ class Slimmer:
             "status": self._share({"phase": _intern(str(status.get("phase") or "Pending"))}),
         }
 
-    def podgroup(self, raw: Mapping[str, Any]) -> Obj | None:
-        backend = self.settings.backend
+    def podgroup(self, raw: Mapping[str, Any], backend: Backend | None = None) -> Obj | None:
+        backend = backend or self.settings.default_backend
         md = _d(raw.get("metadata"))
         return {
             "apiVersion": raw.get("apiVersion") or backend.podgroup.api_version,
@@ -247,6 +259,15 @@ def template_in_scope(workload: Mapping[str, Any], settings: Settings) -> bool:
     )
 
 
+def template_backend(workload: Mapping[str, Any], settings: Settings) -> Backend | None:
+    """The backend of the pods a workload makes: its first pod template in scope's."""
+    for _, template in kinds.pod_templates(workload):
+        backend = settings.backend_for(template)
+        if backend is not None:
+            return backend
+    return None
+
+
 def display_name(obj: Mapping[str, Any]) -> str:
     """``deployment model-1`` (for messages such as ``deployment model-1 scaled 1 → 2``)."""
     return f"{str(obj.get('kind') or 'object').lower()} {_d(obj.get('metadata')).get('name') or '?'}"
@@ -254,6 +275,41 @@ def display_name(obj: Mapping[str, Any]) -> str:
 
 # ---------------------------------------------------------------------------
 # the cache
+
+
+class PodGroupStores(Mapping[str, Obj]):
+    """The cached PodGroups, one store per enabled backend (several backends may
+    name their kind ``PodGroup``: the store is the backend's, never the kind's).
+
+    As a mapping it is every store at once, by ``namespace/name`` (the first
+    backend's group wins should two backends hold the same name)."""
+
+    def __init__(self, backends: Iterable[Backend]):
+        self.backends = {b.name: b for b in backends}
+        self.stores: dict[str, dict[str, Obj]] = {name: {} for name in self.backends}
+
+    def store(self, backend: Backend) -> dict[str, Obj]:
+        return self.stores[backend.name]
+
+    def backend_of(self, key: str) -> Backend | None:
+        """The backend whose store holds PodGroup ``key``."""
+        return next((self.backends[n] for n, store in self.stores.items() if key in store), None)
+
+    def of(self, backend: Backend | None, key: str) -> Obj | None:
+        """PodGroup ``key`` in ``backend``'s store."""
+        return self.stores[backend.name].get(key) if backend is not None and backend.name in self.stores else None
+
+    def __getitem__(self, key: str) -> Obj:
+        for store in self.stores.values():
+            if key in store:
+                return store[key]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({k: None for store in self.stores.values() for k in store})
+
+    def __len__(self) -> int:
+        return sum(len(store) for store in self.stores.values())
 
 
 @dataclass
@@ -277,7 +333,7 @@ class Cache:
         self.settings = settings
         self.slim = Slimmer(settings)
         self.pods: dict[str, Obj] = {}
-        self.podgroups: dict[str, Obj] = {}
+        self.podgroups = PodGroupStores(settings.enabled_backends)
         self.workloads: dict[str, dict[str, Obj]] = {k.kind: {} for k in FOLLOWED}
         # indexes
         self.by_uid: dict[str, Obj] = {}  # pods and workloads, for owner walks
@@ -293,18 +349,28 @@ class Cache:
 
     # -- stores
 
-    def store_for(self, kind: str) -> dict[str, Obj]:
+    def _podgroup_backend(self, kind: str | Backend) -> Backend | None:
+        """``kind`` as a backend's PodGroups: a backend, or the kind of the first
+        enabled backend's PodGroup of that kind."""
+        if isinstance(kind, Backend):
+            return kind
+        return next((b for b in self.settings.enabled_backends if b.podgroup.kind == kind), None)
+
+    def store_for(self, kind: str | Backend) -> dict[str, Obj]:
+        """The store of a kind, or of a backend's PodGroups."""
         if kind == "Pod":
             return self.pods
-        if kind == self.settings.backend.podgroup.kind:
-            return self.podgroups
-        return self.workloads[kind]
+        backend = self._podgroup_backend(kind)
+        if backend is not None:
+            return self.podgroups.store(backend)
+        return self.workloads[kind]  # type: ignore[index]
 
-    def slimmer_for(self, kind: str):
+    def slimmer_for(self, kind: str | Backend):
         if kind == "Pod":
             return self.slim.pod
-        if kind == self.settings.backend.podgroup.kind:
-            return self.slim.podgroup
+        backend = self._podgroup_backend(kind)
+        if backend is not None:
+            return lambda raw: self.slim.podgroup(raw, backend)
         return lambda raw: self.slim.workload(raw, kind)
 
     def keep(self, kind: str, obj: Mapping[str, Any]) -> bool:
@@ -371,12 +437,12 @@ class Cache:
             return None
         return named
 
-    def apply(self, kind: str, old: Obj | None, new: Obj | None) -> Changes:
+    def apply(self, kind: str | Backend, old: Obj | None, new: Obj | None) -> Changes:
         """Update the indexes for one object going from ``old`` to ``new`` (either
         may be None) and say what needs a look. The store itself is already updated."""
         if kind == "Pod":
             return self._apply_pod(old, new)
-        if kind == self.settings.backend.podgroup.kind:
+        if self._podgroup_backend(kind) is not None:
             changes = Changes(urgent=True)
             changes.groups.add(obj_key(new or old or {}))
             return changes
@@ -412,7 +478,9 @@ class Cache:
                 changes.groups.add(group)
         self._remember_replaced(old, new)
         if new is not None:
-            if self.settings.backend.needs_backfill(new) and not _d(new.get("metadata")).get("deletionTimestamp"):
+            backend = self.settings.backend_for(new)
+            if (backend is not None and backend.needs_backfill(new)
+                    and not _d(new.get("metadata")).get("deletionTimestamp")):
                 self.unlabelled.add(key)
                 changes.pods.add(key)
             # pods owned by this pod (LeaderWorkerSet workers) may now resolve

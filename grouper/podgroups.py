@@ -9,11 +9,11 @@ the controller does the I/O. The same state twice plans no writes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from podgang import kinds, rules
-from podgang.backends import GangSpec
+from podgang.backends import Backend, GangSpec
 from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY
 from podgang.objects import OwnerRef, is_active, is_terminating, pod_phase
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
@@ -25,6 +25,7 @@ from podgang.grouper.model import (
     display_name,
     pod_ref,
     split_key,
+    template_backend,
     workload_ref,
 )
 
@@ -45,6 +46,7 @@ class Desired:
     problems: tuple[str, ...] = ()  # what a user should fix (Warning events)
     pinned: frozenset[str] = frozenset()  # contributions fixed by podgang.io/min-member on the workload
     pending: str | None = None  # cannot decide yet (an owner is not in the cache): why
+    backend: Backend | None = None  # whose PodGroup it is (None: nothing says)
 
     @property
     def key(self) -> str:
@@ -65,7 +67,7 @@ def natural_gang(cache: Cache, pod: Obj) -> rules.Gang | rules.Denial | None:
     chain, complete = cache.owner_chain(pod)
     if not complete:
         return None
-    return rules.gang_for_pod(cache.settings.backend.without_membership(pod), chain, settings=cache.settings)
+    return rules.gang_for_pod(rules.without_membership(pod, cache.settings), chain, settings=cache.settings)
 
 
 def pod_gang(cache: Cache, pod: Obj) -> rules.Gang | rules.Denial | None:
@@ -96,11 +98,31 @@ def _named_from_generate_name(pod: Obj, name: str, settings: Settings) -> bool:
     return rules.group_name(generate, name[-5:], settings) == name
 
 
+def group_backend(cache: Cache, group_key: str) -> Backend | None:
+    """The backend group ``group_key`` belongs to: its workloads' pod templates',
+    else its pods', else the backend whose PodGroup of that name exists."""
+    owner = cache.group_owner_workload(group_key)
+    for workload in [owner] if owner is not None else cache.template_workloads(group_key):
+        backend = template_backend(workload, cache.settings)
+        if backend is not None:
+            return backend
+    for pod in cache.members(group_key):
+        backend = cache.settings.backend_for(pod)
+        if backend is not None:
+            return backend
+    return cache.podgroups.backend_of(group_key)
+
+
 def desired_group(cache: Cache, group_key: str) -> Desired:
     """What PodGroup ``group_key`` ("namespace/name") should be, from the cache."""
+    backend = group_backend(cache, group_key)
+    desired = _desired_group(cache, group_key, cache.podgroups.of(backend, group_key))
+    return replace(desired, backend=backend)
+
+
+def _desired_group(cache: Cache, group_key: str, actual: Obj | None) -> Desired:
     settings = cache.settings
     namespace, name = split_key(group_key)
-    actual = cache.podgroups.get(group_key)
     members = cache.members(group_key)
 
     # 1. A top workload owns it (spec §2.2), found from the workload itself.
@@ -199,6 +221,13 @@ def _pin_problems(objs: list[Any], settings: Settings) -> tuple[str, ...]:
     return tuple(out)
 
 
+def gang_options(backend: Backend, members: Any, workloads: Any) -> dict[str, Any]:
+    """The backend's own per-gang settings (a Volcano queue, a priority class, ...),
+    read from the gang's pods, then its workloads' pod templates, then the workloads."""
+    templates = [template for w in workloads for _, template in kinds.pod_templates(w)]
+    return backend.gang_options([*members, *templates, *workloads])
+
+
 # ---------------------------------------------------------------------------
 # writes
 
@@ -220,8 +249,8 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
     A size change goes the way the backend says: a patch, or (a group whose size
     cannot change while it lives) a ``replace`` — delete it so that it is created
     again with the new size — once no pod names it; until then nothing is written
-    and :func:`size_held` says why."""
-    backend = settings.backend
+    and :func:`size_held` says why (the desired size is recorded on the group)."""
+    backend = desired.backend or settings.default_backend
     if desired.pending:
         return []
     if actual is None:
@@ -229,6 +258,7 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             manifest = backend.build_podgroup(GangSpec(
                 desired.name, desired.namespace, desired.min_member.value,
                 owner=desired.owner, labels=settings.managed_labels,
+                **gang_options(backend, desired.members, desired.workloads),
             ))
             return [Write("create", manifest, None, desired.min_member.value)]
         return []
@@ -248,6 +278,14 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             writes.append(Write("patch-min-member", body, current, desired.min_member.value, note))
         elif resize.action == REPLACE_WHEN_EMPTY and managed and not desired.members:
             writes.append(Write("replace", None, current, desired.min_member.value, resize.why))
+    recorded = (_md(actual).get("annotations") or {}).get(settings.desired_size_annotation)
+    held = size_held(desired, actual, settings) is not None
+    wanted = str(desired.min_member.value) if held and desired.min_member is not None else None
+    if managed and recorded != wanted and not any(w.action == "replace" for w in writes):
+        body = {"metadata": {"annotations": {settings.desired_size_annotation: wanted}}}
+        if rv:
+            body["metadata"]["resourceVersion"] = rv
+        writes.append(Write("record-size", body, current, desired.min_member.value if held else None))
     if managed and desired.owner is not None and not _md(actual).get("ownerReferences"):
         body = {"metadata": {"ownerReferences": [desired.owner.to_dict()]}}
         if rv:
@@ -261,7 +299,7 @@ def size_held(desired: Desired, actual: Obj | None, settings: Settings) -> str |
     cannot change it on a live group, or not at all), or None."""
     if actual is None or desired.min_member is None or desired.pending:
         return None
-    backend = settings.backend
+    backend = desired.backend or settings.default_backend
     current = backend.min_member(actual)
     if current == desired.min_member.value:
         return None

@@ -177,3 +177,4 @@ class Resource:
 
 
 POD = Resource("", "v1", "pods", "Pod")
+NAMESPACE = Resource("", "v1", "namespaces", "Namespace")

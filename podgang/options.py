@@ -11,7 +11,9 @@ import argparse
 import os
 from typing import Any, Callable
 
+from podgang.backends import BACKENDS, Backend
 from podgang.rules import parse_duration
+from podgang.settings import DEFAULT
 
 
 def env_name(flag: str) -> str:
@@ -111,3 +113,43 @@ def own_namespace() -> str | None:
             return handle.read().strip() or None
     except OSError:
         return None
+
+
+# --- which scheduler names are in scope, and the backend of each
+
+KAI_BY_NAME = "kai"  # what --scheduler-name NAME means: NAME=kai
+
+
+def scheduler_backend(text: str) -> tuple[str, str]:
+    """An argparse type: ``SCHEDULER=BACKEND`` with a backend podgang knows."""
+    scheduler, sep, backend = (part.strip() for part in text.partition("="))
+    if not sep or not scheduler or not backend:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r}: expected SCHEDULER=BACKEND, e.g. volcano=volcano")
+    if backend not in BACKENDS:
+        raise argparse.ArgumentTypeError(
+            f"unknown backend {backend[:40]!r} in {text[:80]!r}: expected one of {', '.join(sorted(BACKENDS))}")
+    return scheduler, backend
+
+
+def add_backend_flags(parser: Any) -> None:
+    """``--backend SCHEDULER=BACKEND`` and its older form ``--scheduler-name NAME`` (``NAME=kai``)."""
+    default = ",".join(f"{name}={backend.name}" for name, backend in DEFAULT.backends)
+    add_flag(parser, "--backend", type=scheduler_backend, repeat=True, default=[], dest="backends",
+             metavar="SCHEDULER=BACKEND",
+             help=f"pods with spec.schedulerName SCHEDULER are in scope and their gangs are BACKEND's "
+                  f"PodGroups (repeatable; backends: {', '.join(sorted(BACKENDS))}; "
+                  f"without this flag and --scheduler-name: {default})")
+    add_flag(parser, "--scheduler-name", repeat=True, default=[], dest="scheduler_names", metavar="NAME",
+             help=f"the same as --backend NAME={KAI_BY_NAME} (repeatable)")
+
+
+def backends_from(args: argparse.Namespace) -> tuple[tuple[str, Backend], ...]:
+    """The scheduler name -> backend map the flags give, in order; a name given twice
+    keeps its first backend. Neither flag: the default (kai-scheduler=kai)."""
+    pairs = [*args.backends, *((name, KAI_BY_NAME) for name in args.scheduler_names)]
+    if not pairs:
+        return DEFAULT.backends
+    chosen: dict[str, Backend] = {}
+    for scheduler, backend in pairs:
+        chosen.setdefault(scheduler, BACKENDS[backend])
+    return tuple(chosen.items())

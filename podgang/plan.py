@@ -19,9 +19,10 @@ from typing import Any
 import jsonpatch
 
 from podgang import kinds, rules
-from podgang.backends import GangSpec
-from podgang.grouper.model import Cache, key_of, split_key
-from podgang.grouper.podgroups import Desired, desired_group
+from podgang.backends import Backend, GangSpec
+from podgang.backends.base import PATCH
+from podgang.grouper.model import Cache, key_of, split_key, template_backend
+from podgang.grouper.podgroups import Desired, desired_group, gang_options
 from podgang.manifests import Manifest, Source
 from podgang.objects import POD, OwnerRef, metadata
 from podgang.settings import DEFAULT, Settings
@@ -64,6 +65,8 @@ class PlannedGroup:
     per_run: bool = False  # CronJob: one such group per Job run
     random_name: bool = False  # named from generateName plus the webhook's random suffix
     before: rules.MinMember | None = None  # with --scale: the value before
+    backend: Backend | None = None  # whose PodGroup it is (None: the first mapped backend)
+    options: dict[str, Any] = field(default_factory=dict)  # the backend's own per-gang settings
 
     @property
     def key(self) -> tuple[str, str]:
@@ -185,7 +188,7 @@ def _admitted_gang(pod: dict[str, Any], chain: list[dict[str, Any]], settings: S
     podgang gives it (an exported pod) is in that gang, not in a hand-made one."""
     gang = rules.gang_for_pod(pod, chain, settings=settings, name_suffix=suffix)
     if isinstance(gang, rules.Gang) and gang.hand_made:
-        natural = rules.gang_for_pod(settings.backend.without_membership(pod), chain, settings=settings)
+        natural = rules.gang_for_pod(rules.without_membership(pod, settings), chain, settings=settings)
         if isinstance(natural, rules.Gang) and natural.name == gang.name:
             return rules.Gang(natural.name, natural.source, f"{natural.reason}; already named {gang.name} by podgang",
                               natural.owner, natural.top_owner, natural.subgroup)
@@ -204,7 +207,6 @@ def build_plan(
     """Decide, for every object in ``manifests``, what podgang would do."""
     plan = Plan()
     objects = _Objects(manifests, default_namespace)
-    backend = settings.backend
     cache = Cache(settings)
     cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
     defined: dict[str, Manifest] = {}  # group key -> its PodGroup as written
@@ -212,7 +214,7 @@ def build_plan(
     random_names: set[str] = set()
     workloads: list[tuple[Member, dict[str, Any], str]] = []
 
-    def put(kind: str, obj: dict[str, Any]) -> str:
+    def put(kind: str | Backend, obj: dict[str, Any]) -> str:
         slim = cache.slimmer_for(kind)(obj)
         key = key_of(slim["metadata"]["namespace"], slim["metadata"]["name"])
         store = cache.store_for(kind)
@@ -223,8 +225,9 @@ def build_plan(
 
     for m, obj, ns in objects.items:
         kind = obj.get("kind")
-        if backend.is_podgroup(obj) and metadata(obj).get("name"):
-            defined[put(backend.podgroup.kind, obj)] = m
+        backend = next((b for b in settings.enabled_backends if b.is_podgroup(obj)), None)
+        if backend is not None and metadata(obj).get("name"):
+            defined[put(backend, obj)] = m
         elif kind == POD.kind:
             _admit_pod(plan, m.source, obj, ns, objects, settings, put, named_by_pods, random_names)
         elif kind in cache.workloads and metadata(obj).get("name"):
@@ -270,7 +273,9 @@ def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects
             random_names.add(key_of(ns, gang.name))
     if gang.hand_made:
         named_by_pods.setdefault(key_of(ns, gang.name), source)
-    admitted = jsonpatch.apply_patch(obj, settings.backend.membership_patch(obj, gang.name))
+    backend = settings.backend_for(obj)
+    assert backend is not None  # in scope
+    admitted = jsonpatch.apply_patch(obj, backend.membership_patch(obj, gang.name))
     put(POD.kind, admitted)
 
 
@@ -288,6 +293,7 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
         return
     name = rules.owned_group_name(OwnerRef.of(obj), "", settings)
     mm = rules.min_member_for(obj, None, settings)
+    backend = template_backend(obj, settings) or settings.default_backend
     member.group = shown(name)
     if kinds.workload_kind(obj) is None:
         member.why = f"podgang does not know the kind {obj.get('kind')}: a gang of {mm.value}"
@@ -298,7 +304,8 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
     else:
         member.why = mm.reason
     plan.groups.setdefault((ns, shown(name)), PlannedGroup(ns, shown(name), mm, "owned", owner=OwnerRef.of(obj),
-                                                           owner_text=rules.kind_name(obj)))
+                                                           owner_text=rules.kind_name(obj), backend=backend,
+                                                           options=gang_options(backend, (), (obj,))))
 
 
 def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, objects: _Objects, cache: Cache,
@@ -343,7 +350,8 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         name = f"{settings.group_prefix}-{metadata(obj).get('name')}-<run>-{UNKNOWN_UID}"
         member.group, member.why = name, "one PodGroup per Job run, owned by that Job"
         plan.groups[(ns, name)] = PlannedGroup(ns, name, rules.min_member_for(obj, None, settings), "owned",
-                                               owner_text=f"each Job of {owner_text}", per_run=True)
+                                               owner_text=f"each Job of {owner_text}", per_run=True,
+                                               backend=template_backend(obj, settings))
     else:
         member.group, member.why = ", ".join(shown(n) for n in owned), f"top owner {owner_text}"
 
@@ -354,17 +362,17 @@ _ORIGINS = {rules.OWNED: "owned", rules.OWNER_LESS: "owner-less", rules.HAND_MAD
 def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Settings, objects: _Objects,
                    defined: dict[str, Manifest], named_by_pods: dict[str, Source], random_names: set[str]) -> None:
     """One PodGroup of the plan, from the grouper's desired state."""
-    backend = settings.backend
+    backend = desired.backend or settings.default_backend
     key = desired.key
     ns, name = split_key(key)
-    actual = cache.podgroups.get(key)
+    actual = cache.podgroups.of(backend, key)
     written = backend.min_member(actual) if actual is not None else None
     manifest = defined.get(key)
     at, as_written = (manifest.source, manifest.obj) if manifest else (None, None)
     if desired.source is None:
         plan.groups[(ns, name)] = PlannedGroup(
             ns, name, rules.MinMember(written or 1, "as written: no pod or workload in these manifests uses it"),
-            "hand-made", defined_at=at, defined_obj=as_written, cluster_min_member=written)
+            "hand-made", defined_at=at, defined_obj=as_written, cluster_min_member=written, backend=backend)
         plan.notes.append(Finding(at, f"podgroup {ns}/{name}", "no pod or workload in these manifests uses it"))
         return
     mm = desired.min_member
@@ -373,7 +381,9 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
                              f"as written: only standalone pods use it ({len(desired.members)} here)")
     group = PlannedGroup(ns, shown(name), mm, _ORIGINS[desired.source], exists=actual is not None,
                          owner=desired.owner, defined_at=at, defined_obj=as_written,
-                         cluster_min_member=written, random_name=key in random_names)
+                         cluster_min_member=written, random_name=key in random_names, backend=backend,
+                         options=gang_options(backend, desired.members, desired.workloads))
+    _note_fixed_size(plan, backend, group)
     if desired.source == rules.OWNER_LESS and desired.owner is not None:
         group.owner_text = f"pod/{desired.owner.name}"
     elif desired.owner is not None:
@@ -386,6 +396,19 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         if actual is None and problem.startswith(f"PodGroup {name} not found"):
             continue  # said once, as the webhook says it
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+
+
+def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:
+    """Say once per backend when its live PodGroups cannot follow a scale, with this
+    group scaled by one as the example."""
+    size = group.min_member.value
+    if group.min_member.pinned:
+        return
+    resize = backend.resize(backend.build_podgroup(GangSpec(group.name, group.namespace, size)), size + 1)
+    what = f"{backend.name} PodGroups"
+    if resize.action != PATCH and not any(n.what == what for n in plan.notes):
+        plan.notes.append(Finding(None, what, f"a live group keeps its size after a scale (say {group.namespace}/"
+                                              f"{group.name} {size} → {size + 1}): {resize.why}"))
 
 
 # ---------------------------------------------------------------------------
@@ -460,11 +483,11 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
     ones that cannot be written out here (a name that depends on a UID the cluster
     assigns or on a random suffix, or a hand-made group no manifest defines).
     """
-    backend = settings.backend
     docs: list[dict[str, Any]] = []
     comments: list[str] = []
     for key in sorted(plan.groups):
         group = plan.groups[key]
+        backend = group.backend or settings.default_backend
         if group.origin == "hand-made":
             if group.defined_obj is None:
                 comments.append(f"PodGroup {group.namespace}/{group.name} (minMember {group.min_member.value}) is "
@@ -490,6 +513,6 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
         docs.append(backend.build_podgroup(GangSpec(
             group.name, group.namespace, group.min_member.value,
             owner=group.owner if group.owner and group.owner.uid else None,
-            labels=settings.managed_labels,
+            labels=settings.managed_labels, **group.options,
         )))
     return docs, comments

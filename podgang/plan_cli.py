@@ -20,9 +20,9 @@ import orjson
 import yaml
 
 from podgang.manifests import ManifestError, read_manifests
-from podgang.options import add_flag
+from podgang.options import add_backend_flags, add_flag, backends_from
 from podgang.plan import ScaleError, plan_with_scale, podgroup_manifests
-from podgang.settings import DEFAULT, Settings
+from podgang.settings import Settings
 
 OUTPUTS = ("text", "yaml", "json")
 INT32_MAX = 2**31 - 1  # what a PodGroup's minMember (and a replica count) holds
@@ -48,8 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="text (default); yaml: the PodGroups as manifests to apply; json: the whole plan")
     parser.add_argument("--scale", action="append", type=_scale, default=[], metavar="KIND/NAME=N",
                         help="show what minMember becomes after scaling a workload (repeatable)")
-    add_flag(parser, "--scheduler-name", default=list(DEFAULT.scheduler_names), repeat=True,
-             help="pods with this spec.schedulerName are in scope (repeatable)")
+    add_backend_flags(parser)
     add_flag(parser, "--exclude-namespace", default=["kube-system"], repeat=True,
              help="namespaces podgang leaves alone (repeatable)")
     parser.add_argument("--namespace", default="default", help="namespace of manifests that name none (default: default)")
@@ -59,7 +58,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     out = out or sys.stdout
     err = err or sys.stderr
     settings = Settings(
-        scheduler_names=tuple(args.scheduler_name),
+        backends=backends_from(args),
         excluded_namespaces=tuple(args.exclude_namespace),
     )
     try:
@@ -172,7 +171,7 @@ def write_text(plan, out: TextIO) -> None:
         name_w = max(len(f"{g.namespace}/{g.name}") for g in groups)
         min_w = max(len(_min_text(g)) for g in groups)
         for g in groups:
-            origin = _origin_text(g)
+            origin = _origin_text(g, {x.backend.name for x in groups if x.backend is not None})
             out.write(f"  {f'{g.namespace}/{g.name}'.ljust(name_w)}  {_min_text(g).ljust(min_w)}  "
                       f"{g.min_member.reason}   [{origin}]\n")
     out.write("\n")
@@ -187,7 +186,13 @@ def write_text(plan, out: TextIO) -> None:
     out.write(f"{len(plan.members)} pods/workloads, {len(groups)} PodGroups, {_verdict(plan)}\n")
 
 
-def _origin_text(g) -> str:
+def _origin_text(g, backends: set[str]) -> str:
+    """How the group comes to be; with several backends in the plan, whose it is."""
+    text = _origin(g)
+    return f"{g.backend.name}: {text}" if len(backends) > 1 and g.backend is not None else text
+
+
+def _origin(g) -> str:
     if g.origin == "hand-made":
         if not g.exists:
             return "hand-made, NOT DEFINED in these manifests"
@@ -217,7 +222,8 @@ def plan_as_dict(plan) -> dict[str, Any]:
             {"namespace": g.namespace, "name": g.name, "nameKnown": g.name_known, "minMember": g.min_member.value,
              "minMemberBefore": g.before.value if g.before else None, "reason": g.min_member.reason,
              "pinned": g.min_member.pinned, "origin": g.origin, "exists": g.exists,
-             "definedAt": str(g.defined_at) if g.defined_at else None, "owner": g.owner_text or None}
+             "definedAt": str(g.defined_at) if g.defined_at else None, "owner": g.owner_text or None,
+             "backend": g.backend.name if g.backend is not None else None}
             for g in (plan.groups[k] for k in sorted(plan.groups))
         ],
         "denials": [finding(f) for f in plan.denials],

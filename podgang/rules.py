@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from podgang.backends import kai
+from podgang.backends import Backend, kai
 from podgang.kinds import RUN_OWNERS, desired_size, pod_templates, replica_suffix, resource_for
 from podgang.objects import (
     Denial,
@@ -32,7 +32,7 @@ from podgang.objects import (
 from podgang.objects import as_dict as _dict
 from podgang.objects import as_list as _list
 from podgang.objects import quoted as _q
-from podgang.settings import DEFAULT, Settings
+from podgang.settings import DEFAULT, DEFAULT_SCHEDULER, Settings
 
 # ---------------------------------------------------------------------------
 # results
@@ -87,9 +87,8 @@ def scope_problem(pod: Any, namespace: str | None = None, settings: Settings = D
     ``owners``: the pod's owner objects looked up so far; one labelled
     ``podgang.io/skip=true`` (spec §1: a pod *or workload* label) puts the pod out of
     scope too. The webhook's mutate and validate and ``podgang plan`` all ask here."""
-    spec = _dict(_dict(pod).get("spec"))
-    scheduler = spec.get("schedulerName") or "default-scheduler"
-    if scheduler not in settings.scheduler_names:
+    if settings.backend_for(pod) is None:
+        scheduler = _dict(_dict(pod).get("spec")).get("schedulerName") or DEFAULT_SCHEDULER
         return f"schedulerName {_q(scheduler)} is not one of {', '.join(settings.scheduler_names)}"
     ns = namespace or metadata(pod).get("namespace") or ""
     if ns in settings.excluded_namespaces:
@@ -289,7 +288,7 @@ def hand_made_group(obj: Any, settings: Settings = DEFAULT) -> str | Denial | No
     None when it names none; a :class:`Denial` when label and annotation disagree
     or the name can never be a PodGroup's.
     """
-    named = settings.backend.named_group(obj)
+    named = _keys_of(obj, settings).named_group(obj)
     if named is None or isinstance(named, Denial):
         return named
     name, key = named
@@ -301,8 +300,14 @@ def hand_made_group(obj: Any, settings: Settings = DEFAULT) -> str | Denial | No
     return name
 
 
+def _keys_of(obj: Any, settings: Settings) -> Backend:
+    """The backend whose keys a pod or template is read with: its own, or for one out
+    of scope (its scheduler is not mapped) the first mapped backend's."""
+    return settings.backend_for(obj) or settings.default_backend
+
+
 def _subgroup(obj: Any, settings: Settings) -> str | None:
-    return settings.backend.subgroup_of(obj)
+    return _keys_of(obj, settings).subgroup_of(obj)
 
 
 def gang_for_pod(
@@ -360,7 +365,12 @@ def missing_group_warning(name: str, namespace: str) -> str:
 
 def group_of(pod: Any, settings: Settings = DEFAULT) -> str | None:
     """The group a pod already carries, if any."""
-    return settings.backend.group_of(pod)
+    return _keys_of(pod, settings).group_of(pod)
+
+
+def without_membership(pod: Any, settings: Settings = DEFAULT) -> Any:
+    """The pod as if it named no group (to find its natural gang)."""
+    return _keys_of(pod, settings).without_membership(pod)
 
 
 # ---------------------------------------------------------------------------

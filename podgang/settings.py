@@ -8,19 +8,27 @@ the rules. No I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from podgang.backends import KAI, Backend
 from podgang.backends import kai
+from podgang.objects import as_dict
+
+#: the scheduler a pod names when its spec names none
+DEFAULT_SCHEDULER = "default-scheduler"
 
 
 @dataclass(frozen=True)
 class Settings:
-    backend: Backend = KAI
-    scheduler_names: tuple[str, ...] = (kai.SCHEDULER_NAME,)
+    #: scheduler name -> the backend that speaks for it; a pod is in scope when its
+    #: ``spec.schedulerName`` is one of these (several names may share a backend)
+    backends: tuple[tuple[str, Backend], ...] = ((kai.SCHEDULER_NAME, KAI),)
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     # podgang's own keys
     min_member_annotation: str = "podgang.io/min-member"
     grace_period_annotation: str = "podgang.io/staleness-grace-period"
+    # the size podgang wants for a PodGroup whose backend cannot change it while it lives
+    desired_size_annotation: str = "podgang.io/desired-min-member"
     skip_label: str = "podgang.io/skip"
     managed_by_label: str = "podgang.io/managed-by"
     managed_by_value: str = "podgang"
@@ -36,6 +44,31 @@ class Settings:
 
     def with_changes(self, **changes) -> "Settings":
         return replace(self, **changes)
+
+    @property
+    def scheduler_names(self) -> tuple[str, ...]:
+        """The scheduler names in scope, in the order they were given."""
+        return tuple(name for name, _ in self.backends)
+
+    @property
+    def enabled_backends(self) -> tuple[Backend, ...]:
+        """Every backend some scheduler name maps to, each once, in order."""
+        enabled: dict[str, Backend] = {}
+        for _, backend in self.backends:
+            enabled.setdefault(backend.name, backend)
+        return tuple(enabled.values())
+
+    @property
+    def default_backend(self) -> Backend:
+        """The first mapped backend: how a PodGroup nothing else places is spelled."""
+        return self.backends[0][1] if self.backends else KAI
+
+    def backend_for(self, obj: Any) -> Backend | None:
+        """The backend of a pod or pod template: the one its ``spec.schedulerName``
+        maps to, None when that scheduler is not mapped (the pod is out of scope).
+        The one accessor for "this pod's backend"."""
+        scheduler = as_dict(as_dict(obj).get("spec")).get("schedulerName") or DEFAULT_SCHEDULER
+        return next((backend for name, backend in self.backends if name == scheduler), None)
 
     @property
     def managed_labels(self) -> dict[str, str]:

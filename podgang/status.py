@@ -53,18 +53,12 @@ EVENTS_SHOWN = 5  # per object, with --explain
 _GRACE_IN_MESSAGE = re.compile(r"evicting the rest in (\S+) unless it recovers")
 
 
-def backend_of(settings: Settings) -> Backend:
-    """The backend whose PodGroups ``podgang status`` reads: the one place that
-    decides it, so that several scheduler names with their own backends fit here."""
-    return settings.backend
-
-
 @dataclass
 class Snapshot:
     """What ``podgang status`` read from the cluster: raw API objects."""
 
     pods: list[dict[str, Any]]
-    podgroups: list[dict[str, Any]]
+    podgroups: dict[str, list[dict[str, Any]]]  # backend name -> its PodGroups
     workloads: dict[str, list[dict[str, Any]]]  # kind -> objects
     events: list[dict[str, Any]]
     now: datetime
@@ -198,11 +192,11 @@ def pod_scheduling_message(pod: Mapping[str, Any]) -> str | None:
 
 def fill_cache(snapshot: Snapshot, settings: Settings) -> Cache:
     """The grouper's cache, filled as its informers fill it, from ``snapshot``."""
-    backend = backend_of(settings)
     cache = Cache(settings)
     for entry in kinds.FOLLOWED:
         cache.set_watched(entry.kind, entry.kind not in snapshot.absent)
-    batches = [*snapshot.workloads.items(), (backend.podgroup.kind, snapshot.podgroups), ("Pod", snapshot.pods)]
+    podgroups = [(b, snapshot.podgroups.get(b.name, [])) for b in settings.enabled_backends]
+    batches = [*snapshot.workloads.items(), *podgroups, ("Pod", snapshot.pods)]
     for kind, objs in batches:
         store = cache.store_for(kind)
         slim = cache.slimmer_for(kind)
@@ -221,19 +215,24 @@ def build_report(snapshot: Snapshot, settings: Settings, grace_default: float | 
                  namespace: str | None = None, group: str | None = None) -> Report:
     """One :class:`GangStatus` per group in ``namespace`` (all: None), or only ``group``."""
     cache = fill_cache(snapshot, settings)
-    raw_groups = {obj_key(g): g for g in snapshot.podgroups}
+    raw_groups: dict[tuple[str, str], Mapping[str, Any]] = {
+        (name, obj_key(g)): g for name, groups in snapshot.podgroups.items() for g in groups}
     keys = sorted(k for k in cache.all_group_keys()
                   if (namespace is None or split_key(k)[0] == namespace) and (group is None or split_key(k)[1] == group))
     grace = settings.staleness_grace_period if grace_default is None else grace_default
-    gangs = [gang_status(cache, desired_group(cache, k), raw_groups.get(k), snapshot, grace) for k in keys]
+    gangs = []
+    for key in keys:
+        desired = desired_group(cache, key)
+        backend = desired.backend or settings.default_backend
+        gangs.append(gang_status(cache, desired, raw_groups.get((backend.name, key)), snapshot, grace))
     return Report(gangs, snapshot.now, snapshot.absent)
 
 
 def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | None, snapshot: Snapshot,
                 grace_default: float | None) -> GangStatus:
     settings = cache.settings
-    backend = backend_of(settings)
-    actual = cache.podgroups.get(desired.key)
+    backend = desired.backend or settings.default_backend  # the group's own scheduler
+    actual = cache.podgroups.of(backend, desired.key)
     current = backend.min_member(actual) if actual is not None else None
     wanted = desired.min_member.value if desired.min_member is not None else None
     if desired.min_member is not None:

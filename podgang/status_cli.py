@@ -28,14 +28,13 @@ from kubernetes_asyncio import config
 from podgang import api, kinds
 from podgang.grouper.stale import format_duration
 from podgang.objects import POD, Resource, as_dict
-from podgang.options import add_flag, duration, own_namespace
+from podgang.options import add_backend_flags, add_flag, backends_from, duration, own_namespace
 from podgang.settings import DEFAULT, Settings
 from podgang.status import (
     Explanation,
     GangStatus,
     Report,
     Snapshot,
-    backend_of,
     build_report,
     event_time,
     explain_pod,
@@ -63,8 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", type=int, default=0, help="with --watch: stop after this many looks (default: never)")
     add_flag(parser, "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     parser.add_argument("--context", help="the kubeconfig context to use (default: its current context)")
-    add_flag(parser, "--scheduler-name", default=list(DEFAULT.scheduler_names), repeat=True,
-             help="pods with this spec.schedulerName are in scope, as podgang is configured (repeatable)")
+    add_backend_flags(parser)  # as podgang is configured: which schedulers' pods, in which backends
     add_flag(parser, "--exclude-namespace", default=list(DEFAULT.excluded_namespaces), repeat=True,
              help="namespaces podgang leaves alone (repeatable)")
     add_flag(parser, "--staleness-grace-period", type=duration, default=DEFAULT.staleness_grace_period,
@@ -97,7 +95,7 @@ async def run_async(args: argparse.Namespace, out: TextIO | None = None, err: Te
 
 
 async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    settings = Settings(scheduler_names=tuple(args.scheduler_name), excluded_namespaces=tuple(args.exclude_namespace))
+    settings = Settings(backends=backends_from(args), excluded_namespaces=tuple(args.exclude_namespace))
     namespace = None if args.all_namespaces else (args.namespace or context_namespace(args.kubeconfig, args.context))
     api_client = await api.make_api_client(args.kubeconfig, context=args.context)
     try:
@@ -216,22 +214,28 @@ class Reader:
                 return items
 
     async def snapshot(self, namespace: str | None, pod: str | None = None) -> Snapshot:
-        backend = backend_of(self.settings)
+        backends = self.settings.enabled_backends
+        kinds_of_groups = sorted({b.podgroup.kind for b in backends})
         followed = [k.resource for k in kinds.FOLLOWED]
         calls = [
             self.list(POD, namespace),
-            self.list(backend.podgroup, namespace),
-            self.list(EVENTS, namespace, fieldSelector=f"involvedObject.kind={backend.podgroup.kind}"),
+            *(self.list(b.podgroup, namespace, optional=len(backends) > 1) for b in backends),
+            *(self.list(EVENTS, namespace, fieldSelector=f"involvedObject.kind={kind}") for kind in kinds_of_groups),
             *(self.list(r, namespace, optional=r.optional) for r in followed),
         ]
         if pod:
             calls.append(self.list(EVENTS, namespace, fieldSelector=f"involvedObject.kind=Pod,involvedObject.name={pod}"))
-        pods, podgroups, events, *rest = await asyncio.gather(*calls)
-        workloads = {r.kind: found or [] for r, found in zip(followed, rest)}
-        absent = tuple(r.kind for r, found in zip(followed, rest) if found is None)
+        found = await asyncio.gather(*calls)
+        pods, found = found[0], found[1:]
+        podgroups = {b.name: found[i] or [] for i, b in enumerate(backends)}
+        found = found[len(backends):]
+        events = [e for batch in found[:len(kinds_of_groups)] for e in batch or []]
+        found = found[len(kinds_of_groups):]
+        workloads = {r.kind: objs or [] for r, objs in zip(followed, found)}
+        absent = tuple(r.kind for r, objs in zip(followed, found) if objs is None)
         if pod:
-            events = [*(events or []), *(rest[len(followed)] or [])]
-        return Snapshot(pods or [], podgroups or [], workloads, events or [], datetime.now(timezone.utc), absent)
+            events += found[len(followed)] or []
+        return Snapshot(pods or [], podgroups, workloads, events, datetime.now(timezone.utc), absent)
 
 
 # ---------------------------------------------------------------------------

@@ -17,7 +17,7 @@ SCHEDULERS = {"volcano": (VOLCANO, "volcano"), "coscheduling": (COSCHEDULING, "s
 
 def settings_for(name: str) -> Settings:
     backend, scheduler = SCHEDULERS[name]
-    return Settings(backend=backend, scheduler_names=(scheduler,))
+    return Settings(backends=((scheduler, backend),))
 
 
 def resource(backend: Backend) -> ResourceType:

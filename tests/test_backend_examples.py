@@ -27,7 +27,7 @@ CASES = {
 @pytest.mark.parametrize("file", sorted(CASES))
 def test_example_with_its_backend(file):
     backend, scheduler, expected = CASES[file]
-    settings = Settings(backend=backend, scheduler_names=(scheduler,))
+    settings = Settings(backends=((scheduler, backend),))
     plan = build_plan(read_manifests([str(EXAMPLES / file)]), settings)
     got = {(g.namespace, g.name): g.min_member.value for g in plan.groups.values()}
     assert len(got) == len(expected)
@@ -39,7 +39,7 @@ def test_example_with_its_backend(file):
 
 
 def test_native_hand_made_group_as_written():
-    settings = Settings(backend=NATIVE, scheduler_names=("default-scheduler",))
+    settings = Settings(backends=(("default-scheduler", NATIVE),))
     plan = build_plan(read_manifests([str(EXAMPLES / "08-native-training.yaml")]), settings)
     docs, _ = podgroup_manifests(plan, settings)
     [doc] = [d for d in docs if d["metadata"]["name"] == "training-gang"]

@@ -88,7 +88,7 @@ class ToyBackend(Backend):
 
 
 TOY = ToyBackend()
-SETTINGS = Settings(backend=TOY, scheduler_names=(SCHEDULER,))
+SETTINGS = Settings(backends=((SCHEDULER, TOY),))
 GANGS = ResourceType("toy.example.com", "v1", "gangs", "Gang", crd=True)
 
 

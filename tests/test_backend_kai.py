@@ -36,7 +36,7 @@ def test_kai_identity():
     assert KAI.subgroup_label == "kai.scheduler/subgroup-name"
     assert MIN_MEMBER == "minMember"
     assert BACKENDS["kai"] is KAI
-    assert DEFAULT.backend is KAI
+    assert DEFAULT.default_backend is KAI
 
 
 def test_kai_matches_the_crd():

@@ -114,7 +114,7 @@ def test_membership_change_on_update(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_hand_made_group_through_the_rules(name):
     backend, _, (section, key), _ = CASES[name]
-    settings = DEFAULT.with_changes(backend=backend)
+    settings = DEFAULT.with_changes(backends=(("volcano", backend),))
     pod = {"metadata": {"name": "p", section: {key: "my-gang"}}}
     assert hand_made_group(pod, settings) == "my-gang"
     gang = gang_for_pod(pod, settings=settings)

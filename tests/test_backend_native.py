@@ -23,7 +23,7 @@ from tests.webhook_support import api_status, review, review_names
 
 NATIVE_FIXTURES = Path(__file__).parent / "fixtures" / "native"
 V1BETA1 = NativeBackend("v1beta1")
-SETTINGS = DEFAULT.with_changes(backend=NATIVE, scheduler_names=("default-scheduler",))
+SETTINGS = DEFAULT.with_changes(backends=(("default-scheduler", NATIVE),))
 
 
 def recorded(name: str) -> dict:
@@ -218,7 +218,10 @@ def test_the_grouper_holds_a_live_v1alpha2_group_and_replaces_an_empty_one():
     group["metadata"]["labels"] = dict(DEFAULT.managed_labels)
     ns, name = group["metadata"]["namespace"], group["metadata"]["name"]
     desired = Desired(ns, name, OWNED, MinMember(5, "job/train"), members=({"metadata": {"name": "train-0"}},))
-    assert plan_writes(desired, group, SETTINGS) == []
+    # nothing changes the live group: the size podgang wants is only recorded on it
+    [record] = plan_writes(desired, group, SETTINGS)
+    assert (record.action, record.old, record.new) == ("record-size", 3, 5)
+    assert record.body["metadata"]["annotations"] == {"podgang.io/desired-min-member": "5"}
     assert "minCount cannot follow a scale on scheduling.k8s.io/v1alpha2" in size_held(desired, group, SETTINGS)
     empty = Desired(ns, name, OWNED, MinMember(5, "job/train"))
     [write] = plan_writes(empty, group, SETTINGS)

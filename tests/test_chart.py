@@ -19,6 +19,10 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from podgang.backends import BACKENDS, KAI
+from podgang.cli import command_parser
+from podgang.kinds import FOLLOWED, OWNER_KINDS, POD, WORKLOADS
+from podgang.settings import DEFAULT
 from tests.rbac import allows, rules_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,7 +187,8 @@ def test_values_yaml_is_valid_against_the_schema():
 
 
 def test_every_value_is_documented_in_the_chart_readme():
-    OPAQUE = ("resources", "podSecurityContext", "containerSecurityContext", "webhookTlsConfig")  # Kubernetes objects
+    OPAQUE = ("resources", "podSecurityContext", "containerSecurityContext", "webhookTlsConfig",  # Kubernetes objects
+              "backends", "nativeNamespaceSelector")  # maps of names the user picks
     readme = (CHART / "README.md").read_text()
 
     def keys(node, prefix=""):
@@ -222,7 +227,8 @@ BAD_VALUES = [
     ("image.pullPolicy", "Sometimes"),
     ("image.repository", 42),
     ("image.digest", "latest"),
-    ("schedulerNames", []),
+    ("backends", {"volcano": "volcanoo"}),
+    ("nativeNamespaceSelector", {"podgang.io/native": 1}),
     ("schedulerNames", "kai-scheduler"),
     ("schedulerNames", ["kai-scheduler", "x']||true||['"]),
     ("excludedNamespaces", ["Not_A_Namespace"]),
@@ -440,7 +446,7 @@ def test_webhook_args(defaults):
     assert args[0] == "webhook"
     assert flag_values(args, "--port") == ["9443"]
     assert flag_values(args, "--cert-dir") == ["/certs"]
-    assert flag_values(args, "--scheduler-name") == ["kai-scheduler"]
+    assert flag_values(args, "--backend") == ["kai-scheduler=kai"]
     assert flag_values(args, "--exclude-namespace") == ["kube-system", NAMESPACE]
     assert flag_values(args, "--log-format") == ["json"]
     assert flag_values(args, "--api-timeout") == ["2s"]
@@ -473,7 +479,8 @@ def test_grouper_deployment(defaults):
     assert "--leader-elect" in args
     assert flag_values(args, "--leader-election-name") == [f"{RELEASE}-grouper"]
     assert flag_values(args, "--leader-election-namespace") == [NAMESPACE]
-    assert flag_values(args, "--scheduler-name") == ["kai-scheduler"]
+    assert flag_values(args, "--backend") == ["kai-scheduler=kai"]
+    assert not flag_values(args, "--namespace-selector")  # no native backend: every namespace
     assert flag_values(args, "--exclude-namespace") == ["kube-system", NAMESPACE]
     assert flag_values(args, "--staleness-grace-period") == ["60s"]
     assert flag_values(args, "--orphan-timeout") == ["2m"]
@@ -627,13 +634,120 @@ def _cel_scheduler_list(expression: str) -> list[str]:
 
 
 def test_match_conditions_list_every_scheduler_name():
-    names = VARIANTS["schedulers"]["schedulerNames"]
+    names = sorted(VARIANTS["schedulers"]["schedulerNames"])  # each NAME is NAME: kai
     docs = render(VARIANTS["schedulers"])
     for config in webhook_configs(docs):
-        (cond,) = config["webhooks"][0]["matchConditions"]
+        (hook,) = config["webhooks"]
+        (cond,) = hook["matchConditions"]
         assert _cel_scheduler_list(cond["expression"]) == names
     for component in ("webhook", "grouper"):
-        assert flag_values(args_of(docs, component), "--scheduler-name") == names
+        assert flag_values(args_of(docs, component), "--backend") == [f"{n}=kai" for n in names]
+
+
+# ---------------------------------------------------------------------------
+# backends
+
+#: where each backend's PodGroups live (the resource is ``podgroups`` in all of them)
+BACKEND_GROUPS = {"kai": "scheduling.run.ai", "volcano": "scheduling.volcano.sh",
+                  "coscheduling": "scheduling.x-k8s.io", "native": "scheduling.k8s.io"}
+BACKEND_CRDS = {"kai": "podgroups.scheduling.run.ai", "volcano": "podgroups.scheduling.volcano.sh",
+                "coscheduling": "podgroups.scheduling.x-k8s.io"}
+
+
+def only(backend: str, scheduler: str = "gang-scheduler", **values) -> dict:
+    """Values mapping one scheduler name to ``backend``, and nothing else."""
+    return {"backends": {"kai-scheduler": None, scheduler: backend}, **values}
+
+
+def test_the_registry_and_the_chart_agree_on_every_backend():
+    """Each backend podgang knows has its API group in the chart (RBAC, CRDs)."""
+    for name, backend in BACKENDS.items():
+        assert BACKEND_GROUPS.get(name) == backend.podgroup.group, f"the chart does not know backend {name}"
+        assert backend.podgroup.plural == "podgroups"
+
+
+@pytest.mark.parametrize("backend", sorted(BACKEND_GROUPS))
+def test_rbac_covers_only_the_enabled_backends_podgroups(backend):
+    docs = render(only(backend))
+    for component, verbs in (("grouper", ("list", "watch", "create", "patch", "delete")), ("webhook", ("get", "create"))):
+        rules = _rules_for(docs, f"{RELEASE}-{component}")
+        for other, group in BACKEND_GROUPS.items():
+            for verb in verbs:
+                assert _allowed(rules, group, "podgroups", verb, namespace="team-a") == (other == backend), (
+                    f"{component} {verb} podgroups.{group} with only {backend} enabled")
+    # mapped twice, granted once
+    both = render({"backends": {"a": backend, "b": backend, "kai-scheduler": None}})
+    (rule,) = [r for _, r in _rules_for(both, f"{RELEASE}-grouper") if "podgroups" in r["resources"]]
+    assert rule["apiGroups"] == [BACKEND_GROUPS[backend]]
+
+
+@pytest.mark.parametrize("backend", sorted(BACKEND_GROUPS))
+def test_the_crd_option_installs_each_enabled_backends_crd(backend):
+    crds = {c["metadata"]["name"]: c for c in find(render(only(backend, crds={"install": True})),
+                                                    "CustomResourceDefinition")}
+    expected = {BACKEND_CRDS[backend]} if backend in BACKEND_CRDS else set()
+    assert set(crds) == expected
+    for crd in crds.values():
+        assert crd["spec"]["group"] == BACKEND_GROUPS[backend]
+        assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+        assert crd["metadata"]["labels"]["app.kubernetes.io/instance"] == RELEASE
+        kubernetes_validate.validate(crd, "1.33", strict=True)
+    mixed = render({"backends": {"volcano": "volcano", "cos": "coscheduling"}, "crds": {"install": True, "keep": False}})
+    assert {c["metadata"]["name"] for c in find(mixed, "CustomResourceDefinition")} == set(BACKEND_CRDS.values())
+    assert all("helm.sh/resource-policy" not in (c["metadata"].get("annotations") or {})
+               for c in find(mixed, "CustomResourceDefinition"))
+
+
+def test_the_volcano_and_coscheduling_crds_are_the_ones_their_projects_publish():
+    fixtures = ROOT.parent / "shared" / "fixtures" / "crds"
+    for name in ("scheduling.volcano.sh_podgroups.yaml", "scheduling.x-k8s.io_podgroups.yaml"):
+        shipped = CHART / "files" / "crds" / name
+        if fixtures.exists():
+            assert shipped.read_text() == (fixtures / name).read_text()
+        assert yaml.safe_load(shipped.read_text())["kind"] == "CustomResourceDefinition"
+
+
+def test_native_gets_its_own_webhook_entry_with_the_namespace_selector():
+    docs = render({"backends": {"volcano": "volcano", "default-scheduler": "native"},
+                   "nativeNamespaceSelector": {"example.com/gangs": "native"}})
+    for config in webhook_configs(docs):
+        shared, native = config["webhooks"]
+        assert native["name"].endswith("-native.podgang.io") and not shared["name"].endswith("-native.podgang.io")
+        assert _cel_scheduler_list(shared["matchConditions"][0]["expression"]) == ["kai-scheduler", "volcano"]
+        assert _cel_scheduler_list(native["matchConditions"][0]["expression"]) == ["default-scheduler"]
+        assert "matchLabels" not in shared["namespaceSelector"]
+        assert native["namespaceSelector"]["matchLabels"] == {"example.com/gangs": "native"}
+        assert native["namespaceSelector"]["matchExpressions"] == shared["namespaceSelector"]["matchExpressions"]
+        assert {k: v for k, v in native.items() if k not in ("name", "namespaceSelector", "matchConditions")} == {
+            k: v for k, v in shared.items() if k not in ("name", "namespaceSelector", "matchConditions")}
+    args = args_of(docs, "grouper")
+    assert flag_values(args, "--backend") == ["default-scheduler=native", "kai-scheduler=kai", "volcano=volcano"]
+    assert flag_values(args, "--namespace-selector") == ["example.com/gangs=native"]
+    assert flag_values(args, "--namespace-selector-backend") == ["native"]
+    rules = _rules_for(docs, f"{RELEASE}-grouper")
+    assert _allowed(rules, "", "namespaces", "watch") and not _allowed(rules, "", "namespaces", "patch")
+    assert not _allowed(_rules_for(render({}), f"{RELEASE}-grouper"), "", "namespaces", "watch")
+    default_labels = webhook_configs(render({"backends": {"default-scheduler": "native"}}))[0]["webhooks"][1]
+    assert default_labels["namespaceSelector"]["matchLabels"] == {"podgang.io/native": "enabled"}
+    # only native: no entry for the others at all
+    for config in webhook_configs(render(only("native", "default-scheduler"))):
+        (hook,) = config["webhooks"]
+        assert hook["name"].endswith("-native.podgang.io")
+
+
+def test_backend_args_are_accepted_by_the_real_command_line(monkeypatch):
+    """The chart's --backend and --namespace-selector flags parse in both commands, for
+    every backend name the chart knows (stand-ins where the module is not there)."""
+    for name in BACKEND_GROUPS:
+        monkeypatch.setitem(BACKENDS, name, BACKENDS.get(name, KAI))
+    docs = render({"backends": {n: n for n in BACKEND_GROUPS}})
+    for component in ("webhook", "grouper"):
+        parser, _run = command_parser(component)
+        errors: list[str] = []
+        parser.error = errors.append
+        parsed = parser.parse_args(args_of(docs, component)[1:])
+        assert errors == []
+        assert sorted(parsed.backends) == sorted([("kai-scheduler", "kai"), *((n, n) for n in BACKEND_GROUPS)])
 
 
 def test_failure_policy_and_timeout_come_from_values():
@@ -806,8 +920,6 @@ def test_chart_metadata():
 @pytest.mark.parametrize("component", ["webhook", "grouper"])
 def test_container_args_are_accepted_by_the_real_command_line(variant, component):
     """Every flag the chart passes exists in `podgang <command>`, with a valid value."""
-    from podgang.cli import command_parser
-
     _name, _values, docs = variant
     args = args_of(docs, component)
     assert args[0] == component
@@ -823,16 +935,12 @@ def test_container_args_are_accepted_by_the_real_command_line(variant, component
 def test_webhook_rbac_covers_every_owner_kind_it_looks_up(defaults):
     """The webhook fetches each kind in podgang.kinds.OWNER_KINDS; a 403 would leave
     those pods without a gang on every admission."""
-    from podgang.kinds import OWNER_KINDS
-
     rules = _rules_for(defaults, f"{RELEASE}-webhook")
     for resource in OWNER_KINDS.values():
         assert _allowed(rules, resource.group, resource.plural, "get"), f"webhook cannot get {resource.plural}"
 
 
 def test_grouper_rbac_covers_every_kind_it_watches(defaults):
-    from podgang.kinds import FOLLOWED, POD
-
     rules = _rules_for(defaults, f"{RELEASE}-grouper")
     for resource in (POD, *(k.resource for k in FOLLOWED)):
         for verb in ("list", "watch"):
@@ -843,10 +951,7 @@ def test_grouper_rbac_covers_every_kind_it_watches(defaults):
 def test_rbac_names_no_workload_kind_the_registry_does_not_follow(defaults, component):
     """The registry and the chart agree both ways: a kind dropped from (or never in)
     podgang.kinds has no read rule left behind in the chart."""
-    from podgang.kinds import FOLLOWED, POD, WORKLOADS
-    from podgang.settings import DEFAULT
-
-    known = {(POD.group, POD.plural), (DEFAULT.backend.podgroup.group, DEFAULT.backend.podgroup.plural),
+    known = {(POD.group, POD.plural), (DEFAULT.default_backend.podgroup.group, DEFAULT.default_backend.podgroup.plural),
              *((k.resource.group, k.resource.plural) for k in FOLLOWED)}
     workload_groups = {k.resource.group for k in WORKLOADS.values()}
     for _scope, rule in _rules_for(defaults, f"{RELEASE}-{component}"):

@@ -12,6 +12,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from podgang.backends import KAI
 from podgang.grouper import cli
 from podgang.grouper.health import HealthServer
 from podgang.metrics import GrouperMetrics
@@ -31,7 +32,8 @@ def test_defaults_follow_the_spec(monkeypatch):
             monkeypatch.delenv(name)
     args = parse([])
     assert args.namespaces == [] and args.exclude_namespaces == ["kube-system"]
-    assert args.scheduler_names == ["kai-scheduler"]
+    assert args.scheduler_names == [] and args.backends == []
+    assert cli.settings_from(args).backends == (("kai-scheduler", KAI),)
     assert args.staleness_grace_period == 60.0 and args.orphan_timeout == 120.0
     assert args.leader_elect is False and args.leader_election_name == "podgang-grouper"
     assert args.metrics_port == 8080 and args.log_format == "json"

@@ -207,7 +207,7 @@ class TestHandMade:
 
     def test_custom_backend_keys(self):
         backend = KaiBackend(annotation="scheduling.k8s.io/group-name", label="example/group")
-        settings = Settings(backend=backend)
+        settings = Settings(backends=(("kai-scheduler", backend),))
         gang = assert_gang(gang_for_pod(pod(annotations={"scheduling.k8s.io/group-name": "v"}), settings=settings))
         assert gang.name == "v"
         # the KAI keys mean nothing under other keys
@@ -624,7 +624,7 @@ class TestScope:
         assert scope_problem(p) == 'schedulerName "default-scheduler" is not one of kai-scheduler'
 
     def test_configured_scheduler_names(self):
-        settings = Settings(scheduler_names=("kai-scheduler", "volcano"))
+        settings = Settings(backends=(("kai-scheduler", KAI), ("volcano", KAI)))
         p = pod(spec={"schedulerName": "volcano"})
         assert in_scope(p, settings=settings)
         assert not in_scope(p)
@@ -933,7 +933,7 @@ def test_default_settings_are_the_spec_defaults():
         "nvidia.com/gpu",
     )
     assert DEFAULT.staleness_grace_period == 60.0
-    assert DEFAULT.backend is KAI
+    assert DEFAULT.backends == (("kai-scheduler", KAI),)
     assert KAI.annotation == ANNOTATION
     assert KAI.label == LABEL
     assert KAI.subgroup_label == SUBGROUP

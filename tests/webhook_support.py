@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import http.client
 import json
 import os
 import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,6 +23,7 @@ import aiohttp
 import jsonpatch
 from cryptography import x509
 
+from podgang.backends import KAI
 from podgang.settings import DEFAULT, Settings
 from podgang.webhook.server import WebhookConfig, WebhookServer
 
@@ -30,7 +33,7 @@ ADMISSION = FIXTURES / "admission"
 API_FIXTURES = FIXTURES / "api"
 
 #: most recordings use the default scheduler; the tests treat it as in scope
-TEST_SETTINGS: Settings = DEFAULT.with_changes(scheduler_names=("default-scheduler", "kai-scheduler"))
+TEST_SETTINGS: Settings = DEFAULT.with_changes(backends=(("default-scheduler", KAI), ("kai-scheduler", KAI)))
 
 
 # ---------------------------------------------------------------------------
@@ -293,7 +296,6 @@ class ThreadedWebhook:
     (hypothesis drives it through ``http.client``)."""
 
     def __init__(self, tmp_path: Path, **config: Any):
-        import threading
 
         self.tmp_path = tmp_path
         self.config = config
@@ -320,7 +322,6 @@ class ThreadedWebhook:
         self.loop.close()
 
     def request(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-        import http.client
 
         for attempt in (1, 2):
             if self._conn is None:

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import orjson
 
 from podgang import rules
+from podgang.backends import Backend
 from podgang.events import EventSink
 from podgang.settings import Settings
 
@@ -259,7 +260,8 @@ def validate(review: Review, settings: Settings, owners: list[dict[str, Any]] | 
     if isinstance(named, rules.Denial) and not (updating and rules.hand_made_group(review.old, settings) == named):
         return deny(named.message)
     if updating:
-        change = settings.backend.membership_change_problem(review.old, pod)
+        backend = settings.backend_for(pod)
+        change = backend.membership_change_problem(review.old, pod) if backend is not None else None
         if change:
             return deny(change)
     group = named if isinstance(named, str) else rules.group_of(pod, settings)
@@ -332,6 +334,8 @@ class Admission:
         out_of_scope = rules.scope_problem(pod, review.namespace, settings)
         if out_of_scope:
             return skip(out_of_scope)
+        backend = settings.backend_for(pod)
+        assert backend is not None  # in scope: its scheduler is mapped
         if callable(budget):
             budget = budget()
         deadline = time.monotonic() + max(0.05, budget - TIMEOUT_MARGIN)
@@ -357,13 +361,17 @@ class Admission:
             return skip(owner_skipped)
         if isinstance(gang, rules.Denial):
             return deny(gang.message)
+        unfit = backend.membership_problem(gang.name)
+        if unfit:
+            return deny(unfit)
         verdict = Verdict(True, "patched", gang.reason, group=gang.name)
         if gang.hand_made:
-            await self._check_hand_made(gang.name, review.namespace, deadline, verdict)
+            await self._check_hand_made(gang.name, review.namespace, backend, deadline, verdict)
         elif gang.owner_less and not review.dry_run:
-            await self._create_owner_less(pod, chain, review.namespace, deadline, verdict, named=named is not None)
+            await self._create_owner_less(pod, chain, review.namespace, backend, deadline, verdict,
+                                          named=named is not None)
         if verdict.group is not None:
-            verdict.patch = settings.backend.membership_patch(pod, verdict.group)
+            verdict.patch = backend.membership_patch(pod, verdict.group)
         if not verdict.patch and verdict.verdict == "patched":
             verdict.verdict = "allowed"
         if key is not None and gang.source == rules.OWNED and verdict.group is not None:
@@ -382,7 +390,7 @@ class Admission:
         prefix = f"{settings.group_prefix}-" if settings.group_prefix else ""
         if not named.startswith(prefix):
             return None, []
-        bare = settings.backend.without_membership(pod)
+        bare = rules.without_membership(pod, settings)
         if rules.next_owner(bare) is None:
             md = rules.metadata(bare)
             name, generate = md.get("name"), md.get("generateName")
@@ -417,8 +425,9 @@ class Admission:
             chain.append(await self.owners.get(namespace, ref, timeout=self._left(deadline)))
         raise OwnerLookupFailed(f"the ownerReference chain is deeper than {MAX_OWNER_DEPTH}")
 
-    async def _check_hand_made(self, name: str, namespace: str, deadline: float, verdict: Verdict) -> None:
-        state, detail = await self.podgroups.exists(namespace, name, timeout=self._left(deadline))
+    async def _check_hand_made(self, name: str, namespace: str, backend: Backend, deadline: float,
+                               verdict: Verdict) -> None:
+        state, detail = await self.podgroups.exists(namespace, name, backend, timeout=self._left(deadline))
         if state is Existence.MISSING:
             verdict.warnings.append(rules.missing_group_warning(name, namespace))
             verdict.reason += "; the PodGroup does not exist yet"
@@ -430,6 +439,7 @@ class Admission:
         pod: dict[str, Any],
         chain: list[dict[str, Any]],
         namespace: str,
+        backend: Backend,
         deadline: float,
         verdict: Verdict,
         *,
@@ -441,11 +451,12 @@ class Admission:
         pod_name = (pod.get("metadata") or {}).get("name")
         taken: list[str] = []
         for _ in range(NAME_ATTEMPTS):
-            result = await self.podgroups.create_for_pod(namespace, name, timeout=lambda: self._left(deadline))
+            result = await self.podgroups.create_for_pod(namespace, name, backend, pod=pod,
+                                                         timeout=lambda: self._left(deadline))
             if result.outcome is Outcome.CREATED:
                 verdict.group = name
                 verdict.reason += f"; created PodGroup {name}"
-                self._created_event(result.podgroup, namespace, name, pod)
+                self._created_event(result.podgroup, namespace, name, pod, backend)
                 break
             if result.outcome is Outcome.REUSED:
                 verdict.group = name
@@ -474,10 +485,11 @@ class Admission:
         if taken:
             verdict.reason += f" ({', '.join(taken)} exist and podgang does not manage them)"
 
-    def _created_event(self, podgroup: dict[str, Any] | None, namespace: str, name: str, pod: dict[str, Any]) -> None:
+    def _created_event(self, podgroup: dict[str, Any] | None, namespace: str, name: str, pod: dict[str, Any],
+                       backend: Backend) -> None:
         if self.events is None:
             return
-        obj = podgroup or self.podgroups.manifest_for_owner_less(namespace, name)
+        obj = podgroup or self.podgroups.manifest_for_owner_less(namespace, name, backend)
         message = f"created for owner-less pod {pod_label(pod)} in namespace {namespace} (minMember 1)"
         self.events.emit(obj, "PodGroupCreated", message)
 

@@ -7,11 +7,21 @@ Every flag can also be given as a PODGANG_* environment variable."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import sys
 
 from podgang.certs.cli import add_webhook_config_flags
-from podgang.options import add_flag, duration, own_namespace, port
+from podgang.logs import setup_logging
+from podgang.options import add_backend_flags, add_flag, backends_from, duration, own_namespace, port
 from podgang.webhook.connections import ConnectionLimits
 from podgang.settings import DEFAULT
+
+from podgang.webhook.server import WebhookConfig, serve
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+    uvloop = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(clients, "--idle-timeout", default=120.0, type=duration, help="close a connection with no request under way after this (keep it above the apiserver's 90s)")
     add_flag(clients, "--max-connections", default=500, type=int, help="sockets held at once, TLS handshakes included; one more evicts the slowest, or waits in the backlog")
     scope = parser.add_argument_group("scope")
-    add_flag(scope, "--scheduler-name", default=list(DEFAULT.scheduler_names), repeat=True, help="pods with this schedulerName are in scope (repeatable)")
+    add_backend_flags(scope)
     add_flag(scope, "--exclude-namespace", default=["kube-system"], repeat=True, help="namespace podgang leaves alone (repeatable); --namespace is always excluded")
     api = parser.add_argument_group("Kubernetes API")
     add_flag(api, "--kubeconfig", default=None, help="kubeconfig file (else in-cluster config, else $KUBECONFIG or ~/.kube/config)")
@@ -73,14 +83,10 @@ def _limits(args: argparse.Namespace) -> ConnectionLimits:
     )
 
 
-def config_from_args(args: argparse.Namespace):
-    from podgang.settings import DEFAULT
-
-    from podgang.webhook.server import WebhookConfig
-
+def config_from_args(args: argparse.Namespace) -> WebhookConfig:
     excluded = list(dict.fromkeys([*args.exclude_namespace, *([args.namespace] if args.namespace else [])]))
     settings = DEFAULT.with_changes(
-        scheduler_names=tuple(dict.fromkeys(args.scheduler_name)) or DEFAULT.scheduler_names,
+        backends=backends_from(args),
         excluded_namespaces=tuple(excluded),
     )
     return WebhookConfig(
@@ -106,27 +112,14 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from podgang.logs import setup_logging
-
-    from podgang.webhook.server import serve
-
     problem = _choice_problem(args)
     if problem:
-        import sys
-
         print(problem, file=sys.stderr)
         return 2
     setup_logging(args.log_format, args.log_level)
     config = config_from_args(args)
     if config.manage_certs and not config.namespace:
         raise SystemExit("podgang webhook: --manage-certs needs --namespace (or PODGANG_NAMESPACE)")
-    try:
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        loop_factory = None
+    loop_factory = uvloop.new_event_loop if uvloop is not None else None
     with asyncio.Runner(loop_factory=loop_factory) as runner:
         return runner.run(serve(config, kubeconfig=args.kubeconfig, json_logs=args.log_format == "json"))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from podgang.api import Api, ApiError, Conflict, NotFound
-from podgang.backends import GangSpec
+from podgang.backends import Backend, GangSpec
 from podgang.metrics import WebhookMetrics
 from podgang.settings import Settings
 
@@ -60,24 +60,27 @@ class PodGroups:
     ):
         self.api = api
         self.settings = settings
-        self.backend = settings.backend
         self.metrics = metrics
         self.exists_ttl = exists_ttl
         self.missing_ttl = missing_ttl
         self.max_size = max_size
         self.clock = clock
-        self._seen: OrderedDict[tuple[str, str], tuple[float, Existence]] = OrderedDict()
-        self._inflight: dict[tuple[str, str], asyncio.Future] = {}
+        self._seen: OrderedDict[tuple[str, str, str], tuple[float, Existence]] = OrderedDict()
+        self._inflight: dict[tuple[str, str, str], asyncio.Future] = {}
 
     def is_managed(self, podgroup: Any) -> bool:
         labels = ((podgroup or {}).get("metadata") or {}).get("labels") or {}
         return isinstance(labels, dict) and labels.get(self.settings.managed_by_label) == self.settings.managed_by_value
 
-    def manifest_for_owner_less(self, namespace: str, name: str) -> dict[str, Any]:
-        return self.backend.build_podgroup(GangSpec(name, namespace, 1, labels=self.settings.managed_labels))
+    def manifest_for_owner_less(self, namespace: str, name: str, backend: Backend,
+                                pod: Any = None) -> dict[str, Any]:
+        """The group of one of an owner-less pod, with the backend's per-gang settings from the pod."""
+        options = backend.gang_options([pod]) if pod is not None else {}
+        return backend.build_podgroup(GangSpec(name, namespace, 1, labels=self.settings.managed_labels, **options))
 
     async def create_for_pod(
-        self, namespace: str, name: str, *, timeout: float | Callable[[], float] | None = None
+        self, namespace: str, name: str, backend: Backend, *, pod: Any = None,
+        timeout: float | Callable[[], float] | None = None
     ) -> CreateResult:
         """Create PodGroup ``name`` for an owner-less pod, or say why not.
 
@@ -88,9 +91,9 @@ class PodGroups:
         left = timeout if callable(timeout) else (lambda: timeout)
         if self.api is None:
             return CreateResult(Outcome.FAILED, "no Kubernetes API access configured")
-        body = self.manifest_for_owner_less(namespace, name)
+        body = self.manifest_for_owner_less(namespace, name, backend, pod)
         try:
-            created = await self.api.create(self.backend.podgroup.path(namespace), body, timeout=left())
+            created = await self.api.create(backend.podgroup.path(namespace), body, timeout=left())
         except Conflict:
             pass  # it exists: ours to reuse, or someone else's?
         except ApiError as exc:
@@ -98,10 +101,10 @@ class PodGroups:
             return CreateResult(Outcome.FAILED, f"create {name}: {exc}" if exc.status else str(exc))
         else:
             self.metrics.podgroups_created.inc()
-            self._remember(namespace, name, Existence.EXISTS)
+            self._remember((namespace, name, backend.name), Existence.EXISTS)
             return CreateResult(Outcome.CREATED, podgroup=created if isinstance(created, dict) else None)
         try:
-            existing = await self.api.get(self.backend.podgroup.path(namespace, name), timeout=left())
+            existing = await self.api.get(backend.podgroup.path(namespace, name), timeout=left())
         except NotFound:
             return CreateResult(Outcome.TAKEN, f"{name} existed a moment ago and is gone now")
         except ApiError as exc:
@@ -115,9 +118,10 @@ class PodGroups:
             f"PodGroup {name} exists and is not labelled {self.settings.managed_by_label}={self.settings.managed_by_value}",
         )
 
-    async def exists(self, namespace: str, name: str, *, timeout: float | None = None) -> tuple[Existence, str]:
-        """Whether PodGroup ``name`` exists (cached briefly; concurrent checks share one call)."""
-        key = (namespace, name)
+    async def exists(self, namespace: str, name: str, backend: Backend, *,
+                     timeout: float | None = None) -> tuple[Existence, str]:
+        """Whether ``backend``'s PodGroup ``name`` exists (cached briefly; concurrent checks share one call)."""
+        key = (namespace, name, backend.name)
         seen = self._seen.get(key)
         if seen is not None and seen[0] > self.clock():
             return seen[1], ""
@@ -127,7 +131,7 @@ class PodGroups:
         future: asyncio.Future = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            result = await self._check(namespace, name, timeout)
+            result = await self._check(key, backend, timeout)
         except BaseException:
             future.set_result((Existence.UNKNOWN, "check interrupted"))
             raise
@@ -137,30 +141,32 @@ class PodGroups:
         finally:
             self._inflight.pop(key, None)
 
-    async def _check(self, namespace: str, name: str, timeout: float | None) -> tuple[Existence, str]:
+    async def _check(self, key: tuple[str, str, str], backend: Backend,
+                     timeout: float | None) -> tuple[Existence, str]:
+        namespace, name, _ = key
         if self.api is None:
             return Existence.UNKNOWN, "no Kubernetes API access configured"
         try:
-            await self.api.get(self.backend.podgroup.path(namespace, name), timeout=timeout)
+            await self.api.get(backend.podgroup.path(namespace, name), timeout=timeout)
         except NotFound as exc:
             if exc.names(name):
-                self._remember(namespace, name, Existence.MISSING)
+                self._remember(key, Existence.MISSING)
                 return Existence.MISSING, exc.message
             self.metrics.api_error("get_podgroup", exc.status or None)
             return Existence.UNKNOWN, str(exc)
         except ApiError as exc:
             self.metrics.api_error("get_podgroup", exc.status or None)
             return Existence.UNKNOWN, str(exc)
-        self._remember(namespace, name, Existence.EXISTS)
+        self._remember(key, Existence.EXISTS)
         return Existence.EXISTS, ""
 
-    def _remember(self, namespace: str, name: str, state: Existence) -> None:
+    def _remember(self, key: tuple[str, str, str], state: Existence) -> None:
         ttl = self.exists_ttl if state is Existence.EXISTS else self.missing_ttl
         if ttl <= 0:
-            self._seen.pop((namespace, name), None)
+            self._seen.pop(key, None)
             return
-        self._seen[(namespace, name)] = (self.clock() + ttl, state)
-        self._seen.move_to_end((namespace, name))
+        self._seen[key] = (self.clock() + ttl, state)
+        self._seen.move_to_end(key)
         while len(self._seen) > self.max_size:
             self._seen.popitem(last=False)
 

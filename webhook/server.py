@@ -8,15 +8,18 @@ Endpoints: ``POST /mutate-pods``, ``POST /validate-pods``, ``GET /healthz``,
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from aiohttp import web
 
 from podgang import rules
 from podgang.api import Api, make_api_client
+from podgang.discovery import discovered
 from podgang.events import EventRecorder, EventSink
 from podgang.metrics import WebhookMetrics
 from podgang.objects import clip
@@ -34,7 +37,7 @@ from podgang.webhook.admission import (
 )
 from podgang.webhook.certificates import CertificateKeeper
 from podgang.webhook.connections import ConnectionLimits, ConnectionTable, GuardedSite
-from podgang.webhook.decisions import DecisionLog
+from podgang.webhook.decisions import DecisionLog, stderr_stream
 from podgang.webhook.owners import OwnerCache
 from podgang.webhook.podgroups import PodGroups
 from podgang.webhook.tls import ServingCertificate
@@ -148,7 +151,7 @@ class WebhookServer:
                     "address": f"{self.config.host}:{self.port}",
                     "cert_dir": self.config.cert_dir,
                     "certificate_loaded": self.certificate.loaded,
-                    "scheduler_names": list(self.settings.scheduler_names),
+                    "backends": {name: backend.name for name, backend in self.settings.backends},
                     "excluded_namespaces": list(self.settings.excluded_namespaces),
                     "api": self.api is not None,
                     "max_connections": self.config.limits.max_connections,
@@ -289,16 +292,13 @@ async def serve(config: WebhookConfig, *, kubeconfig: str | None = None, json_lo
 
     ``json_logs``: decision lines take the fast path (see :mod:`webhook.decisions`).
     """
-    import gc
-    import signal
-
-    from podgang.webhook.decisions import stderr_stream
-
     try:
         api_client = await make_api_client(kubeconfig)
     except RuntimeError as exc:
         log.error("cannot start the webhook", extra={"fields": {"error": str(exc)}})
         return 2
+    settings = await discovered(Api(api_client, timeout=config.api_timeout), config.settings)
+    config = replace(config, settings=settings)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     received: list[str] = []

@@ -145,6 +145,12 @@ class Backend(ABC):
     def min_member(self, podgroup: Any) -> int | None:
         """The PodGroup's current size, or None when it has none (or a bad one)."""
 
+    def for_discovery(self, discovery: Mapping[str, Any] | None) -> "Backend":
+        """This backend as the cluster serves it, from the discovery document of its
+        PodGroup's API group (``GET /apis/<group>``; None when not served or unknown).
+        A backend whose version depends on what is served returns that variant."""
+        return self
+
     @abstractmethod
     def resize(self, podgroup: Any, value: int) -> Resize:
         """How to bring a live PodGroup to size ``value``."""

@@ -158,6 +158,14 @@ class NativeBackend(Backend):
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         return {POLICY: spec[POLICY]} if POLICY in spec else {}
 
+    def for_discovery(self, discovery: Mapping[str, Any] | None) -> "NativeBackend":
+        """The version the cluster serves (``v1beta1`` makes minCount mutable);
+        raises ValueError when it serves no native PodGroup API."""
+        if discovery is None:
+            return self
+        version = native_version(discovery)
+        return self if version == self.podgroup.version else NativeBackend(version)
+
     def scheduler_verdict(self, podgroup: Any) -> SchedulerVerdict | None:
         """The ``PodGroupScheduled`` condition: ``scheduled``, or its reason
         (``unschedulable``) and message. kube-scheduler sets it at the gang's first

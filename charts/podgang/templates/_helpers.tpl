@@ -121,16 +121,96 @@ release namespace (podgang's own pods must never wait for podgang).
 {{- end -}}
 
 {{/*
-CEL for the webhooks' matchConditions: only pods for one of our schedulers reach the
-webhook, so a podgang outage (or failurePolicy: Fail) never touches any other
+The scheduler name -> backend map in force, as JSON: .Values.backends (a null value
+removes a default entry) plus each of .Values.schedulerNames as NAME: kai (the older
+form). Callers: `include "podgang.backends" . | fromJson`.
+*/}}
+{{- define "podgang.backends" -}}
+{{- $map := dict -}}
+{{- range $name, $backend := .Values.backends }}{{ if $backend }}{{ $_ := set $map $name $backend }}{{ end }}{{ end -}}
+{{- range .Values.schedulerNames }}{{ if not (hasKey $map .) }}{{ $_ := set $map . "kai" }}{{ end }}{{ end -}}
+{{- if not $map }}{{ fail "backends: map at least one scheduler name to a backend, e.g. kai-scheduler: kai" }}{{ end -}}
+{{- toJson $map -}}
+{{- end -}}
+
+{{/*
+The backends in force, each once, sorted (JSON list).
+*/}}
+{{- define "podgang.enabledBackends" -}}
+{{- values (include "podgang.backends" . | fromJson) | uniq | sortAlpha | toJson -}}
+{{- end -}}
+
+{{/*
+The API group of each backend's PodGroups (the resource is `podgroups` in all of them),
+and whether the chart can install its CRD (crds.install): native Kubernetes gangs are
+built into the apiserver. podgang.backends in Python holds the same facts; a chart test
+checks that the two agree.
+*/}}
+{{- define "podgang.backendApiGroups" -}}
+{{- toJson (dict "kai" "scheduling.run.ai" "volcano" "scheduling.volcano.sh" "coscheduling" "scheduling.x-k8s.io" "native" "scheduling.k8s.io") -}}
+{{- end -}}
+
+{{/*
+The API groups of the enabled backends' PodGroups, for RBAC (JSON list).
+*/}}
+{{- define "podgang.podgroupApiGroups" -}}
+{{- $groups := include "podgang.backendApiGroups" . | fromJson -}}
+{{- $out := list -}}
+{{- range (include "podgang.enabledBackends" . | fromJsonArray) }}{{ $out = append $out (get $groups .) }}{{ end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+The scheduler names per kind of webhook entry (JSON): "shared" for every backend but
+native, "native" for native (its entry also carries nativeNamespaceSelector: native
+gangs are opt-in per namespace, because default-scheduler pods are everywhere).
+*/}}
+{{- define "podgang.webhookSchedulers" -}}
+{{- $shared := list -}}{{- $native := list -}}
+{{- range $name, $backend := (include "podgang.backends" . | fromJson) }}
+{{- if eq $backend "native" }}{{ $native = append $native $name }}{{ else }}{{ $shared = append $shared $name }}{{ end }}
+{{- end -}}
+{{- toJson (dict "shared" $shared "native" $native) -}}
+{{- end -}}
+
+{{/*
+CEL for the webhooks' matchConditions: only pods for one of the given schedulers reach
+the webhook, so a podgang outage (or failurePolicy: Fail) never touches any other
 scheduler's pods. `object` is the pod for CREATE and for UPDATE (the new pod; a pod's
 schedulerName is immutable, so old and new agree); it is null only for DELETE, which
 neither webhook registers, and the guard keeps the expression safe if one ever does.
 Scheduler names are DNS names (enforced by values.schema.json), so single quotes
-cannot break out of the CEL string literals.
+cannot break out of the CEL string literals. Argument: the list of names.
 */}}
 {{- define "podgang.schedulerMatchExpression" -}}
 object != null && has(object.spec.schedulerName) && object.spec.schedulerName in [
-{{- range $i, $name := .Values.schedulerNames }}{{ if $i }}, {{ end }}{{ $name | squote }}{{ end -}}
+{{- range $i, $name := . }}{{ if $i }}, {{ end }}{{ $name | squote }}{{ end -}}
 ]
+{{- end -}}
+
+{{/*
+The --backend flags of both processes (one per scheduler name).
+*/}}
+{{- define "podgang.backendArgs" -}}
+{{- $args := list -}}
+{{- range $name, $backend := (include "podgang.backends" . | fromJson) }}{{ $args = append $args (printf "- --backend=%s=%s" $name $backend) }}{{ end -}}
+{{- join "\n" $args -}}
+{{- end -}}
+
+
+{{/*
+nativeNamespaceSelector as a label selector string (the grouper's --namespace-selector).
+*/}}
+{{- define "podgang.nativeSelector" -}}
+{{- $parts := list -}}
+{{- range $key, $value := (include "podgang.nativeNamespaceLabels" . | fromJson) }}{{ $parts = append $parts (printf "%s=%s" $key $value) }}{{ end -}}
+{{- join "," $parts -}}
+{{- end -}}
+
+{{/*
+The namespace labels that opt in to native gangs (JSON): nativeNamespaceSelector, or
+podgang.io/native: enabled when it is empty (a map default would merge with the user's).
+*/}}
+{{- define "podgang.nativeNamespaceLabels" -}}
+{{- toJson (.Values.nativeNamespaceSelector | default (dict "podgang.io/native" "enabled")) -}}
 {{- end -}}
