@@ -1,0 +1,136 @@
+"""The structure the architecture promises (docs/architecture.md), checked on the
+source itself: imports at the top of modules, no import cycles, dependencies
+pointing one way (processes → rules → objects), and one module that spells each
+scheduler's names."""
+
+from __future__ import annotations
+
+import ast
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: installed package -> folder (pyproject's package-dir)
+PACKAGES = {"podgang": "podgang", "podgang.webhook": "webhook", "podgang.grouper": "grouper",
+            "podgang.certs": "certs"}
+#: the pure layers: no I/O library, and nothing from a process
+PURE = ("podgang.objects", "podgang.rules", "podgang.kinds", "podgang.rollouts", "podgang.settings",
+        "podgang.backends")
+PROCESSES = ("podgang.webhook", "podgang.grouper", "podgang.certs", "podgang.plan", "podgang.api",
+             "podgang.events", "podgang.metrics")
+IO_LIBRARIES = ("aiohttp", "kubernetes_asyncio", "prometheus_client", "cryptography")
+#: what only podgang/backends/kai.py may spell: KAI's API group and its pod keys
+KAI_NAMES = re.compile(r"scheduling\.run\.ai|pod-group-name|kai\.scheduler/")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for package, folder in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            relative = path.relative_to(ROOT / folder).with_suffix("")
+            parts = [p for p in relative.parts if p != "__init__"]
+            out[".".join([package, *parts])] = path
+    return out
+
+
+MODULES = modules()
+
+
+def imports(tree: ast.Module, name: str, path: Path) -> set[str]:
+    """The podgang modules ``name`` imports at its top level."""
+    found = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            base = node.module
+            if node.level:
+                package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [node.module])
+            for alias in node.names:  # `from package import module` depends on the module
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base)
+    return {m for m in found if m in MODULES}
+
+
+def nested_imports(tree: ast.Module) -> list[int]:
+    """Lines of imports inside functions or classes (``if TYPE_CHECKING:`` blocks aside)."""
+    lines = []
+    for top in tree.body:
+        if isinstance(top, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            lines += [n.lineno for n in ast.walk(top) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return lines
+
+
+TREES = {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+GRAPH = {name: imports(tree, name, MODULES[name]) - {name} for name, tree in TREES.items()}
+
+
+def test_the_process_packages_are_found():
+    assert {"podgang.webhook.server", "podgang.grouper.controller", "podgang.certs.pki",
+            "podgang.backends.kai", "podgang.kinds"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_imports_are_at_the_top_of_the_module(name):
+    assert nested_imports(TREES[name]) == [], f"{MODULES[name]}: imports inside functions or classes"
+
+
+def test_there_are_no_import_cycles():
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(GRAPH[node]):
+            if state.get(nxt) == 1:
+                cycle = stack[stack.index(nxt):] + [nxt]
+                raise AssertionError("import cycle: " + " → ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(GRAPH):
+        if node not in state:
+            visit(node)
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith(PURE)))
+def test_the_pure_layers_import_no_process_and_no_io_library(name):
+    tree = TREES[name]
+    libraries = {a.name.split(".")[0] for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    libraries |= {n.module.split(".")[0] for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
+    assert not libraries & set(IO_LIBRARIES), f"{name} imports an I/O library"
+    assert not {m for m in GRAPH[name] if m.startswith(PROCESSES)}, f"{name} imports a process"
+
+
+def test_one_module_spells_kais_group_and_keys():
+    spelling = sorted(name for name, path in MODULES.items() if KAI_NAMES.search(path.read_text()))
+    assert spelling == ["podgang.backends.kai"]
+
+
+def test_the_wheel_holds_every_module(tmp_path):
+    """What the image installs: a wheel built from pyproject.toml, not the editable
+    install the suite runs from (which finds every folder anyway)."""
+    source = tmp_path / "source"  # a clean copy: no build/ folder left by an earlier build
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    for folder in PACKAGES.values():
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = tmp_path.glob("podgang-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    missing = sorted(m for m in MODULES if f"{m.replace('.', '/')}.py" not in names
+                     and f"{m.replace('.', '/')}/__init__.py" not in names)
+    assert missing == [], f"the wheel lacks {missing}"
