@@ -16,6 +16,9 @@ run: $(BIN)/.installed
 	$(BIN)/podgang plan examples/ || [ $$? -eq 1 ]
 	@echo; echo '--- after: podgang plan examples/02-shared-podgroup-deployments.yaml --scale deployment/model-1=2'; echo
 	$(BIN)/podgang plan examples/02-shared-podgroup-deployments.yaml --scale deployment/model-1=2
+	@echo; echo '--- the other gang schedulers side by side: Volcano, native Kubernetes, coscheduling'; echo
+	$(BIN)/podgang plan examples/07-volcano-lws.yaml examples/08-native-training.yaml examples/09-coscheduling.yaml \
+		--backend volcano=volcano --backend default-scheduler=native --backend scheduler-plugins-scheduler=coscheduling
 
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
