@@ -12,9 +12,8 @@ import jsonpatch
 import pytest
 
 from podgang.backends.base import Backend
-from podgang.events import EventSink
+from podgang.events import EventRecorder, EventSink
 from podgang.grouper.controller import Controller, Options
-from podgang.events import EventRecorder
 from tests.backend_support import SCHEDULERS, podgroup_of, resource, settings_for
 from tests.grouper_support import deployment, events, owned_group, pod, replicaset, scale
 from tests.kube_emulator import KubeEmulator
@@ -87,3 +86,36 @@ async def test_native_creates_the_policy_and_reports_a_pod_it_cannot_backfill_on
         # nothing retries it: the work queue runs dry with the pod still as it was
         await asyncio.wait_for(controller.queue.wait_idle(), 10)
         assert len(events(emu, "BackfillImpossible")) == 1 and emu.count("PATCH", r"/pods/") == 0
+
+
+@pytest.mark.parametrize("name", ["volcano", "coscheduling", "native"])
+async def test_a_stale_gang_is_evicted_in_every_backend(name):
+    """A satisfied gang of 3 loses a member with no rollout: after the grace period the
+    rest is evicted, whatever scheduler spells the gang."""
+    backend, scheduler = SCHEDULERS[name]
+    settings = settings_for(name).with_changes(staleness_grace_period=0.3)
+    async with KubeEmulator() as emu:
+        emu.register(resource(backend))
+        dep = emu.put(deployment("web", 3, ns=NS, scheduler=scheduler))
+        rs = emu.put(replicaset(dep))
+        group = owned_group(dep)
+        for i in range(3):
+            emu.put(member(f"web-{i}", rs, backend, scheduler, group))
+        client = emu.api_client()
+        controller = Controller(client, settings, Options(resync_period=300.0, request_timeout=5.0),
+                                events=EventSink(EventRecorder(client, "podgang-grouper")))
+        task = asyncio.create_task(controller.run())
+        try:
+            await emu.wait_for(lambda: podgroup_of(emu, backend, NS, group) is not None, 10, "no PodGroup")
+            await emu.wait_for(lambda: controller.initial_reconcile_done, 10, "no first reconcile")
+            await controller.queue.wait_idle()
+            emu.delete("pods", NS, "web-0")
+            (stale,) = await eventually(lambda: events(emu, "GangStale"), what="a GangStale event")
+            assert stale["message"].startswith("2 of 3 members active, minMember 3")
+            await emu.wait_for(lambda: emu.list("pods", NS) == [], 10, "the rest of the gang was not evicted")
+            (evicted,) = await eventually(lambda: events(emu, "GangEvicted"), what="a GangEvicted event")
+            assert "evicted 2 pods" in evicted["message"]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await client.close()

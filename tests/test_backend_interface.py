@@ -18,9 +18,8 @@ import pytest
 
 from podgang.backends import GangSpec, Resize
 from podgang.backends.base import REPLACE_WHEN_EMPTY, Backend, string_value
-from podgang.events import EventSink
+from podgang.events import EventRecorder, EventSink
 from podgang.grouper.controller import Controller, Options
-from podgang.events import EventRecorder
 from podgang.manifests import Manifest, Source
 from podgang.objects import Denial, Resource, annotations, as_dict
 from podgang.plan import build_plan, podgroup_manifests
