@@ -28,6 +28,7 @@ from kubernetes_asyncio import config
 from podgang import api, kinds
 from podgang.grouper.stale import format_duration
 from podgang.objects import POD, Resource, as_dict
+from podgang.discovery import discovered
 from podgang.options import add_backend_flags, add_flag, backends_from, duration, own_namespace
 from podgang.settings import DEFAULT, Settings
 from podgang.status import (
@@ -99,7 +100,8 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     namespace = None if args.all_namespaces else (args.namespace or context_namespace(args.kubeconfig, args.context))
     api_client = await api.make_api_client(args.kubeconfig, context=args.context)
     try:
-        reader = Reader(api.Api(api_client, timeout=args.request_timeout), settings)
+        client = api.Api(api_client, timeout=args.request_timeout)
+        reader = Reader(client, await discovered(client, settings))  # native: the version the cluster serves
         looks = 0
         shown = failure = None
         code = OK

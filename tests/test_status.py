@@ -20,6 +20,7 @@ from podgang import cli, status_cli
 from podgang.status import events_about, scheduler_verdict
 from podgang.backends import KAI, NATIVE
 from tests import rbac
+from tests.backend_support import resource
 from tests.grouper_support import (
     NS,
     deploy_with_pods,
@@ -407,3 +408,23 @@ def test_a_backend_that_reads_its_schedulers_status_is_asked_first():
     assert (scheduler_verdict(backend, {"status": {"conditions": []}}).state,
             scheduler_verdict(backend, {"status": {"conditions": []}}).message) == ("Scheduled", "all 3 bound")
     assert scheduler_verdict(backend, {"metadata": {}}) is None
+
+
+async def test_a_native_gang_the_scheduler_left_pending_shows_its_verdict(emu, kubeconfig):
+    """With --backend default-scheduler=native: the recorded PodGroup of a gang of 7 that
+    kube-scheduler could not place, and its 7 Pending pods, hand-made (the pod template
+    names the group)."""
+    emu.register(resource(NATIVE))
+    recorded = json.loads((FIXTURES / "native" / "podgroup-unschedulable.json").read_text())
+    group = recorded["metadata"]["name"]
+    recorded["metadata"] = {"name": group, "namespace": NS}
+    emu.put(recorded)
+    for i in range(7):
+        member = pod(f"big-{i}", scheduler="default-scheduler", phase="Pending", node=None)
+        member["spec"]["schedulingGroup"] = {"podGroupName": group}
+        emu.put(member)
+    g = (await gangs(kubeconfig, "--backend", "default-scheduler=native"))[group]
+    assert g["backend"] == "native" and g["minMember"] == 7
+    assert g["members"]["pending"] == 7 and g["members"]["running"] == 0
+    assert g["scheduler"]["state"] == "unschedulable"
+    assert g["scheduler"]["message"].startswith("0/1 placements are available")
