@@ -571,3 +571,23 @@ async def test_a_workload_labelled_skip_is_skipped_by_validate_as_by_mutate(tmp_
     async with running_webhook(tmp_path / "again", api_client=api_client) as wh:
         assert await wh.validate(skipped_review) == {"uid": "skipped", "allowed": True}
         assert await wh.mutate(skipped_review) == {"uid": "skipped", "allowed": True}
+
+
+async def test_a_workload_pod_of_a_hand_made_group_is_labelled_with_its_subgroup(tmp_path, kube, api_client):
+    kube.put(managed_podgroup("prefill-decode", managed=False))
+    doc = owned_pod_review(0)  # a pod of ReplicaSet web-7887448d46 of Deployment web
+    doc["request"]["object"]["metadata"].setdefault("labels", {})["kai.scheduler/podgroup"] = "prefill-decode"
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(doc)
+        pod = patched(doc["request"]["object"], resp)
+        # its subgroup is named after the workload at the top of its owners, looked up for it
+        assert pod["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "web"
+        assert pod["metadata"]["annotations"]["pod-group-name"] == "prefill-decode"
+        again = copy.deepcopy(doc)
+        again["request"]["object"] = pod
+        assert "patch" not in await wh.mutate(again)
+        # a template that names its subgroup keeps it
+        own = copy.deepcopy(doc)
+        own["request"]["object"]["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "prefill"
+        mine = patched(own["request"]["object"], await wh.mutate(own))
+        assert mine["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "prefill"
