@@ -637,8 +637,9 @@ class Controller:
         self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
 
     def _subgroup_counts(self, desired: Desired) -> tuple[stale.SubgroupCount, ...]:
-        """How many members of each subgroup are active (only where the backend holds subgroups)."""
-        if not desired.subgroups or desired.backend is None or desired.backend.subgroup_key is None:
+        """How many members of each subgroup are active: only where the backend holds
+        subgroups and there are several (one subgroup is the whole gang)."""
+        if len(desired.subgroups) < 2 or desired.backend is None or desired.backend.subgroup_key is None:
             return ()
         active: dict[str | None, int] = {}
         for pod in gang_counts(counted_members(self.cache, desired)).remaining:

@@ -182,7 +182,7 @@ class StaleGangTracker:
 
         lost = self._lost_subgroups(obs, h)
         # Cases that can never be stale.
-        if min_member <= 1 and not obs.subgroups:
+        if min_member <= 1:
             h.satisfied_at = None
             return self._not_stale(h, f"minMember {min_member} puts no gang constraint")
         if obs.succeeded > 0:
