@@ -27,7 +27,7 @@ from podgang.backends import Backend
 from podgang.events import EventSink
 from podgang.kinds import FOLLOWED
 from podgang.metrics import GrouperMetrics
-from podgang.objects import NAMESPACE, POD, Resource, is_terminating
+from podgang.objects import NAMESPACE, POD, Resource, is_active, is_terminating
 from podgang.settings import Settings
 
 from podgang.grouper import eviction, stale
@@ -43,6 +43,7 @@ from podgang.grouper.podgroups import (
     is_orphan_candidate,
     plan_writes,
     pod_gang,
+    pod_subgroup,
     retired_by,
     rollout_reason,
     size_held,
@@ -446,6 +447,14 @@ class Controller:
                 self.events.emit(patched, "MinMemberChanged", message)
                 self._decision(key, "patch", message, started, old=old, new=new, source=desired.source)
                 return True
+            if write.action == "patch-subgroups":
+                patched = await self.api.merge_patch(path, write.body)
+                self.writes += 1
+                self._upsert(backend, patched)
+                message = f"subgroups set: {write.note} (each workload's minimum inside the gang)"
+                self.events.emit(patched, "SubgroupsChanged", message)
+                self._decision(key, "patch-subgroups", message, started)
+                return True
             if write.action == "adopt":
                 patched = await self.api.merge_patch(path, write.body)
                 self.writes += 1
@@ -608,6 +617,7 @@ class Controller:
         verdict = self.tracker.observe(stale.GangObservation(
             group=key, min_member=min_member, active=counts.active, succeeded=counts.succeeded,
             workload_settling=settling is not None, grace_period=grace, settling_reason=settling or "",
+            subgroups=self._subgroup_counts(desired),
         ))
         action = verdict.action
         if action == stale.STALE:
@@ -625,6 +635,18 @@ class Controller:
         if verdict.deadline is not None:
             self.queue.add((GROUP, key), max(verdict.deadline - self.clock(), 0.0) + 0.01)
         self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
+
+    def _subgroup_counts(self, desired: Desired) -> tuple[stale.SubgroupCount, ...]:
+        """How many members of each subgroup are active: only where the backend holds
+        subgroups and there are several (one subgroup is the whole gang)."""
+        if len(desired.subgroups) < 2 or desired.backend is None or desired.backend.subgroup_key is None:
+            return ()
+        active: dict[str | None, int] = {}
+        for pod in gang_counts(counted_members(self.cache, desired)).remaining:
+            if is_active(pod):
+                name = pod_subgroup(self.cache, pod)
+                active[name] = active.get(name, 0) + 1
+        return tuple(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)) for s in desired.subgroups)
 
     async def _evict(self, key: str, why: str) -> None:
         started = time.perf_counter()

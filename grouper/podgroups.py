@@ -47,6 +47,7 @@ class Desired:
     pinned: frozenset[str] = frozenset()  # contributions fixed by podgang.io/min-member on the workload
     pending: str | None = None  # cannot decide yet (an owner is not in the cache): why
     backend: Backend | None = None  # whose PodGroup it is (None: nothing says)
+    subgroups: tuple[rules.Subgroup, ...] = ()  # a hand-made group's parts, one per workload
 
     @property
     def key(self) -> str:
@@ -117,7 +118,24 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     """What PodGroup ``group_key`` ("namespace/name") should be, from the cache."""
     backend = group_backend(cache, group_key)
     desired = _desired_group(cache, group_key, cache.podgroups.of(backend, group_key))
+    if desired.subgroups and backend is not None and backend.subgroup_key is None:
+        desired = replace(desired, problems=(*desired.problems, subgroups_unexpressed(desired, backend)))
     return replace(desired, backend=backend)
+
+
+def subgroups_unexpressed(desired: Desired, backend: Backend) -> str:
+    """What a user is told when the scheduler has no subgroups: only the sum holds."""
+    parts = ", ".join(f"{s.name} {s.min_member}" for s in desired.subgroups)
+    total = desired.min_member.value if desired.min_member is not None else "?"
+    return (f"the {backend.name} backend cannot express subgroups ({parts}): the gang only needs "
+            f"minMember {total} pods in all, whichever workloads they belong to")
+
+
+def pod_subgroup(cache: Cache, pod: Obj) -> str | None:
+    """The subgroup a member of a hand-made group counts toward (the one it names,
+    else its top workload's), None while an owner is missing from the cache."""
+    gang = pod_gang(cache, pod)
+    return gang.subgroup if isinstance(gang, rules.Gang) else None
 
 
 def _desired_group(cache: Cache, group_key: str, actual: Obj | None) -> Desired:
@@ -144,13 +162,19 @@ def _desired_group(cache: Cache, group_key: str, actual: Obj | None) -> Desired:
         contributions = []
         pinned = set()
         for w in hand:
-            own, _ = rules.pinned_min_member(w, settings)
-            contributions.append((display_name(w), own if own is not None else kinds.desired_size(w)[0]))
-            if own is not None:
+            own, why = rules.subgroup_min_member(w, settings)
+            contributions.append((display_name(w), own))
+            if not why.startswith(rules.kind_name(w)):  # set by an annotation, not the workload's size
                 pinned.add(display_name(w))
         if standalone:
             contributions.append(("standalone pods", len(standalone)))
-        problems = _pin_problems([actual, *hand], settings)
+        backend = group_backend(cache, group_key)
+        by_subgroup: dict[str, int] = {}
+        for pod in standalone:
+            named = backend.subgroup_of(pod) if backend is not None else None
+            by_subgroup[named or rules.STANDALONE] = by_subgroup.get(named or rules.STANDALONE, 0) + 1
+        subgroups, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings)
+        problems = _pin_problems([actual, *hand], settings) + subgroup_problems
         if actual is None:
             problems += (
                 f"PodGroup {name} not found in namespace {namespace}: "
@@ -160,7 +184,7 @@ def _desired_group(cache: Cache, group_key: str, actual: Obj | None) -> Desired:
         return Desired(
             namespace, name, HAND_MADE, mm, None, False,
             workloads=tuple(hand), members=tuple(members), contributions=tuple(contributions), problems=problems,
-            pinned=frozenset(pinned),
+            pinned=frozenset(pinned), subgroups=subgroups,
         )
 
     # 3. Only pods name it: what would the rules give them from their owners?
@@ -257,7 +281,7 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
         if desired.may_create and desired.min_member is not None:
             manifest = backend.build_podgroup(GangSpec(
                 desired.name, desired.namespace, desired.min_member.value,
-                owner=desired.owner, labels=settings.managed_labels,
+                owner=desired.owner, labels=settings.managed_labels, subgroups=subgroup_sizes(desired),
                 **gang_options(backend, desired.members, desired.workloads),
             ))
             return [Write("create", manifest, None, desired.min_member.value)]
@@ -278,6 +302,16 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             writes.append(Write("patch-min-member", body, current, desired.min_member.value, note))
         elif resize.action == REPLACE_WHEN_EMPTY and managed and not desired.members:
             writes.append(Write("replace", None, current, desired.min_member.value, resize.why))
+    current_subgroups = backend.subgroups_of(actual)
+    wanted_subgroups = dict(subgroup_sizes(desired))
+    if (desired.subgroups and current_subgroups is not None and current_subgroups != wanted_subgroups
+            and (managed or desired.source == HAND_MADE)):
+        body = backend.subgroups_patch(actual, wanted_subgroups)
+        if body is not None:
+            if rv:
+                body["metadata"] = {"resourceVersion": rv}
+            note = ", ".join(f"{n} {v}" for n, v in wanted_subgroups.items())
+            writes.append(Write("patch-subgroups", body, note=note))
     recorded = (_md(actual).get("annotations") or {}).get(settings.desired_size_annotation)
     held = size_held(desired, actual, settings) is not None
     wanted = str(desired.min_member.value) if held and desired.min_member is not None else None
@@ -292,6 +326,11 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             body["metadata"]["resourceVersion"] = rv
         writes.append(Write("adopt", body, note=f"{desired.owner.kind.lower()} {desired.owner.name}"))
     return writes
+
+
+def subgroup_sizes(desired: Desired) -> tuple[tuple[str, int], ...]:
+    """(subgroup, minimum) of the group, for the backend."""
+    return tuple((s.name, s.min_member) for s in desired.subgroups)
 
 
 def size_held(desired: Desired, actual: Obj | None, settings: Settings) -> str | None:

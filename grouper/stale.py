@@ -20,6 +20,10 @@ The rules:
 
 - *satisfied*: active ≥ minMember. The tracker remembers the minMember of the
   last observation at which the gang was satisfied ("satisfied at").
+- *subgroups* (a group several workloads share): each remembers whether it was
+  satisfied (active ≥ its minimum); the gang is stale too when one that was falls
+  below its minimum (every decode pod gone: the prefill pods cannot serve alone),
+  whatever the total says. One still at or above its minimum after a loss is not.
 - *stale*: active < satisfied-at. A gang waiting for capacity after a scale-up
   (minMember rose above a still-intact gang) is therefore not stale.
 - never stale: any member Succeeded (and the remembered level is dropped, so a
@@ -46,6 +50,16 @@ WAITING = "waiting"
 
 
 @dataclass(frozen=True)
+class SubgroupCount:
+    name: str
+    min_member: int
+    active: int
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.active} of minimum {self.min_member} active"
+
+
+@dataclass(frozen=True)
 class GangObservation:
     group: str  # "namespace/name"
     min_member: int
@@ -54,6 +68,7 @@ class GangObservation:
     workload_settling: bool  # rolling out or scaling down
     grace_period: float | None  # seconds; None = never evict
     settling_reason: str = ""  # why the workload is settling, for the message (e.g. "job train is suspended")
+    subgroups: tuple[SubgroupCount, ...] = ()  # the parts of a group several workloads share
 
 
 @dataclass(frozen=True)
@@ -67,6 +82,7 @@ class StaleVerdict:
 class _History:
     satisfied_at: int | None = None  # minMember when last satisfied
     stale_since: float | None = None  # clock time the gang became stale
+    subgroups_satisfied: frozenset[str] = frozenset()  # subgroups seen at or above their minimum
 
 
 def format_duration(seconds: float) -> str:
@@ -164,12 +180,14 @@ class StaleGangTracker:
         min_member = max(obs.min_member, 1)
         active = max(obs.active, 0)
 
+        lost = self._lost_subgroups(obs, h)
         # Cases that can never be stale.
         if min_member <= 1:
             h.satisfied_at = None
             return self._not_stale(h, f"minMember {min_member} puts no gang constraint")
         if obs.succeeded > 0:
             h.satisfied_at = None
+            h.subgroups_satisfied = frozenset()
             return self._not_stale(h, f"{obs.succeeded} member{'s' if obs.succeeded != 1 else ''} succeeded")
         if obs.workload_settling:
             if active >= min_member:
@@ -177,16 +195,17 @@ class StaleGangTracker:
             elif h.satisfied_at is not None:
                 # a scale-down lowers the level; a rollout keeps it
                 h.satisfied_at = min(h.satisfied_at, min_member)
+            h.subgroups_satisfied -= {s.name for s in lost}  # removed on purpose: not lost
             return self._not_stale(h, obs.settling_reason or "its workload is rolling out or scaling down")
 
         if active >= min_member:
             h.satisfied_at = min_member
         level = h.satisfied_at
-        if level is None or active >= level:
+        if not lost and (level is None or active >= level):
             if h.stale_since is not None:
                 h.stale_since = None
                 return StaleVerdict(
-                    RECOVERED, None, f"{active} of {level} members active again, minMember {min_member}"
+                    RECOVERED, None, f"{active} of {level or min_member} members active again, minMember {min_member}"
                 )
             if level is None:
                 why = f"{active} of {min_member} members active, minMember {min_member}: not satisfied yet"
@@ -201,8 +220,12 @@ class StaleGangTracker:
 
         # Stale: active < the level it was satisfied at.
         grace = _sane_grace(obs.grace_period)
-        counts = f"{active} of {level} members active"
-        tail = f"minMember {min_member}"
+        lost_text = "; ".join(map(str, lost))
+        if level is None or active >= level:  # only a subgroup is short
+            counts, tail = lost_text, f"minMember {min_member}"
+        else:
+            counts = f"{active} of {level} members active"
+            tail = f"minMember {min_member}" + (f" ({lost_text})" if lost else "")
         if grace is None:
             action = STALE if h.stale_since is None else WAITING
             if h.stale_since is None:
@@ -226,6 +249,15 @@ class StaleGangTracker:
             deadline,
             f"{counts}, {tail}: evicting the rest in {format_duration(deadline - now)} unless it recovers",
         )
+
+    @staticmethod
+    def _lost_subgroups(obs: GangObservation, h: _History) -> list[SubgroupCount]:
+        """The subgroups that were satisfied and are below their minimum now; the
+        satisfied ones are remembered (a subgroup that left the group is forgotten)."""
+        now_ok = {s.name for s in obs.subgroups if s.active >= max(s.min_member, 1)}
+        lost = [s for s in obs.subgroups if s.name in h.subgroups_satisfied and s.name not in now_ok]
+        h.subgroups_satisfied = frozenset(now_ok | {s.name for s in lost})
+        return lost
 
     def _not_stale(self, h: _History, why: str) -> StaleVerdict:
         if h.stale_since is not None:

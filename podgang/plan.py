@@ -67,6 +67,7 @@ class PlannedGroup:
     before: rules.MinMember | None = None  # with --scale: the value before
     backend: Backend | None = None  # whose PodGroup it is (None: the first mapped backend)
     options: dict[str, Any] = field(default_factory=dict)  # the backend's own per-gang settings
+    subgroups: tuple[rules.Subgroup, ...] = ()  # one per workload of a shared hand-made group
 
     @property
     def key(self) -> tuple[str, str]:
@@ -382,7 +383,8 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     group = PlannedGroup(ns, shown(name), mm, _ORIGINS[desired.source], exists=actual is not None,
                          owner=desired.owner, defined_at=at, defined_obj=as_written,
                          cluster_min_member=written, random_name=key in random_names, backend=backend,
-                         options=gang_options(backend, desired.members, desired.workloads))
+                         options=gang_options(backend, desired.members, desired.workloads),
+                         subgroups=desired.subgroups)
     _note_fixed_size(plan, backend, group)
     if desired.source == rules.OWNER_LESS and desired.owner is not None:
         group.owner_text = f"pod/{desired.owner.name}"
@@ -502,6 +504,9 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
             resize = backend.resize(doc, group.min_member.value)
             if resize.body is not None:
                 _merge(doc, resize.body)
+            subgroups = backend.subgroups_patch(doc, {s.name: s.min_member for s in group.subgroups})
+            if group.subgroups and subgroups is not None:
+                _merge(doc, subgroups)
             docs.append(doc)
             continue
         if not group.name_known:

@@ -174,6 +174,10 @@ def write_text(plan, out: TextIO) -> None:
             origin = _origin_text(g, {x.backend.name for x in groups if x.backend is not None})
             out.write(f"  {f'{g.namespace}/{g.name}'.ljust(name_w)}  {_min_text(g).ljust(min_w)}  "
                       f"{g.min_member.reason}   [{origin}]\n")
+            sub_w = max((len(s.name) for s in g.subgroups), default=0)
+            for last, s in enumerate(g.subgroups, 1 - len(g.subgroups)):
+                out.write(f"    {'└' if last == 0 else '├'} {s.name.ljust(sub_w)}  minimum {s.min_member}  "
+                          f"[{s.reason}]\n")
     out.write("\n")
     for title, findings in (("Denied", plan.denials), ("Warnings", plan.warnings), ("Notes", plan.notes)):
         if title == "Notes" and not findings:
@@ -223,7 +227,8 @@ def plan_as_dict(plan) -> dict[str, Any]:
              "minMemberBefore": g.before.value if g.before else None, "reason": g.min_member.reason,
              "pinned": g.min_member.pinned, "origin": g.origin, "exists": g.exists,
              "definedAt": str(g.defined_at) if g.defined_at else None, "owner": g.owner_text or None,
-             "backend": g.backend.name if g.backend is not None else None}
+             "backend": g.backend.name if g.backend is not None else None,
+             "subgroups": [{"name": s.name, "minMember": s.min_member, "reason": s.reason} for s in g.subgroups]}
             for g in (plan.groups[k] for k in sorted(plan.groups))
         ],
         "denials": [finding(f) for f in plan.denials],

@@ -67,7 +67,19 @@ class MinMember:
     pinned: bool = False
 
 
+@dataclass(frozen=True)
+class Subgroup:
+    """One part of a hand-made group several workloads share: a workload's pods (or
+    the standalone pods), with the minimum that part needs and where it comes from."""
+
+    name: str
+    min_member: int
+    reason: str
+
+
 HAND_MADE = "hand-made"
+#: the subgroup of the pods that name a hand-made group and have no owner
+STANDALONE = "standalone"
 OWNED = "owner"
 OWNER_LESS = "owner-less"
 
@@ -332,6 +344,8 @@ def gang_for_pod(
         return named
     top = top_owner(pod, chain)
     if named is not None:
+        if subgroup is None:  # one subgroup per workload, one for the standalone pods
+            subgroup = top.name if top is not None else STANDALONE
         return Gang(named, HAND_MADE, "the pod names its PodGroup", top_owner=top, subgroup=subgroup)
 
     if top is not None:
@@ -447,8 +461,7 @@ def shared_min_member(
         return MinMember(pinned, f"pinned by {settings.min_member_annotation} on {kind_name(podgroup)}", True)
     total, parts = 0, []
     for workload in sorted(workloads, key=kind_name):
-        own, _ = pinned_min_member(workload, settings)
-        size = own if own is not None else desired_size(workload)[0]
+        size = subgroup_min_member(workload, settings)[0]
         total += size
         parts.append(f"{kind_name(workload)} {size}")
     if standalone_pods:
@@ -460,6 +473,90 @@ def shared_min_member(
     if total < 1:
         return MinMember(1, f"{reason}; a gang is never smaller than 1")
     return MinMember(total, reason)
+
+
+# ---------------------------------------------------------------------------
+# subgroups: the parts of a hand-made group several workloads share
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+MAX_SUBGROUP_NAME = 63
+
+
+def template_subgroup(workload: Any, settings: Settings = DEFAULT) -> str | None:
+    """The subgroup a workload's pod template names itself (in its backend's own
+    key, e.g. KAI's subgroup label), if any."""
+    for _, template in pod_templates(workload):
+        named = _subgroup(template, settings)
+        if named:
+            return named
+    return None
+
+
+def workload_subgroup(workload: Any, settings: Settings = DEFAULT) -> str:
+    """A workload's subgroup: the one its pod template names, else the workload's name."""
+    return template_subgroup(workload, settings) or str(metadata(workload).get("name") or "")
+
+
+def min_available(obj: Any, settings: Settings = DEFAULT) -> tuple[int | None, str | None]:
+    """``podgang.io/min-available`` on a workload: (value, None), (None, problem) or (None, None)."""
+    raw = annotations(obj).get(settings.min_available_annotation)
+    if raw is None:
+        return None, None
+    text = raw.strip()
+    if _WHOLE_NUMBER.fullmatch(text) and 1 <= int(text) <= MAX_MIN_MEMBER:
+        return int(text), None
+    return None, (f"{kind_name(obj)}: {settings.min_available_annotation}={_q(raw)} is ignored: "
+                  f"it must be a whole number from 1 to {MAX_MIN_MEMBER}")
+
+
+def subgroup_min_member(workload: Any, settings: Settings = DEFAULT) -> tuple[int, str]:
+    """A workload's minimum inside a shared group and where it comes from:
+    ``podgang.io/min-available``, else ``podgang.io/min-member``, else its desired size."""
+    for value, key in ((min_available(workload, settings)[0], settings.min_available_annotation),
+                       (pinned_min_member(workload, settings)[0], settings.min_member_annotation)):
+        if value is not None:
+            return value, f"{key} on {kind_name(workload)}"
+    size, why = desired_size(workload)
+    return size, f"{kind_name(workload)} {why}"
+
+
+def shared_subgroups(
+    workloads: Iterable[Any],
+    standalone: Mapping[str, int] | None = None,
+    settings: Settings = DEFAULT,
+) -> tuple[tuple[Subgroup, ...], tuple[str, ...]]:
+    """The subgroups of a hand-made group the ``workloads`` name, and what a user
+    should fix. Each workload is one subgroup (named after it, or what its pod
+    template names); ``standalone``: subgroup name -> the standalone pods in it.
+    Two workloads landing in one subgroup, or a name that cannot be a subgroup's,
+    is a problem, and then there are no subgroups (the summed minimum still holds)."""
+    found: dict[str, Subgroup] = {}
+    owners: dict[str, list[str]] = {}
+    problems = []
+    for workload in sorted(workloads, key=kind_name):
+        name = workload_subgroup(workload, settings)
+        value, why = subgroup_min_member(workload, settings)
+        owners.setdefault(name, []).append(kind_name(workload))
+        found[name] = Subgroup(name, value, why)
+        problem = min_available(workload, settings)[1]
+        if problem:
+            problems.append(problem)
+    for name, count in sorted((standalone or {}).items()):
+        if count > 0:
+            owners.setdefault(name, []).append(f"{count} standalone pod{'s' if count != 1 else ''}")
+            found[name] = Subgroup(name, count, f"{count} standalone pod{'s' if count != 1 else ''}")
+    broken = []
+    for name, who in sorted(owners.items()):
+        if len(who) > 1:
+            broken.append(f"subgroup {_q(name)} is claimed by {', '.join(who)}: give each its own "
+                          f"subgroup name in its pod template")
+        elif len(name) > MAX_SUBGROUP_NAME or not _DNS_LABEL.fullmatch(name):
+            broken.append(f"{who[0]}: {_q(clip(name))} cannot name a subgroup (a DNS label: lower-case letters, "
+                          f"digits and '-', at most {MAX_SUBGROUP_NAME} characters): set a subgroup name in its "
+                          f"pod template")
+    if broken:
+        return (), (*problems, *(f"{b}; the group has no subgroups until then" for b in broken))
+    return tuple(found[n] for n in sorted(found)), tuple(problems)
 
 
 # ---------------------------------------------------------------------------

@@ -26,6 +26,8 @@ class Settings:
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     # podgang's own keys
     min_member_annotation: str = "podgang.io/min-member"
+    # a workload's minimum inside a group several workloads share (its subgroup's)
+    min_available_annotation: str = "podgang.io/min-available"
     grace_period_annotation: str = "podgang.io/staleness-grace-period"
     # the size podgang wants for a PodGroup whose backend cannot change it while it lives
     desired_size_annotation: str = "podgang.io/desired-min-member"

@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 import jsonpatch
 import pytest
 
-from podgang.backends.base import Backend
+from podgang.backends.base import Backend, GangSpec
 from podgang.events import EventRecorder, EventSink
 from podgang.grouper.controller import Controller, Options
 from tests.backend_support import SCHEDULERS, podgroup_of, resource, settings_for
@@ -119,3 +119,29 @@ async def test_a_stale_gang_is_evicted_in_every_backend(name):
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             await client.close()
+
+
+@pytest.mark.parametrize("name, spec, said", [
+    # Volcano keys the minimums by task: one task per workload
+    ("volcano", {"minMember": 2, "minTaskMember": {"decode": 1, "prefill": 1}}, None),
+    # coscheduling has no subgroups: the summed minimum, and a warning once
+    ("coscheduling", {"minMember": 2},
+     "the coscheduling backend cannot express subgroups (decode 1, prefill 1): the gang only needs minMember 2 pods "
+     "in all, whichever workloads they belong to"),
+])
+async def test_a_group_two_workloads_share_gets_their_subgroups_or_the_sum(name, spec, said):
+    backend, scheduler = SCHEDULERS[name]
+    async with grouper(name) as (emu, _):
+        emu.put(backend.build_podgroup(GangSpec("prefill-decode", NS, 5)))
+        for workload, replicas in (("prefill", 2), ("decode", 3)):
+            dep = deployment(workload, replicas, ns=NS, scheduler=scheduler,
+                             annotations={"podgang.io/min-available": "1"})
+            template = dep["spec"]["template"]
+            dep["spec"]["template"] = jsonpatch.apply_patch(template, backend.membership_patch(template, "prefill-decode"))
+            emu.put(dep)
+        await emu.wait_for(lambda: podgroup_of(emu, backend, NS, "prefill-decode")["spec"] == spec, 10,
+                           f"spec is {podgroup_of(emu, backend, NS, 'prefill-decode')['spec']}")
+        if said:
+            await emu.wait_for(lambda: [e["message"] for e in events(emu, "PodGroupProblem", ns=NS)] == [said], 5)
+        else:
+            assert events(emu, "PodGroupProblem", ns=NS) == []

@@ -44,7 +44,9 @@ async def emu():
 
 
 def three_deployments(emu, sizes=(1, 1, 1)):
-    emu.put(podgroup(SHARED, sum(sizes)))
+    group = podgroup(SHARED, sum(sizes))  # one subgroup per deployment, already in place
+    group["spec"]["subGroups"] = [{"name": n, "minMember": s} for n, s in zip(("app-server", "model-1", "model-2"), sizes)]
+    emu.put(group)
     return {n: deploy_with_pods(emu, n, s, group=SHARED)[0] for n, s in zip(("app-server", "model-1", "model-2"), sizes)}
 
 
@@ -91,7 +93,7 @@ async def test_shared_group_follows_three_deployments_scaled_up_and_down(emu):
         # the user's group: only minMember changed, no label or owner added
         assert "labels" not in pg["metadata"] and "ownerReferences" not in pg["metadata"]
         assert "hand-made" in (await wait_event(emu, "MinMemberChanged", "scaled 2 → 1"))[0]["message"]
-        assert len(podgroup_writes(emu, SHARED, "PATCH")) == 2
+        assert len(podgroup_writes(emu, SHARED, "PATCH")) == 4  # minMember and model-1's subgroup, twice
         patch = podgroup_writes(emu, SHARED, "PATCH")[0]
         assert patch.content_type == "application/merge-patch+json"
 
@@ -751,7 +753,7 @@ async def test_a_stale_write_is_re_read_and_retried(emu):
         emu.patch_object("deployments", NS, "model-2", {"spec": {"replicas": 3}})
         await emu.wait_for(lambda: min_member(emu, SHARED) == 5, 2.0)
         assert emu.count("GET", rf"/podgroups/{SHARED}$") >= 1  # re-read after the conflict
-        assert len(podgroup_writes(emu, SHARED, "PATCH")) == 2
+        await emu.wait_for(lambda: len(podgroup_writes(emu, SHARED, "PATCH")) == 3, 2.0)  # + model-2's subgroup
 
 
 async def test_a_write_that_fails_again_after_working_is_warned_about_again(emu):

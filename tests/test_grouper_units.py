@@ -160,15 +160,22 @@ def test_shared_hand_made_group_is_the_sum_of_its_deployments():
     assert desired.source == "hand-made" and not desired.may_create
     assert desired.min_member.value == 3
     assert dict(desired.contributions) == {"deployment app-server": 1, "deployment model-1": 1, "deployment model-2": 1}
+    # one subgroup per deployment: written into the hand-made group, then nothing more
+    [write] = plan_writes(desired, cache.podgroups[f"{NS}/shared-app-podgroup"], DEFAULT)
+    assert write.action == "patch-subgroups"
+    subgroups = [{"name": n, "minMember": 1} for n in ("app-server", "model-1", "model-2")]
+    assert write.body["spec"] == {"subGroups": subgroups}
+    feed(cache, {**podgroup("shared-app-podgroup", 3), "spec": {"minMember": 3, "subGroups": subgroups}})
     assert plan_writes(desired, cache.podgroups[f"{NS}/shared-app-podgroup"], DEFAULT) == []
 
     feed(cache, {**deps[1], "spec": {**deps[1]["spec"], "replicas": 2}})
     desired = desired_group(cache, f"{NS}/shared-app-podgroup")
     assert desired.min_member.value == 4
-    [write] = plan_writes(desired, cache.podgroups[f"{NS}/shared-app-podgroup"], DEFAULT)
+    write, again = plan_writes(desired, cache.podgroups[f"{NS}/shared-app-podgroup"], DEFAULT)
     assert (write.action, write.old, write.new) == ("patch-min-member", 3, 4)
     assert write.body["spec"] == {"minMember": 4}
     assert "hand-made" in write.note
+    assert again.action == "patch-subgroups" and again.body["spec"]["subGroups"][1] == {"name": "model-1", "minMember": 2}
 
 
 def test_replicasets_of_a_shared_deployment_are_not_counted_twice():

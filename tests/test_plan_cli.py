@@ -95,13 +95,19 @@ def test_yaml_output_is_podgroups_the_kai_crd_accepts():
     crd = yaml.safe_load(CRD.read_text())
     schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     names = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in docs}
-    assert set(names) == {("models-deploys", "shared-app-podgroup"), ("models-pods", "app-with-models")}
+    assert set(names) == {("models-deploys", "shared-app-podgroup"), ("models-pods", "app-with-models"),
+                          ("inference", "prefill-decode")}
     for doc in docs:
         assert doc["apiVersion"] == "scheduling.run.ai/v2alpha2" and doc["kind"] == "PodGroup"
         assert is_valid_group_name(doc["metadata"]["name"])
         jsonschema.validate(doc, schema)
     assert names[("models-pods", "app-with-models")]["spec"] == {
         "minMember": 3, "priorityClassName": "inference", "queue": "test",
+    }
+    # seed 004: one subgroup per Deployment, each with its podgang.io/min-available
+    assert names[("inference", "prefill-decode")]["spec"] == {
+        "minMember": 2, "queue": "default",
+        "subGroups": [{"name": "decode", "minMember": 1}, {"name": "prefill", "minMember": 1}],
     }
     # the groups whose names need a UID the cluster assigns are explained, not invented
     assert "# PodGroup web/pg-web-<uid> (minMember 4, deployment/web): the grouper creates it" in result.stdout
@@ -713,3 +719,19 @@ def test_a_pod_of_a_workload_labelled_skip_is_skipped_not_denied(tmp_path):
     (line,) = [x for x in result.stdout.splitlines() if "pod ml/opt-out-0" in x]
     assert line.endswith("skipped: deployment/opt-out is labelled podgang.io/skip=true")
     assert "Denied (0)" in result.stdout
+
+
+def test_text_shows_the_subgroup_tree_and_json_holds_it():
+    result = plan("examples/06-prefill-decode.yaml", "--scale", "deployment/decode=5")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  inference/prefill-decode"))
+    assert "minMember 2  deployment/decode 1 + deployment/prefill 1 = 2" in lines[at]
+    assert lines[at + 1] == "    ├ decode   minimum 1  [podgang.io/min-available on deployment/decode]"
+    assert lines[at + 2] == "    └ prefill  minimum 1  [podgang.io/min-available on deployment/prefill]"
+    data = json.loads(plan("examples/06-prefill-decode.yaml", "-o", "json").stdout)
+    [group] = data["podGroups"]
+    assert group["subgroups"] == [
+        {"name": "decode", "minMember": 1, "reason": "podgang.io/min-available on deployment/decode"},
+        {"name": "prefill", "minMember": 1, "reason": "podgang.io/min-available on deployment/prefill"},
+    ]

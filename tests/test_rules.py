@@ -191,7 +191,10 @@ class TestHandMade:
     def test_subgroup_label(self):
         gang = assert_gang(gang_for_pod(pod(labels={LABEL: "g", SUBGROUP: "decode"})))
         assert gang.subgroup == "decode"
-        assert assert_gang(gang_for_pod(pod(labels={LABEL: "g"}))).subgroup is None
+        # a standalone pod of a hand-made group is in the standalone subgroup; an owned
+        # pod of an owned gang has none
+        assert assert_gang(gang_for_pod(pod(labels={LABEL: "g"}))).subgroup == "standalone"
+        assert assert_gang(gang_for_pod(pod())).subgroup is None
 
     def test_hand_made_group_function(self):
         assert hand_made_group(pod()) is None

@@ -438,6 +438,12 @@ ARGS = {
     "min_member_for": lambda d: (d.draw(anything), d.draw(st.none() | anything), DEFAULT_SETTINGS,
                                  d.draw(st.lists(anything, max_size=2))),
     "shared_min_member": lambda d: (d.draw(st.lists(anything, max_size=3)), d.draw(st.integers(0, 10)), d.draw(st.none() | anything)),
+    "template_subgroup": lambda d: (d.draw(anything),),
+    "workload_subgroup": lambda d: (d.draw(anything),),
+    "min_available": lambda d: (d.draw(anything),),
+    "subgroup_min_member": lambda d: (d.draw(anything),),
+    "shared_subgroups": lambda d: (d.draw(st.lists(anything, max_size=3)),
+                                   d.draw(st.none() | st.dictionaries(st.text(max_size=70), st.integers(0, 10)))),
     "quantity": lambda d: (d.draw(quantity_s | json_any),),
     "whole_gpu_requests": lambda d: (d.draw(anything),),
     "gpu_problem": lambda d: (d.draw(anything),),
@@ -513,6 +519,13 @@ BACKEND_ARGS = {
     "resize": lambda d: (d.draw(anything), d.draw(st.integers(0, 2**31 - 1))),
     "slim_podgroup_spec": lambda d: (d.draw(st.dictionaries(st.text(max_size=12), json_any)),),
     "is_podgroup": lambda d: (d.draw(anything),),
+    "with_subgroup": lambda d: (d.draw(st.dictionaries(st.sampled_from(["metadata", "spec"]), anything)),
+                                d.draw(st.lists(st.fixed_dictionaries({"op": st.just("add"), "path": st.sampled_from(
+                                    ["/metadata", "/metadata/labels", "/metadata/annotations", "/metadata/x"]),
+                                    "value": st.dictionaries(st.text(max_size=8), st.text(max_size=8))}), max_size=2)),
+                                d.draw(st.none() | st.text(max_size=70))),
+    "subgroups_of": lambda d: (d.draw(anything),),
+    "subgroups_patch": lambda d: (d.draw(anything), d.draw(st.dictionaries(st.text(max_size=70), st.integers(0, 10)))),
     "for_discovery": lambda d: (d.draw(st.none() | st.dictionaries(st.text(max_size=12), json_any)),),
 }
 

@@ -39,6 +39,8 @@ from tests.webhook_support import (
 
 PODGROUPS = r"/apis/scheduling\.run\.ai/v2alpha2/namespaces/cap/podgroups"
 
+#: recorded reviews whose pod names its (hand-made) group
+HAND_MADE_REVIEWS = {"pod-create-labelled-gpu-memory"}
 #: recorded review -> the group its pod must end up in (None: nothing to change)
 EXPECTED = {
     "pod-create-by-replicaset": f"pg-web-{DEPLOYMENT_UID}",
@@ -112,7 +114,9 @@ async def test_every_recorded_review_end_to_end(tmp_path, kube, api_client):
             pod = patched(obj, resp)
             before_labels = (obj["metadata"].get("labels") or {})
             before_notes = (obj["metadata"].get("annotations") or {})
-            assert pod["metadata"]["labels"] == {**before_labels, "kai.scheduler/podgroup": group}, name
+            # a pod of a hand-made group also joins its subgroup (a standalone pod: "standalone")
+            subgroup = {"kai.scheduler/subgroup-name": "standalone"} if name in HAND_MADE_REVIEWS else {}
+            assert pod["metadata"]["labels"] == {**before_labels, "kai.scheduler/podgroup": group, **subgroup}, name
             assert pod["metadata"]["annotations"] == {**before_notes, "pod-group-name": group}, name
             assert {k: v for k, v in pod.items() if k != "metadata"} == {k: v for k, v in obj.items() if k != "metadata"}
             # reinvocation sees the patched pod and asks for nothing more
@@ -157,7 +161,10 @@ async def test_a_hand_made_group_that_exists_gets_no_warning(tmp_path, kube, api
     async with running_webhook(tmp_path, api_client=api_client) as wh:
         resp = await wh.mutate(review("pod-create-labelled-gpu-memory"))
     assert "warnings" not in resp
-    assert decoded_patch(resp) == [{"op": "add", "path": "/metadata/annotations/pod-group-name", "value": "app-with-models"}]
+    assert decoded_patch(resp) == [
+        {"op": "add", "path": "/metadata/annotations/pod-group-name", "value": "app-with-models"},
+        {"op": "add", "path": "/metadata/labels/kai.scheduler~1subgroup-name", "value": "standalone"},
+    ]
     assert kube.list("podgroups", NS)[0]["spec"] == {"minMember": 3}  # looked at, not touched
 
 
@@ -564,3 +571,23 @@ async def test_a_workload_labelled_skip_is_skipped_by_validate_as_by_mutate(tmp_
     async with running_webhook(tmp_path / "again", api_client=api_client) as wh:
         assert await wh.validate(skipped_review) == {"uid": "skipped", "allowed": True}
         assert await wh.mutate(skipped_review) == {"uid": "skipped", "allowed": True}
+
+
+async def test_a_workload_pod_of_a_hand_made_group_is_labelled_with_its_subgroup(tmp_path, kube, api_client):
+    kube.put(managed_podgroup("prefill-decode", managed=False))
+    doc = owned_pod_review(0)  # a pod of ReplicaSet web-7887448d46 of Deployment web
+    doc["request"]["object"]["metadata"].setdefault("labels", {})["kai.scheduler/podgroup"] = "prefill-decode"
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(doc)
+        pod = patched(doc["request"]["object"], resp)
+        # its subgroup is named after the workload at the top of its owners, looked up for it
+        assert pod["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "web"
+        assert pod["metadata"]["annotations"]["pod-group-name"] == "prefill-decode"
+        again = copy.deepcopy(doc)
+        again["request"]["object"] = pod
+        assert "patch" not in await wh.mutate(again)
+        # a template that names its subgroup keeps it
+        own = copy.deepcopy(doc)
+        own["request"]["object"]["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "prefill"
+        mine = patched(own["request"]["object"], await wh.mutate(own))
+        assert mine["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "prefill"

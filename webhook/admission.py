@@ -372,6 +372,9 @@ class Admission:
                                           named=named is not None)
         if verdict.group is not None:
             verdict.patch = backend.membership_patch(pod, verdict.group)
+            if gang.hand_made:
+                subgroup = await self._subgroup(pod, gang, chain, review.namespace, backend, deadline)
+                verdict.patch = backend.with_subgroup(pod, verdict.patch, subgroup)
         if not verdict.patch and verdict.verdict == "patched":
             verdict.verdict = "allowed"
         if key is not None and gang.source == rules.OWNED and verdict.group is not None:
@@ -415,6 +418,23 @@ class Admission:
         if isinstance(gang, rules.Gang) and gang.source == rules.OWNED and gang.name == named:
             return gang, chain
         return None, []
+
+    async def _subgroup(self, pod: dict[str, Any], gang: rules.Gang, chain: list[dict[str, Any]], namespace: str,
+                        backend: Backend, deadline: float) -> str | None:
+        """The subgroup of a pod in a hand-made group: the one it names, else its top
+        workload's (looked up now: a hand-made pod's owners are not needed otherwise),
+        else ``standalone``; None when the scheduler has no subgroups or the look-up failed."""
+        if backend.subgroup_key is None or backend.subgroup_of(pod) is not None or chain:
+            return gang.subgroup
+        if rules.next_owner(pod) is None:
+            return gang.subgroup
+        try:
+            chain = await self._owner_chain(pod, namespace, deadline)
+        except OwnerLookupFailed:
+            self.owners.metrics.owner_lookup_failures.inc()
+            return None  # the grouper counts the pod by its owner all the same
+        found = rules.gang_for_pod(pod, chain, settings=self.settings)
+        return found.subgroup if isinstance(found, rules.Gang) else None
 
     async def _owner_chain(self, pod: dict[str, Any], namespace: str, deadline: float) -> list[dict[str, Any]]:
         chain: list[dict[str, Any]] = []

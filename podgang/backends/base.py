@@ -66,6 +66,8 @@ class GangSpec:
     priority_class: str | None = None
     #: seconds the scheduler waits for the whole gang (coscheduling's scheduleTimeoutSeconds)
     schedule_timeout: int | None = None
+    #: (subgroup name, its minimum) of a group several workloads share; empty: none
+    subgroups: tuple[tuple[str, int], ...] = ()
 
 
 class Backend(ABC):
@@ -94,8 +96,48 @@ class Backend(ABC):
     def group_of(self, pod: Any) -> str | None:
         """The group a pod already carries, whoever set it."""
 
+    #: where a pod names its subgroup, ``(section, key)``; None: the scheduler has no subgroups
+    subgroup_key: tuple[str, str] | None = None
+
     def subgroup_of(self, pod: Any) -> str | None:
         """The pod's subgroup inside its gang, where the scheduler has subgroups."""
+        if self.subgroup_key is None:
+            return None
+        return string_value(pod, *self.subgroup_key) or None
+
+    def with_subgroup(self, pod: Mapping[str, Any], patch: list[dict[str, Any]],
+                      subgroup: str | None) -> list[dict[str, Any]]:
+        """``patch`` (the pod's membership operations) plus what names the pod's
+        ``subgroup``; unchanged when the scheduler has no subgroups or the pod names
+        one itself (a pod template that sets it keeps its own)."""
+        if self.subgroup_key is None or not subgroup or self.subgroup_of(pod) is not None:
+            return patch
+        section, key = self.subgroup_key
+        out = [dict(op) for op in patch]
+        for op in out:  # a section the membership patch creates: put the subgroup in it too
+            if op.get("op") == "add" and op.get("path") in ("/metadata", f"/metadata/{section}"):
+                value = dict(op["value"])
+                if op["path"] == "/metadata":
+                    value[section] = {**as_dict(value.get(section)), key: subgroup}
+                else:
+                    value[key] = subgroup
+                op["value"] = value
+                return out
+        md = pod.get("metadata")
+        if not isinstance(md, dict):
+            return [*out, {"op": "add", "path": "/metadata", "value": {section: {key: subgroup}}}]
+        if not isinstance(md.get(section), dict):
+            return [*out, {"op": "add", "path": f"/metadata/{section}", "value": {key: subgroup}}]
+        return [*out, {"op": "add", "path": f"/metadata/{section}/{escape_key(key)}", "value": subgroup}]
+
+    def subgroups_of(self, podgroup: Any) -> dict[str, int] | None:
+        """The subgroups a PodGroup holds (name -> minimum); None when the scheduler
+        cannot express subgroups (its gang has only the summed minimum)."""
+        return None
+
+    def subgroups_patch(self, podgroup: Any, subgroups: Mapping[str, int]) -> dict[str, Any] | None:
+        """A merge patch that gives a live PodGroup exactly ``subgroups``; None when
+        the scheduler cannot express them."""
         return None
 
     @abstractmethod

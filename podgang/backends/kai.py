@@ -17,6 +17,7 @@ from podgang.objects import Denial, Resource, annotations, as_dict, as_list, lab
 GROUP_ANNOTATION = "pod-group-name"
 GROUP_LABEL = "kai.scheduler/podgroup"
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+SUBGROUPS = "subGroups"
 GPU_MEMORY_ANNOTATION = "gpu-memory"
 GPU_FRACTION_ANNOTATION = "gpu-fraction"
 SCHEDULER_NAME = "kai-scheduler"
@@ -38,6 +39,7 @@ class KaiBackend(MinMemberPodGroups):
         self.annotation = annotation
         self.label = label
         self.subgroup_label = subgroup_label
+        self.subgroup_key = ("labels", subgroup_label)
         self.pod_label_keys = (label, subgroup_label)
         self.pod_annotation_keys = (annotation,)
 
@@ -72,9 +74,6 @@ class KaiBackend(MinMemberPodGroups):
 
     def group_of(self, pod: Any) -> str | None:
         return annotations(pod).get(self.annotation) or labels(pod).get(self.label) or None
-
-    def subgroup_of(self, pod: Any) -> str | None:
-        return labels(pod).get(self.subgroup_label) or None
 
     def membership_patch(self, pod: Mapping[str, Any], group: str) -> list[dict[str, Any]]:
         """Creates ``metadata.annotations`` / ``metadata.labels`` when absent; keys
@@ -139,6 +138,20 @@ class KaiBackend(MinMemberPodGroups):
             return f"{self.annotation}={group} and {self.label}={group} set"
         return (f"{self.annotation}={group} set (no {self.label} label: the name is longer than the "
                 f"{MAX_LABEL_VALUE} characters a label value may have)")
+
+    # -- subgroups: ``spec.subGroups[{name, minMember}]``
+
+    subgroups_field = SUBGROUPS
+
+    def subgroups_spec(self, subgroups: Mapping[str, int]) -> dict[str, Any]:
+        return {SUBGROUPS: [{"name": name, "minMember": int(value)} for name, value in sorted(subgroups.items())]}
+
+    def subgroups_of(self, podgroup: Any) -> dict[str, int] | None:
+        entries = [as_dict(e) for e in as_list(as_dict(as_dict(podgroup).get("spec")).get(SUBGROUPS))]
+        return {str(e.get("name")): e.get("minMember") for e in entries if e.get("name")}
+
+    def subgroups_patch(self, podgroup: Any, subgroups: Mapping[str, int]) -> dict[str, Any] | None:
+        return {"spec": self.subgroups_spec(subgroups)}  # a merge patch replaces the whole list
 
     def scheduler_verdict(self, podgroup: Any) -> SchedulerVerdict | None:
         """KAI's latest ``status.schedulingConditions`` entry: why it could not place

@@ -33,10 +33,18 @@ class MinMemberPodGroups(Backend):
             options[PRIORITY_CLASS] = gang.priority_class
         return options
 
+    #: the spec field that holds the subgroups (KAI's list, Volcano's map); None: none
+    subgroups_field: str | None = None
+
     def build_podgroup(self, gang: GangSpec) -> dict[str, Any]:
+        subgroups = self.subgroups_spec(dict(gang.subgroups)) if gang.subgroups else {}
         return {"apiVersion": self.podgroup.api_version, "kind": self.podgroup.kind,
                 "metadata": self.podgroup_metadata(gang),
-                "spec": {MIN_MEMBER: int(gang.min_member), **self.spec_options(gang)}}
+                "spec": {MIN_MEMBER: int(gang.min_member), **self.spec_options(gang), **subgroups}}
+
+    def subgroups_spec(self, subgroups: Mapping[str, int]) -> dict[str, Any]:
+        """The spec fields that hold ``subgroups``."""
+        return {}
 
     def min_member(self, podgroup: Any) -> int | None:
         value = as_dict(as_dict(podgroup).get("spec")).get(MIN_MEMBER)
@@ -48,7 +56,8 @@ class MinMemberPodGroups(Backend):
         return Resize(PATCH, {"spec": {MIN_MEMBER: int(value)}})
 
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
-        return {MIN_MEMBER: spec[MIN_MEMBER]} if MIN_MEMBER in spec else {}
+        keep = [f for f in (MIN_MEMBER, self.subgroups_field) if f is not None and f in spec]
+        return {f: spec[f] for f in keep}
 
 
 class OneKeyBackend(MinMemberPodGroups):

@@ -10,13 +10,15 @@ template or the workload, the priority class from the pod template. No I/O.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from podgang.backends.keyed import PRIORITY_CLASS, OneKeyBackend, first_annotation, with_templates
-from podgang.objects import Resource, spec
+from podgang.objects import Resource, as_dict, spec
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+TASK_ANNOTATION = "volcano.sh/task-spec"  # a pod's task: the key of spec.minTaskMember
+MIN_TASK_MEMBER = "minTaskMember"
 SCHEDULER_NAME = "volcano"
 
 
@@ -25,7 +27,9 @@ class VolcanoBackend(OneKeyBackend):
     podgroup = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
     section = "annotations"
     key = GROUP_ANNOTATION
-    pod_annotation_keys = (GROUP_ANNOTATION, QUEUE_ANNOTATION)
+    pod_annotation_keys = (GROUP_ANNOTATION, QUEUE_ANNOTATION, TASK_ANNOTATION)
+    subgroup_key = ("annotations", TASK_ANNOTATION)
+    subgroups_field = MIN_TASK_MEMBER
     pod_spec_keys = (PRIORITY_CLASS,)
 
     def gang_options(self, objs: Sequence[Any]) -> dict[str, Any]:
@@ -38,6 +42,16 @@ class VolcanoBackend(OneKeyBackend):
         if priority:
             options["priority_class"] = priority
         return options
+
+    def subgroups_spec(self, subgroups: Mapping[str, int]) -> dict[str, Any]:
+        return {MIN_TASK_MEMBER: {name: int(value) for name, value in sorted(subgroups.items())}}
+
+    def subgroups_of(self, podgroup: Any) -> dict[str, int] | None:
+        return dict(as_dict(spec(podgroup).get(MIN_TASK_MEMBER)))
+
+    def subgroups_patch(self, podgroup: Any, subgroups: Mapping[str, int]) -> dict[str, Any] | None:
+        gone = {name: None for name in (self.subgroups_of(podgroup) or {}) if name not in subgroups}
+        return {"spec": {MIN_TASK_MEMBER: {**gone, **self.subgroups_spec(subgroups)[MIN_TASK_MEMBER]}}}
 
 
 VOLCANO = VolcanoBackend()
