@@ -526,7 +526,7 @@ def shared_subgroups(
     settings: Settings = DEFAULT,
 ) -> tuple[tuple[Subgroup, ...], tuple[str, ...]]:
     """The subgroups of a hand-made group the ``workloads`` name, and what a user
-    should fix. Each workload is one subgroup (named after it, or what its pod
+    should fix; none unless there are several parts. Each workload is one subgroup (named after it, or what its pod
     template names); ``standalone``: subgroup name -> the standalone pods in it.
     Two workloads landing in one subgroup, or a name that cannot be a subgroup's,
     is a problem, and then there are no subgroups (the summed minimum still holds)."""
@@ -545,6 +545,8 @@ def shared_subgroups(
         if count > 0:
             owners.setdefault(name, []).append(f"{count} standalone pod{'s' if count != 1 else ''}")
             found[name] = Subgroup(name, count, f"{count} standalone pod{'s' if count != 1 else ''}")
+    if sum(map(len, owners.values())) < 2:  # one part is the whole gang: its PodGroup stays as it always was
+        return (), tuple(problems)
     broken = []
     for name, who in sorted(owners.items()):
         if len(who) > 1:

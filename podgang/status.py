@@ -28,6 +28,7 @@ from podgang.grouper.podgroups import (
     is_managed,
     natural_gang,
     pod_gang,
+    pod_subgroup,
     with_owners,
 )
 from podgang.grouper.stale import format_duration
@@ -96,7 +97,7 @@ class GangStatus:
     failed: int = 0
     terminating: int = 0
     pending_pods: list[str] = field(default_factory=list)
-    subgroups: dict[str, dict[str, int]] = field(default_factory=dict)  # subgroup -> state -> members
+    subgroups: dict[str, SubgroupStatus] = field(default_factory=dict)
     stale: Stale | None = None
     evicted_at: datetime | None = None
     scheduler: Verdict | None = None
@@ -106,6 +107,24 @@ class GangStatus:
     @property
     def key(self) -> str:
         return key_of(self.namespace, self.name)
+
+
+@dataclass
+class SubgroupStatus:
+    """One part of a gang: its members by state and, in a group several workloads
+    share, its own minimum and where that comes from (the grouper's rule)."""
+
+    min_member: int | None = None
+    min_member_from: str = ""
+    members: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MEMBER_STATES, 0))
+
+    @property
+    def short(self) -> bool:
+        return self.min_member is not None and self.members["running"] < self.min_member
+
+    def __str__(self) -> str:
+        of = f" of minimum {self.min_member}" if self.min_member is not None else f"/{sum(self.members.values())}"
+        return f"{self.members['running']}{of} running"
 
 
 @dataclass
@@ -248,16 +267,18 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
         scheduler=scheduler_verdict(backend, raw_group), problems=list(desired.problems),
         events=events_about(snapshot.events, backend.podgroup.kind, desired.namespace, desired.name),
     )
+    for part in desired.subgroups:
+        gang.subgroups[part.name] = SubgroupStatus(part.min_member, part.reason)
     counted = counted_members(cache, desired)
     for pod in counted:
         state = member_state(pod)
         setattr(gang, state, getattr(gang, state) + 1)
         if state == "pending":
             gang.pending_pods.append(str(metadata(pod).get("name")))
-        subgroup = backend.subgroup_of(pod)
+        # in a shared group: the part the grouper counts the pod toward; else the one it names
+        subgroup = pod_subgroup(cache, pod) if desired.subgroups else backend.subgroup_of(pod)
         if subgroup:
-            counts = gang.subgroups.setdefault(subgroup, dict.fromkeys(MEMBER_STATES, 0))
-            counts[state] += 1
+            gang.subgroups.setdefault(subgroup, SubgroupStatus()).members[state] += 1
     gang.pending_pods.sort()
     _decide_state(gang, cache, desired, actual, snapshot.now, grace_default, bool(counted))
     return gang
@@ -295,7 +316,8 @@ def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any,
         gang.state, gang.state_text = FINISHED, f"{gang.succeeded} succeeded, {gang.failed} failed"
         return
     last = next((e for e in reversed(gang.events) if e.get("reason") in STALE_REASONS), None)
-    satisfied = gang.running >= size
+    short = [f"{name}: {part}" for name, part in gang.subgroups.items() if part.short]
+    satisfied = gang.running >= size and not short
     if last is not None and last.get("reason") == EVICTED_EVENT and not satisfied:
         gang.evicted_at = event_time(last)
         ago = _seconds(now - gang.evicted_at) if gang.evicted_at else "?"
@@ -317,6 +339,9 @@ def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any,
         gang.state, gang.state_text = SATISFIED, f"{_running(gang.running, size)}"
         return
     missing = size - gang.running
+    if missing <= 0:  # enough members in all, but a part is below its own minimum
+        gang.state, gang.state_text = WAITING, f"waiting for {'; '.join(short)}; {_running(gang.running, size)}"
+        return
     gang.state, gang.state_text = WAITING, (
         f"waiting for {missing} more member{'s' if missing != 1 else ''} to be placed; {_running(gang.running, size)}"
     )
@@ -422,8 +447,11 @@ def waits_for(gang: GangStatus, pod: Mapping[str, Any]) -> list[str]:
     elif gang.state in (WAITING, EVICTED):
         shown = ", ".join(gang.pending_pods[:5]) + (" …" if len(gang.pending_pods) > 5 else "")
         missing = (gang.min_member or 1) - gang.running
-        out.append(f"{missing} more member{'s' if missing != 1 else ''} placed by the scheduler"
-                   + (f" (pending: {shown})" if shown else " (no pod is pending: the workload has too few pods)"))
+        if missing > 0:
+            out.append(f"{missing} more member{'s' if missing != 1 else ''} placed by the scheduler"
+                       + (f" (pending: {shown})" if shown else " (no pod is pending: the workload has too few pods)"))
+        out.extend(f"subgroup {name} to reach its minimum: {part}" for name, part in gang.subgroups.items()
+                   if part.short)
     elif gang.state == STALE and gang.stale is not None:
         when = ("never: its grace period is -1" if gang.stale.evict_in is None
                 else f"in {format_duration(int(max(gang.stale.evict_in, 0)))}")

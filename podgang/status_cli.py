@@ -271,7 +271,8 @@ def gang_as_dict(gang: GangStatus) -> dict[str, Any]:
         "members": {"running": gang.running, "pending": gang.pending, "succeeded": gang.succeeded,
                     "failed": gang.failed, "terminating": gang.terminating},
         "pendingPods": gang.pending_pods,
-        "subgroups": gang.subgroups,
+        "subgroups": {name: {"minMember": part.min_member, "minMemberFrom": part.min_member_from or None,
+                             "members": part.members} for name, part in gang.subgroups.items()},
         "stale": stale,
         "evictedAt": _time(gang.evicted_at),
         "scheduler": None if gang.scheduler is None else {"state": gang.scheduler.state,
@@ -325,7 +326,7 @@ def table(report: Report, wide: bool = False) -> str:
                str(g.succeeded), str(g.failed), _cut(f"{g.state}: {g.state_text}", None if wide else 64),
                _cut(str(g.scheduler) if g.scheduler else "-", width)]
         if wide:
-            subgroups = ", ".join(f"{name}: {c['running']}/{sum(c.values())} running" for name, c in g.subgroups.items())
+            subgroups = ", ".join(f"{name}: {part}" for name, part in g.subgroups.items())
             row += [g.owner or "-", subgroups or "-", "; ".join(g.problems) or "-"]
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

@@ -136,16 +136,43 @@ async def test_a_shared_hand_made_group_counts_every_workload_and_a_missing_one_
     assert (shared["source"], shared["managedByPodgang"], shared["minMember"], shared["state"]) == (
         "hand-made", False, 3, "satisfied")
     assert shared["members"]["running"] == 3
-    assert shared["subgroups"] == {"model": {"running": 2, "pending": 0, "succeeded": 0, "failed": 0, "terminating": 0}}
+    # two workloads share it: each is a subgroup with its minimum (its replicas), named as its pods are
+    assert shared["subgroups"] == {
+        "app-server": {"minMember": 1, "minMemberFrom": "deployment/app-server spec.replicas 1",
+                       "members": {"running": 1, "pending": 0, "succeeded": 0, "failed": 0, "terminating": 0}},
+        "model": {"minMember": 2, "minMemberFrom": "deployment/model spec.replicas 2",
+                  "members": {"running": 2, "pending": 0, "succeeded": 0, "failed": 0, "terminating": 0}}}
     missing = found["nowhere"]
     assert (missing["state"], missing["exists"], missing["wantedMinMember"]) == ("missing", False, 1)
     assert any("PodGroup nowhere not found in namespace team" in p for p in missing["problems"])
     code, out, _ = await status(kubeconfig, "-o", "wide")
     assert code == 0 and "PodGroup nowhere not found" in out and "OWNER" in out.splitlines()[0]
-    assert "model: 2/2 running" in next(line for line in out.splitlines() if line.split()[1] == "shared")
+    assert "app-server: 1 of minimum 1 running, model: 2 of minimum 2 running" in next(
+        line for line in out.splitlines() if line.split()[1] == "shared")
     code, out, _ = await status(kubeconfig, "--explain", "lonely-abc12-0")
     assert code == 0 and "  - PodGroup nowhere to be created in namespace team (pods naming it stay Pending)" in out
     assert "Gang:       nowhere — the pod names its PodGroup" in out
+
+
+async def test_prefill_and_decode_show_their_subgroups_and_a_part_below_its_minimum_waits(emu, kubeconfig):
+    """Seed 004: prefill 2 (at least 1) + decode 3 (at least 1), one gang of minMember 2.
+    Both prefill pods run, which is minMember 2 in all, but no decode pod does: the gang
+    is not satisfied, decode waits."""
+    emu.put(podgroup("prefill-decode", 2))
+    _, _, prefill = deploy_with_pods(emu, "prefill", 2, group="prefill-decode",
+                                     annotations={"podgang.io/min-available": "1"})
+    deploy_with_pods(emu, "decode", 3, group="prefill-decode", annotations={"podgang.io/min-available": "1"},
+                     phase="Pending")
+    g = (await gangs(kubeconfig))["prefill-decode"]
+    assert {name: (part["minMember"], part["minMemberFrom"], part["members"]["running"])
+            for name, part in g["subgroups"].items()} == {
+        "decode": (1, "podgang.io/min-available on deployment/decode", 0),
+        "prefill": (1, "podgang.io/min-available on deployment/prefill", 2)}
+    assert (g["minMember"], g["state"]) == (2, "waiting")
+    assert g["message"] == "waiting for decode: 0 of minimum 1 running; 2 of 2 running"
+    code, out, err = await status(kubeconfig, "--explain", prefill[0]["metadata"]["name"])
+    assert code == 0, err
+    assert "subgroup decode to reach its minimum: 0 of minimum 1 running" in out
 
 
 @contextlib.asynccontextmanager

@@ -74,8 +74,8 @@ def test_where_a_minimum_comes_from():
 
 @pytest.mark.parametrize("raw", ["0", "-1", "one", "1.5", "99999999999"])
 def test_a_bad_min_available_is_ignored_and_said(raw):
-    subgroups, problems = rules.shared_subgroups([workload("decode", 3, min_available=raw)])
-    assert [(s.name, s.min_member) for s in subgroups] == [("decode", 3)]
+    subgroups, problems = rules.shared_subgroups([workload("decode", 3, min_available=raw), workload("prefill", 1)])
+    assert [(s.name, s.min_member) for s in subgroups] == [("decode", 3), ("prefill", 1)]
     assert problems == (f'deployment/decode: podgang.io/min-available="{raw}" is ignored: '
                         f"it must be a whole number from 1 to 2147483647",)
 
@@ -87,6 +87,16 @@ def test_two_workloads_in_one_subgroup_is_a_problem_and_no_subgroups():
                         'subgroup name in its pod template; the group has no subgroups until then',)
     named, problems = rules.shared_subgroups([workload("a", 1, subgroup="x"), workload("b", 1, subgroup="x")])
     assert named == () and "subgroup \"x\" is claimed by deployment/a, deployment/b" in problems[0]
+
+
+@pytest.mark.parametrize("workloads, standalone", [
+    ([("decode", 3, "1", None)], {}),  # one workload is the whole gang
+    ([("decode.v2", 3, None, None)], {}),  # so its name need not be a subgroup's
+    ([], {"standalone": 3}),  # standalone pods alone: the user's group as written
+])
+def test_one_part_is_the_whole_gang_and_gets_no_subgroups(workloads, standalone):
+    objs = [workload(n, r, min_available=m, subgroup=s) for n, r, m, s in workloads]
+    assert rules.shared_subgroups(objs, standalone) == ((), ())
 
 
 def test_a_name_that_cannot_be_a_subgroup_is_a_problem():
@@ -167,6 +177,17 @@ def test_desired_group_has_the_subgroups_and_writes_them():
     feed(cache, {**podgroup("shared", 2), "spec": {"minMember": 2, "subGroups": write.body["spec"]["subGroups"]}})
     seed_004(cache, decode=5)
     assert plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT) == []
+
+
+def test_a_group_one_workload_names_keeps_its_podgroup_as_before():
+    """One workload is the whole gang: no subGroups are written (its pods may carry the
+    subgroup label all the same; KAI counts a pod whose subgroup it lacks in the gang)."""
+    cache = Cache()
+    feed(cache, workload("decode", 3, min_available="2"))
+    feed(cache, podgroup("shared", 2))
+    desired = desired_group(cache, f"{NS}/shared")
+    assert desired.subgroups == () and desired.min_member.value == 2
+    assert plan_writes(desired, cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT) == []
 
 
 def test_a_backend_without_subgroups_gets_the_sum_and_a_problem():
