@@ -729,6 +729,10 @@ def test_native_gets_its_own_webhook_entry_with_the_namespace_selector():
     assert not _allowed(_rules_for(render({}), f"{RELEASE}-grouper"), "", "namespaces", "watch")
     default_labels = webhook_configs(render({"backends": {"default-scheduler": "native"}}))[0]["webhooks"][1]
     assert default_labels["namespaceSelector"]["matchLabels"] == {"podgang.io/native": "enabled"}
+    # the native example's namespace carries exactly what the chart selects by default
+    example = Path(__file__).parent.parent / "examples" / "08-native-training.yaml"
+    (namespace,) = [d for d in yaml.safe_load_all(example.read_text()) if d and d["kind"] == "Namespace"]
+    assert namespace["metadata"]["labels"] == default_labels["namespaceSelector"]["matchLabels"]
     # only native: no entry for the others at all
     for config in webhook_configs(render(only("native", "default-scheduler"))):
         (hook,) = config["webhooks"]
