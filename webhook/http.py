@@ -107,12 +107,16 @@ class Application(Protocol):
     def refuse(self, status: int, reason: str, message: str) -> Response: ...
 
 
+class _Stop(Exception):
+    """Raised in a parser callback: this request is refused, parse no further."""
+
+
 class HttpConnection(asyncio.Protocol):
     """One client connection (after its TLS handshake)."""
 
     __slots__ = (
         "_app", "_table", "_loop", "_transport", "_parser", "_phase", "_deadline", "_request_began", "_headers_done",
-        "_head_size", "_url", "_length", "_encoding", "_expect", "_body", "_body_size", "_discarding",
+        "_head_size", "_head_chunks", "_url", "_length", "_encoding", "_expect", "_body", "_body_size", "_discarding",
         "_queue", "_task", "_busy", "_closing", "_stopping", "_idle_since", "_idle_timer", "_write_paused",
         "_read_paused", "_http10",
     )
@@ -127,7 +131,8 @@ class HttpConnection(asyncio.Protocol):
         self._deadline = 0.0  # of the request under way (READING)
         self._request_began = 0.0
         self._headers_done = True
-        self._head_size = 0
+        self._head_size = 0  # bytes of the request line and the headers parsed so far
+        self._head_chunks = 0  # bytes of reads that fell wholly inside the head
         self._url = b""
         self._length = -1
         self._encoding: bytes | None = None
@@ -161,36 +166,27 @@ class HttpConnection(asyncio.Protocol):
             self.shutdown()
 
     def data_received(self, data: bytes) -> None:
-        phase = self._phase
-        if phase == CLOSED or self._closing and not self._discarding:
+        if self._phase == CLOSED or self._closing and not self._discarding:
             return  # refused or shutting down: nothing more is read
-        if phase != READING:  # the first byte of a request: its deadlines start now
-            table = self._table
-            table.fresh.pop(self, None)
-            table.reading[self] = None
-            self._phase = READING
-            self._headers_done = False
-            self._head_size = 0
-            self._request_began = began = self._loop.time()
-            self._deadline = began + table.limits.read_header_timeout
-            table.watch(self._loop)
-            table.wake()
-        if not self._headers_done:
-            self._head_size += len(data)
+        within_head = self._phase == READING and not self._headers_done
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._refuse(400, "malformed", "protocol upgrades are not served")
             return
-        except httptools.HttpParserError as exc:
+        except httptools.HttpParserError as exc:  # a callback's _Stop included
             if self._discarding:  # the rest of a refused request is broken too: stop reading it
                 self._discarding = False
                 self._finish()
             elif not self._closing:
                 self._refuse(400, "malformed", f"malformed HTTP request: {exc}")
             return
-        if not self._headers_done and self._head_size > MAX_HEAD and not self._closing:
-            self._refuse(431, "headers-too-large", f"the request line and headers exceed {MAX_HEAD} bytes")
+        if within_head and not self._headers_done and not self._closing:
+            # the whole read is inside a head still arriving (one long header, say,
+            # which llhttp holds until it ends): count it here
+            self._head_chunks += len(data)
+            if self._head_chunks > MAX_HEAD:
+                self._refuse_head()
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._release()
@@ -212,6 +208,17 @@ class HttpConnection(asyncio.Protocol):
     # -- httptools callbacks ----------------------------------------------
 
     def on_message_begin(self) -> None:
+        """The first byte of a request: its deadlines start now."""
+        table = self._table
+        table.fresh.pop(self, None)
+        table.reading[self] = None
+        self._phase = READING
+        self._headers_done = False
+        self._head_size = self._head_chunks = 0
+        self._request_began = began = self._loop.time()
+        self._deadline = began + table.limits.read_header_timeout
+        table.watch(self._loop)
+        table.wake()
         self._url = b""
         self._length = -1
         self._encoding = None
@@ -221,8 +228,13 @@ class HttpConnection(asyncio.Protocol):
 
     def on_url(self, url: bytes) -> None:
         self._url += url
+        self._head_size += len(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_size += len(name) + len(value) + 4
+        if self._head_size > MAX_HEAD:
+            self._refuse_head()
+            raise _Stop
         name = name.lower()
         if name == b"content-length":
             try:
@@ -235,6 +247,9 @@ class HttpConnection(asyncio.Protocol):
             self._expect = value.strip().lower() == b"100-continue"
 
     def on_headers_complete(self) -> None:
+        if self._head_size > MAX_HEAD:
+            self._refuse_head()
+            raise _Stop
         self._headers_done = True
         self._deadline = self._request_began + self._table.limits.read_timeout
         self._http10 = self._parser.get_http_version() == "1.0"
@@ -338,6 +353,9 @@ class HttpConnection(asyncio.Protocol):
         self._closing = True
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()
+
+    def _refuse_head(self) -> None:
+        self._refuse(431, "headers-too-large", f"the request line and headers exceed {MAX_HEAD} bytes")
 
     def _update_reading(self) -> None:
         """Read while nothing waits behind the request being answered and the client reads its answers."""
