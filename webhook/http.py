@@ -53,10 +53,11 @@ class BodyTooLarge(ValueError):
 class Request:
     """One whole request: what the admission endpoints need of it, nothing more."""
 
-    __slots__ = ("method", "path", "query", "body", "encoding")
+    __slots__ = ("method", "path", "query", "body", "encoding", "http10")
 
-    def __init__(self, method: str, path: str, query: str, body: bytes, encoding: bytes | None):
+    def __init__(self, method: str, path: str, query: str, body: bytes, encoding: bytes | None, http10: bool):
         self.method, self.path, self.query, self.body, self.encoding = method, path, query, body, encoding
+        self.http10 = http10  # its answer says so when the connection is kept
 
     def content(self, limit: int) -> bytes:
         """The body, decompressed per its ``Content-Encoding``; :class:`BodyTooLarge`
@@ -288,7 +289,7 @@ class HttpConnection(asyncio.Protocol):
         if not self._parser.should_keep_alive():
             self._closing = True
         self._queue.append(Request(self._parser.get_method().decode("latin-1"), path.decode("latin-1"),
-                                   query.decode("latin-1"), body, self._encoding))
+                                   query.decode("latin-1"), body, self._encoding, self._http10))
         self._start_answering()
 
     # -- answering --------------------------------------------------------
@@ -302,8 +303,9 @@ class HttpConnection(asyncio.Protocol):
                 if self._read_paused:
                     self._update_reading()
                 if isinstance(item, Response):
-                    response = item
+                    response, http10 = item, self._http10
                 else:
+                    http10 = item.http10
                     try:
                         response = await self._app.handle(item)
                     except Exception as exc:  # the application answers its own errors; this is a bug
@@ -312,7 +314,7 @@ class HttpConnection(asyncio.Protocol):
                 if transport is None or transport.is_closing():
                     return
                 close = (self._closing or self._stopping) and not queue
-                transport.write(response.encode(close, self._http10))
+                transport.write(response.encode(close, http10))
                 if close:
                     break
         finally:
