@@ -86,7 +86,7 @@ class WebhookMetrics(ProcessMetrics):
             registry=r,
         )
         self.bad_requests = Counter(
-            "podgang_webhook_bad_requests", "Requests answered 400 or 413, by reason.", ["reason"], registry=r
+            "podgang_webhook_bad_requests", "Requests refused (400, 404, 405, 413, 431), by reason.", ["reason"], registry=r
         )
         # ``source`` as on the grouper's counter; the webhook creates only owner-less groups
         self.podgroups_created = Counter(

@@ -1,9 +1,9 @@
 """Connections that cannot hold the webhook's memory: read deadlines and a bound.
 
 Anyone who reaches the Service can open TLS connections, send headers and then
-trickle the body a byte at a time; aiohttp alone holds every such connection for as
-long as the client likes (3,000 of them took the webhook from 93 MB to 325 MB, past
-the chart's 256Mi limit). The apiserver sends a whole review at once and gives up
+trickle the body a byte at a time; a server without deadlines holds every such
+connection for as long as the client likes (3,000 of them took the webhook, then on
+aiohttp, from 93 MB to 325 MB, past the chart's 256Mi limit). The apiserver sends a whole review at once and gives up
 after its ``timeoutSeconds`` anyway, so:
 
 - a request's headers must arrive within ``read_header_timeout`` of its first byte,
@@ -22,8 +22,8 @@ after its ``timeoutSeconds`` anyway, so:
   sent whole is read in microseconds, so a flood of slow clients cannot starve the
   apiserver's connections.
 
-This relies on a few internals of aiohttp's ``RequestHandler`` (its message queue,
-its manager and loop), pinned down by tests/test_webhook_slow_clients.py.
+The table and the accept loop are here; the connections they hold are
+:class:`webhook.http.HttpConnection` (tests/test_webhook_slow_clients.py).
 """
 from __future__ import annotations
 
@@ -34,10 +34,7 @@ import ssl
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
-
-from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
+from typing import Callable, Protocol
 
 from podgang import rules
 from podgang.metrics import WebhookMetrics
@@ -71,6 +68,19 @@ class ConnectionLimits:
         return None
 
 
+class Connection(Protocol):
+    """What the table needs of a connection (webhook.http.HttpConnection)."""
+
+    _request_began: float  # loop time of the first byte of the request under way
+    _deadline: float  # loop time by which that request must have arrived
+
+    def too_slow(self) -> None: ...  # past its deadline: closed and counted, if still reading
+
+    def drop(self, reason: str) -> None: ...  # closed now, counted under reason
+
+    def shutdown(self) -> None: ...  # the server stops: close once nothing is under way
+
+
 class ConnectionTable:
     """The open connections of one server, by what they are doing, oldest first."""
 
@@ -80,12 +90,14 @@ class ConnectionTable:
         self.open = 0
         # eviction order: a request under way for longest, then a connection that never
         # sent one; the others (being decided, or kept alive between requests) stay
-        self.reading: OrderedDict[GuardedHandler, None] = OrderedDict()
-        self.fresh: OrderedDict[GuardedHandler, None] = OrderedDict()
+        self.reading: OrderedDict[Connection, None] = OrderedDict()
+        self.fresh: OrderedDict[Connection, None] = OrderedDict()
+        self.connections: set[Connection] = set()  # all of them, from their TLS handshake to their end
         self._closed_since_report: dict[str, int] = {}
         self._sweeper: asyncio.TimerHandle | None = None
         self.room: asyncio.Event | None = None  # set when accepting may resume
         self.accept_waiting = False
+        self.stopping = False  # the server is shutting down
         self._next_report = 0.0
 
     def make_room(self) -> bool:
@@ -152,85 +164,8 @@ class ConnectionTable:
             )
 
 
-class GuardedHandler(RequestHandler):
-    """aiohttp's connection handler, with the deadlines and the bound of this module."""
-
-    __slots__ = ("_table", "_phase", "_deadline", "_request_began", "_payload")
-
-    def __init__(self, table: ConnectionTable, manager: web.Server, **kwargs: Any):
-        super().__init__(manager, keepalive_timeout=table.limits.idle_timeout, **kwargs)
-        self._table = table
-        self._phase = CLOSED
-        self._deadline = 0.0  # of the request under way (READING)
-        self._request_began = 0.0
-        self._payload: Any = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """The TLS handshake is done; the socket was counted when it was accepted."""
-        super().connection_made(transport)
-        self._phase = FRESH
-        self._table.fresh[self] = None
-        self._table.wake()
-
-    def data_received(self, data: bytes) -> None:
-        if self._phase != READING and self._phase != CLOSED and data:
-            # the first byte of a request: its deadlines start now
-            table = self._table
-            table.fresh.pop(self, None)
-            table.reading[self] = None
-            self._phase = READING
-            self._payload = None
-            self._request_began = began = self._loop.time()
-            self._deadline = began + table.limits.read_header_timeout
-            table.watch(self._loop)
-            table.wake()
-        queued = len(self._messages)
-        super().data_received(data)
-        if self._phase != READING:
-            return
-        if len(self._messages) > queued:  # the headers are in: the body has until read_timeout
-            self._payload = self._messages[-1][1]
-            self._deadline = self._request_began + self._table.limits.read_timeout
-        if self._payload is not None and self._payload.is_eof():
-            self._table.reading.pop(self, None)
-            self._phase = SERVED
-
-    def connection_lost(self, exc: BaseException | None) -> None:
-        self._release()
-        super().connection_lost(exc)
-
-    def drop(self, reason: str) -> None:
-        """Close this connection now (no TLS goodbye) and count why."""
-        self._release()
-        self._table.closed(reason)
-        self._abort()
-
-    # ------------------------------------------------------------------
-
-    def too_slow(self) -> None:
-        if self._phase == READING:
-            self.drop("read-timeout" if self._payload is not None else "read-header-timeout")
-
-    def _release(self) -> None:
-        """Take this connection out of the table (once)."""
-        if self._phase == CLOSED:
-            return
-        self._phase = CLOSED
-        table = self._table
-        table.reading.pop(self, None)
-        table.fresh.pop(self, None)
-        table.release()
-        self._payload = None
-
-    def _abort(self) -> None:
-        transport = self.transport
-        self.force_close()
-        if transport is not None:
-            transport.abort()
-
-
-class GuardedSite(web.BaseSite):
-    """A TLS TCP site that accepts a socket only when the table has room for it.
+class Listener:
+    """A TLS TCP listener that accepts a socket only when the table has room for it.
 
     The webhook runs its own accept loop: a socket is counted from the moment it is
     accepted, through its TLS handshake (which each holds ~50 KB for, up to
@@ -239,37 +174,22 @@ class GuardedSite(web.BaseSite):
     everything and bounding only finished handshakes let 3,000 clients that reconnect
     as fast as they are evicted keep 2,500 handshakes open (700 MB)."""
 
-    __slots__ = ("_host", "_port", "_table", "_handler_args", "_listener", "_accepting", "_handshakes")
-
-    def __init__(
-        self,
-        runner: web.BaseRunner,
-        host: str,
-        port: int,
-        *,
-        ssl_context: ssl.SSLContext,
-        table: ConnectionTable,
-        backlog: int = 1024,
-        **handler_args: Any,
-    ):
-        super().__init__(runner, ssl_context=ssl_context, backlog=backlog)
+    def __init__(self, host: str, port: int, *, ssl_context: ssl.SSLContext, table: ConnectionTable,
+                 protocol_factory: Callable[[], asyncio.Protocol], backlog: int = 1024):
         self._host, self._port = host, port
+        self._ssl_context = ssl_context
         self._table = table
-        self._handler_args = handler_args
+        self._protocol_factory = protocol_factory
+        self._backlog = backlog
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task | None = None
         self._handshakes: set[asyncio.Task] = set()
-
-    @property
-    def name(self) -> str:
-        return f"https://{self._host}:{self._port}"
 
     @property
     def port(self) -> int:
         return self._listener.getsockname()[1] if self._listener is not None else self._port
 
     async def start(self) -> None:
-        await super().start()
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
         listener = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -284,7 +204,9 @@ class GuardedSite(web.BaseSite):
         self._table.room = asyncio.Event()
         self._accepting = asyncio.get_running_loop().create_task(self._accept(), name="podgang-accept")
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float) -> None:
+        """Stop accepting; close idle connections; give the requests under way ``timeout``
+        seconds to be answered; then drop what is left."""
         if self._accepting is not None:
             self._accepting.cancel()
             try:
@@ -295,13 +217,25 @@ class GuardedSite(web.BaseSite):
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-        await super().stop()
+        table = self._table
+        table.stopping = True  # a handshake that completes from now on is closed when idle
+        for connection in list(table.connections):
+            connection.shutdown()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while table.open and loop.time() < deadline:  # handshakes included
+            table.room.clear()
+            table.accept_waiting = True  # release() wakes this wait as connections go
+            try:
+                await asyncio.wait_for(table.room.wait(), deadline - loop.time())
+            except asyncio.TimeoutError:
+                break
+        for connection in list(table.connections):
+            connection.drop("shutdown")
 
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
         table, listener = self._table, self._listener
-        manager = self._runner.server
-        handler_args = {"loop": loop, **self._handler_args}
         while True:
             try:
                 sock, _ = await loop.sock_accept(listener)
@@ -316,16 +250,15 @@ class GuardedSite(web.BaseSite):
                 table.accept_waiting = True
                 await table.room.wait()
             table.count()
-            task = loop.create_task(self._handshake(loop, sock, manager, handler_args))
+            task = loop.create_task(self._handshake(loop, sock))
             self._handshakes.add(task)  # a task nobody holds may be collected mid-handshake
             task.add_done_callback(self._handshakes.discard)
 
-    async def _handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket, manager: Any,
-                         handler_args: dict[str, Any]) -> None:
+    async def _handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
         table = self._table
         try:
             await loop.connect_accepted_socket(
-                lambda: GuardedHandler(table, manager, **handler_args),
+                self._protocol_factory,
                 sock,
                 ssl=self._ssl_context,
                 ssl_handshake_timeout=table.limits.read_header_timeout,

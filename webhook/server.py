@@ -1,5 +1,7 @@
-"""The HTTPS server: aiohttp, TLS 1.2+, certificates re-read when they change,
-graceful shutdown (stop accepting, finish the requests in flight, exit 0).
+"""The HTTPS server: TLS 1.2+, certificates re-read when they change, graceful
+shutdown (stop accepting, finish the requests in flight, exit 0). HTTP is
+:mod:`webhook.http` (llhttp on an asyncio protocol), connections are bounded by
+:mod:`webhook.connections`; here are the endpoints.
 
 Endpoints: ``POST /mutate-pods``, ``POST /validate-pods``, ``GET /healthz``,
 ``GET /readyz`` (ready once the certificate is loaded), ``GET /metrics``.
@@ -13,9 +15,8 @@ import logging
 import signal
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-from aiohttp import web
+from typing import Any, Awaitable, Callable
+from urllib.parse import parse_qs
 
 from podgang import rules
 from podgang.api import Api, make_api_client
@@ -36,8 +37,9 @@ from podgang.webhook.admission import (
     pod_label,
 )
 from podgang.webhook.certificates import CertificateKeeper
-from podgang.webhook.connections import ConnectionLimits, ConnectionTable, GuardedSite
+from podgang.webhook.connections import ConnectionLimits, ConnectionTable, Listener
 from podgang.webhook.decisions import DecisionLog, stderr_stream
+from podgang.webhook.http import BodyTooLarge, Request, Response, connection_factory
 from podgang.webhook.owners import OwnerCache
 from podgang.webhook.podgroups import PodGroups
 from podgang.webhook.tls import ServingCertificate
@@ -103,41 +105,36 @@ class WebhookServer:
         self.certificate: ServingCertificate | None = None
         self.port: int | None = None
         self.connections: ConnectionTable | None = None
-        self._runner: web.AppRunner | None = None
+        self._listener: Listener | None = None
+        self._routes: dict[str, tuple[str, Callable[[Request], Awaitable[Response]]]] = {
+            MUTATE: ("POST", self.handle_mutate),
+            VALIDATE: ("POST", self.handle_validate),
+            "/healthz": ("GET", self.handle_healthz),
+            "/readyz": ("GET", self.handle_readyz),
+            "/metrics": ("GET", self.handle_metrics),
+        }
         self._tasks: list[asyncio.Task] = []
         self.keeper = None  # a CertificateKeeper with --manage-certs
 
     # -- lifecycle --------------------------------------------------------
 
-    def build_app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY + 1)
-        app.router.add_post(MUTATE, self.handle_mutate)
-        app.router.add_post(VALIDATE, self.handle_validate)
-        app.router.add_get("/healthz", self.handle_healthz)
-        app.router.add_get("/readyz", self.handle_readyz)
-        app.router.add_get("/metrics", self.handle_metrics)
-        return app
+    max_body = MAX_BODY  # for webhook.http
 
     async def start(self) -> None:
         if self.events is not None:
             self.events.start()
         self.certificate = ServingCertificate(self.config.cert_dir, self.metrics)
-        self._runner = web.AppRunner(
-            self.build_app(), access_log=None, shutdown_timeout=self.config.shutdown_timeout, handle_signals=False
-        )
-        await self._runner.setup()
         self.connections = ConnectionTable(self.config.limits, self.metrics)
-        site = GuardedSite(
-            self._runner,
+        listener = Listener(
             self.config.host,
             self.config.port,
             ssl_context=self.certificate.context,
             table=self.connections,
-            access_log=None,
-            max_field_size=16384,
+            protocol_factory=connection_factory(self, self.connections, asyncio.get_running_loop()),
         )
-        await site.start()
-        self.port = site.port
+        await listener.start()
+        self._listener = listener
+        self.port = listener.port
         self._tasks.append(asyncio.create_task(self._watch_certificate(), name="podgang-cert-watch"))
         if self.config.manage_certs:
             if self.api_client is None:
@@ -170,9 +167,9 @@ class WebhookServer:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks.clear()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._listener is not None:
+            await self._listener.stop(self.config.shutdown_timeout)
+            self._listener = None
         if self.events is not None:
             await self.events.stop()
         self.decision_log.flush()
@@ -192,51 +189,52 @@ class WebhookServer:
 
     # -- handlers ---------------------------------------------------------
 
-    async def handle_healthz(self, request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+    def handle(self, request: Request) -> Awaitable[Response]:
+        """Route one request (webhook.http calls this)."""
+        route = self._routes.get(request.path)
+        if route is None:
+            return _ready(self.refuse(404, "not-found", f"no such path: {request.path}"))
+        method, handler = route
+        if request.method != method:
+            return _ready(self.refuse(405, "method", f"{request.path} takes {method}, not {request.method}",
+                                      headers=f"Allow: {method}\r\n"))
+        return handler(request)
 
-    async def handle_readyz(self, request: web.Request) -> web.Response:
+    async def handle_healthz(self, request: Request) -> Response:
+        return OK
+
+    async def handle_readyz(self, request: Request) -> Response:
         cert = self.certificate
         if cert is None or not cert.loaded:
             problem = cert.problem if cert is not None else "starting"
             if self.keeper is not None and self.keeper.problem:
                 problem += f"; managing certificates failed: {self.keeper.problem}"
-            return web.Response(status=503, text=f"not ready: {problem}\n")
-        return web.Response(text="ok\n")
+            return Response.text(503, f"not ready: {problem}\n")
+        return OK
 
-    async def handle_metrics(self, request: web.Request) -> web.Response:
+    async def handle_metrics(self, request: Request) -> Response:
         self.metrics.owner_cache_entries.set(len(self.owners))
         body, content_type = self.metrics.exposition()
-        return web.Response(body=body, headers={"Content-Type": content_type})
+        return Response(200, body, content_type)
 
-    async def handle_mutate(self, request: web.Request) -> web.Response:
+    async def handle_mutate(self, request: Request) -> Response:
         return await self._answer(request, MUTATE)
 
-    async def handle_validate(self, request: web.Request) -> web.Response:
+    async def handle_validate(self, request: Request) -> Response:
         return await self._answer(request, VALIDATE)
 
-    async def _answer(self, request: web.Request, endpoint: str) -> web.Response:
+    async def _answer(self, request: Request, endpoint: str) -> Response:
         started = time.perf_counter()
-        length = request.content_length
-        if length is not None and length > MAX_BODY:
-            return self._bad(413, "too-large", f"the body is {length} bytes; at most {MAX_BODY} are accepted")
         try:
-            body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return self._bad(413, "too-large", f"the body is larger than {MAX_BODY} bytes")
-        except ConnectionError as exc:  # gone mid-body: closed as too slow (counted and logged there) or by the client
-            # aiohttp keeps the exception in the request's payload, and its traceback holds
-            # the frames that hold the payload: a cycle that would keep the connection's
-            # buffers and socket until a full garbage collection, which a flood outruns
-            exc.__traceback__ = None
-            self.metrics.bad_requests.labels("disconnected").inc()
-            return web.Response(status=400, text="the connection was closed before the body arrived\n")
-        except Exception as exc:  # a client that went away mid-body, a broken gzip stream ...
-            return self._bad(400, "unreadable", f"cannot read the body: {type(exc).__name__}: {exc}")
+            body = request.content(MAX_BODY)
+        except BodyTooLarge as exc:
+            return self.refuse(413, "too-large", str(exc))
+        except ValueError as exc:  # a broken gzip stream, an unknown encoding
+            return self.refuse(400, "unreadable", f"cannot read the body: {exc}")
         try:
             review = parse_review(body)
         except BadReview as exc:
-            return self._bad(400, "invalid", str(exc))
+            return self.refuse(400, "invalid", str(exc))
         try:
             if endpoint == MUTATE:
                 verdict = await self.admission.mutate(review, budget=lambda: _review_budget(request))
@@ -267,18 +265,26 @@ class WebhookServer:
             if verdict.warnings:
                 fields["warnings"] = [bounded_warning(w) for w in verdict.warnings]
             self.decision_log.write(fields)
-        return web.Response(body=payload, content_type="application/json")
+        return Response(200, payload, "application/json")
 
-    def _bad(self, status: int, reason: str, message: str) -> web.Response:
-        message = clip(message, MAX_LOGGED)
+    def refuse(self, status: int, reason: str, message: str, *, headers: str = "") -> Response:
+        """An error answer in one line, counted by reason and logged (webhook.http calls this too)."""
+        message = clip(message, MAX_LOGGED).replace("\n", " ")
         self.metrics.bad_requests.labels(reason).inc()
         log.warning("bad admission request", extra={"fields": {"status": status, "reason": message}})
-        return web.Response(status=status, text=message.replace("\n", " ") + "\n")
+        return Response.text(status, message + "\n", headers)
 
 
-def _review_budget(request: web.Request) -> float:
+OK = Response.text(200, "ok\n")
+
+
+async def _ready(response: Response) -> Response:
+    return response
+
+
+def _review_budget(request: Request) -> float:
     """Seconds the apiserver waits for this review (its ``?timeout=`` query)."""
-    raw = request.query.get("timeout") if request.query_string else None
+    raw = parse_qs(request.query).get("timeout", [""])[0] if request.query else None
     if raw:
         try:
             return rules.parse_duration(raw)

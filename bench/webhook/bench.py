@@ -85,6 +85,9 @@ def machine() -> dict:
         versions["uvloop"] = uvloop.__version__
     except ImportError:
         versions["uvloop"] = None
+    import httptools
+
+    versions["httptools"] = httptools.__version__
     return {
         "cpu": model or platform.processor(),
         "cpus": os.cpu_count(),
