@@ -61,7 +61,7 @@ class ProcessMetrics:
 
 
 #: why the webhook closes a connection itself (see podgang.webhook.connections)
-CONNECTION_CLOSE_REASONS = ("read-header-timeout", "read-timeout", "evicted")
+CONNECTION_CLOSE_REASONS = ("read-header-timeout", "read-timeout", "evicted", "shutdown")
 
 
 class WebhookMetrics(ProcessMetrics):
