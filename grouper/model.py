@@ -142,7 +142,7 @@ class Slimmer:
         key = tuple(value.items())
         try:
             shared = self._shared.get(key)
-        except TypeError:  # a nested value (a native pod's spec.schedulingGroup): keep it unshared
+        except TypeError:  # a nested value (a field some backend keeps in the pod spec): keep it unshared
             return value
         return shared if shared is not None else self._remember(key, value)
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import ssl
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,79 +24,59 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.kube_emulator import KubeEmulator  # noqa: E402
-from tests.test_webhook_process import WebhookProcess  # noqa: E402
-from tests.test_webhook_slow_clients import rss_mb, trickling_client  # noqa: E402
-from tests.webhook_support import (  # noqa: E402
-    DEPLOYMENT_UID,
-    client_context,
-    group_after,
-    owned_pod_review,
-    podgang_certs_generate,
-    seed_owners,
-)
+import aiohttp  # noqa: E402
+
+from tests.test_webhook_slow_clients import rss_mb, trickling_client, webhook_process  # noqa: E402
+from tests.webhook_support import DEPLOYMENT_UID, group_after, owned_pod_review  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
 
 
 async def main(args: argparse.Namespace) -> int:
-    import aiohttp
-
     OUT.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="podgang-slow-"))
-    certs = work / "certs"
-    podgang_certs_generate(certs)
-    ctx: ssl.SSLContext = client_context(certs / "ca.crt")
-    async with KubeEmulator() as kube:
-        seed_owners(kube)
-        kubeconfig = kube.write_kubeconfig(work / "kubeconfig")
-        async with WebhookProcess(
-            "-m", "podgang.webhook", "--port", "0", "--bind-address", "127.0.0.1", "--cert-dir", str(certs),
-            "--kubeconfig", kubeconfig, "--scheduler-name", "default-scheduler",
-            *args.webhook_arg,
-        ) as wh:
-            port = await wh.port()
-            pid = wh.proc.pid
-            url = f"https://127.0.0.1:{port}/mutate-pods?timeout=5s"
-            latencies: list[float] = []
-            failures: list[str] = []
-            async with aiohttp.ClientSession() as session:
+    async with webhook_process(work, *args.webhook_arg) as (wh, port, ctx):
+        pid = wh.proc.pid
+        url = f"https://127.0.0.1:{port}/mutate-pods?timeout=5s"
+        latencies: list[float] = []
+        failures: list[str] = []
+        async with aiohttp.ClientSession() as session:
 
-                async def review(i: int) -> None:
-                    started = time.perf_counter()
-                    try:
-                        async with session.post(url, json=owned_pod_review(i), ssl=ctx, timeout=aiohttp.ClientTimeout(total=10)) as resp:
-                            answer = await resp.json()
-                        assert resp.status == 200 and group_after(owned_pod_review(i), answer["response"]) == f"pg-web-{DEPLOYMENT_UID}"
-                        latencies.append((time.perf_counter() - started) * 1000)
-                    except Exception as exc:  # counted and reported, the run goes on
-                        failures.append(f"{type(exc).__name__}: {exc}"[:200])
+            async def review(i: int) -> None:
+                started = time.perf_counter()
+                try:
+                    async with session.post(url, json=owned_pod_review(i), ssl=ctx, timeout=aiohttp.ClientTimeout(total=10)) as resp:
+                        answer = await resp.json()
+                    assert resp.status == 200 and group_after(owned_pod_review(i), answer["response"]) == f"pg-web-{DEPLOYMENT_UID}"
+                    latencies.append((time.perf_counter() - started) * 1000)
+                except Exception as exc:  # counted and reported, the run goes on
+                    failures.append(f"{type(exc).__name__}: {exc}"[:200])
 
-                for i in range(50):
-                    await review(i)
-                latencies.clear()
-                before = rss_mb(pid)
-                peak = before
-                cut: list[int] = []
-                began = time.monotonic()
-                stop_at = began + args.duration
-                print(f"[slow-clients] RSS before {before:.0f} MB; {args.clients} trickling clients for {args.duration:g}s", file=sys.stderr)
-                flood = [asyncio.create_task(trickling_client(port, ctx, stop_at, cut)) for _ in range(args.clients)]
-                n = 0
-                next_report = began + 5
-                while time.monotonic() < stop_at:
-                    await review(1000 + n)
-                    n += 1
-                    peak = max(peak, rss_mb(pid))
-                    if time.monotonic() >= next_report:
-                        next_report += 5
-                        print(f"[slow-clients] {time.monotonic() - began:4.0f}s RSS {rss_mb(pid):.0f} MB, cut {len(cut)}, "
-                              f"reviews {len(latencies)} ok / {len(failures)} failed", file=sys.stderr)
-                    await asyncio.sleep(0.02)
-                await asyncio.wait_for(asyncio.gather(*flood), 60)
-                end = rss_mb(pid)
-                async with session.get(f"https://127.0.0.1:{port}/metrics", ssl=ctx) as resp:
-                    metrics = await resp.text()
+            for i in range(50):
+                await review(i)
+            latencies.clear()
+            before = rss_mb(pid)
+            peak = before
+            cut: list[int] = []
+            began = time.monotonic()
+            stop_at = began + args.duration
+            print(f"[slow-clients] RSS before {before:.0f} MB; {args.clients} trickling clients for {args.duration:g}s", file=sys.stderr)
+            flood = [asyncio.create_task(trickling_client(port, ctx, stop_at, cut)) for _ in range(args.clients)]
+            n = 0
+            next_report = began + 5
+            while time.monotonic() < stop_at:
+                await review(1000 + n)
+                n += 1
+                peak = max(peak, rss_mb(pid))
+                if time.monotonic() >= next_report:
+                    next_report += 5
+                    print(f"[slow-clients] {time.monotonic() - began:4.0f}s RSS {rss_mb(pid):.0f} MB, cut {len(cut)}, "
+                          f"reviews {len(latencies)} ok / {len(failures)} failed", file=sys.stderr)
+                await asyncio.sleep(0.02)
+            await asyncio.wait_for(asyncio.gather(*flood), 60)
+            end = rss_mb(pid)
+            async with session.get(f"https://127.0.0.1:{port}/metrics", ssl=ctx) as resp:
+                metrics = await resp.text()
     closed = {line.split('reason="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
               for line in metrics.splitlines() if line.startswith("podgang_webhook_connections_closed_total{")}
     latencies.sort()
