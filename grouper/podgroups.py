@@ -162,9 +162,9 @@ def _desired_group(cache: Cache, group_key: str, actual: Obj | None) -> Desired:
         contributions = []
         pinned = set()
         for w in hand:
-            own, why = rules.subgroup_min_member(w, settings)
-            contributions.append((display_name(w), own))
-            if not why.startswith(rules.kind_name(w)):  # set by an annotation, not the workload's size
+            own = rules.subgroup_min_member(w, settings)
+            contributions.append((display_name(w), own.value))
+            if own.pinned:
                 pinned.add(display_name(w))
         if standalone:
             contributions.append(("standalone pods", len(standalone)))

@@ -461,7 +461,7 @@ def shared_min_member(
         return MinMember(pinned, f"pinned by {settings.min_member_annotation} on {kind_name(podgroup)}", True)
     total, parts = 0, []
     for workload in sorted(workloads, key=kind_name):
-        size = subgroup_min_member(workload, settings)[0]
+        size = subgroup_min_member(workload, settings).value
         total += size
         parts.append(f"{kind_name(workload)} {size}")
     if standalone_pods:
@@ -509,15 +509,16 @@ def min_available(obj: Any, settings: Settings = DEFAULT) -> tuple[int | None, s
                   f"it must be a whole number from 1 to {MAX_MIN_MEMBER}")
 
 
-def subgroup_min_member(workload: Any, settings: Settings = DEFAULT) -> tuple[int, str]:
+def subgroup_min_member(workload: Any, settings: Settings = DEFAULT) -> MinMember:
     """A workload's minimum inside a shared group and where it comes from:
-    ``podgang.io/min-available``, else ``podgang.io/min-member``, else its desired size."""
+    ``podgang.io/min-available``, else ``podgang.io/min-member`` (both pinned: set by
+    the user, not the workload's size), else its desired size."""
     for value, key in ((min_available(workload, settings)[0], settings.min_available_annotation),
                        (pinned_min_member(workload, settings)[0], settings.min_member_annotation)):
         if value is not None:
-            return value, f"{key} on {kind_name(workload)}"
+            return MinMember(value, f"{key} on {kind_name(workload)}", pinned=True)
     size, why = desired_size(workload)
-    return size, f"{kind_name(workload)} {why}"
+    return MinMember(size, f"{kind_name(workload)} {why}")
 
 
 def shared_subgroups(
@@ -526,8 +527,9 @@ def shared_subgroups(
     settings: Settings = DEFAULT,
 ) -> tuple[tuple[Subgroup, ...], tuple[str, ...]]:
     """The subgroups of a hand-made group the ``workloads`` name, and what a user
-    should fix; none unless there are several parts. Each workload is one subgroup (named after it, or what its pod
-    template names); ``standalone``: subgroup name -> the standalone pods in it.
+    should fix; none unless there are several parts. Each workload is one subgroup
+    (named after it, or what its pod template names); ``standalone``: subgroup name
+    -> the standalone pods in it.
     Two workloads landing in one subgroup, or a name that cannot be a subgroup's,
     is a problem, and then there are no subgroups (the summed minimum still holds)."""
     found: dict[str, Subgroup] = {}
@@ -535,9 +537,9 @@ def shared_subgroups(
     problems = []
     for workload in sorted(workloads, key=kind_name):
         name = workload_subgroup(workload, settings)
-        value, why = subgroup_min_member(workload, settings)
+        own = subgroup_min_member(workload, settings)
         owners.setdefault(name, []).append(kind_name(workload))
-        found[name] = Subgroup(name, value, why)
+        found[name] = Subgroup(name, own.value, own.reason)
         problem = min_available(workload, settings)[1]
         if problem:
             problems.append(problem)

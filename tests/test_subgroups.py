@@ -64,12 +64,12 @@ def test_subgroups_and_their_minimums(workloads, standalone, expected):
 
 
 def test_where_a_minimum_comes_from():
-    assert rules.subgroup_min_member(workload("decode", 3, min_available="1")) == (
-        1, "podgang.io/min-available on deployment/decode")
-    assert rules.subgroup_min_member(workload("decode", 3))[0] == 3
+    assert rules.subgroup_min_member(workload("decode", 3, min_available="1")) == rules.MinMember(
+        1, "podgang.io/min-available on deployment/decode", pinned=True)
+    assert rules.subgroup_min_member(workload("decode", 3)) == rules.MinMember(3, "deployment/decode spec.replicas 3")
     pinned = workload("decode", 3)
     pinned["metadata"]["annotations"] = {"podgang.io/min-member": "2"}
-    assert rules.subgroup_min_member(pinned) == (2, "podgang.io/min-member on deployment/decode")
+    assert rules.subgroup_min_member(pinned) == rules.MinMember(2, "podgang.io/min-member on deployment/decode", pinned=True)
 
 
 @pytest.mark.parametrize("raw", ["0", "-1", "one", "1.5", "99999999999"])
