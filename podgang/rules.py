@@ -107,10 +107,14 @@ def scope_problem(pod: Any, namespace: str | None = None, settings: Settings = D
         return f"namespace {_q(ns)} is excluded"
     if is_skipped(pod, settings):
         return f"labelled {settings.skip_label}=true"
+    return owner_skip_problem(owners, settings)
+
+
+def owner_skip_problem(owners: Sequence[Any], settings: Settings = DEFAULT) -> str | None:
+    """The part of :func:`scope_problem` that needs the pod's owners: one labelled
+    ``podgang.io/skip=true`` puts the pod out of scope."""
     skipped = next((o for o in owners if is_skipped(o, settings)), None)
-    if skipped is not None:
-        return f"{kind_name(skipped)} is labelled {settings.skip_label}=true"
-    return None
+    return f"{kind_name(skipped)} is labelled {settings.skip_label}=true" if skipped is not None else None
 
 
 def partial_scope_problem(workload: Any, namespace: str | None = None, settings: Settings = DEFAULT) -> str | None:

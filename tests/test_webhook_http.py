@@ -115,6 +115,29 @@ async def test_a_declared_length_above_the_limit_gets_413_before_the_body_is_sen
         writer.close()
 
 
+async def test_a_client_waiting_for_100_continue_gets_413_and_is_closed_at_once(tmp_path):
+    """It never sends the body: the connection is not held until the read deadline."""
+    async with running_webhook(tmp_path) as wh:
+        reader, writer = await connect(wh)
+        head = post(b"", extra="Expect: 100-continue\r\n").replace(b"Content-Length: 0",
+                                                                   f"Content-Length: {MAX_BODY + 1}".encode())
+        writer.write(head)
+        await writer.drain()
+        status, headers, _ = await read_response(reader)
+        assert status == 413 and headers["connection"] == "close"
+        assert await closed(reader)
+        assert await wh.metric("podgang_webhook_connections_closed_total", reason="read-timeout") == 0
+
+
+async def test_a_protocol_upgrade_gets_one_answer_400_and_the_connection_is_closed(tmp_path):
+    async with running_webhook(tmp_path) as wh:
+        status, headers, body, reader = await exchange(
+            wh, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+        assert status == 400 and headers["connection"] == "close"
+        assert body == b"protocol upgrades are not served\n"
+        assert await asyncio.wait_for(reader.read(), 15) == b""  # nothing after it: no 200 for the request
+
+
 async def test_a_chunked_body_is_read_and_refused_with_413_once_it_grows_past_the_limit(tmp_path):
     async with running_webhook(tmp_path) as wh:
         status, _, body, reader = await exchange(wh, chunked(BODY, 100))

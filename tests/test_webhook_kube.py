@@ -573,6 +573,20 @@ async def test_a_workload_labelled_skip_is_skipped_by_validate_as_by_mutate(tmp_
         assert await wh.mutate(skipped_review) == {"uid": "skipped", "allowed": True}
 
 
+async def test_a_workload_labelled_skip_is_not_denied_by_mutate_for_a_group_named_two_ways(tmp_path, kube, api_client):
+    """Mutate's own denials (label and annotation naming two groups) wait for the
+    owners too: a skipped Deployment's pod is allowed by both endpoints."""
+    doc = with_annotations(owned_pod_review(0), {"pod-group-name": "a"})
+    doc["request"]["object"]["metadata"].setdefault("labels", {})["kai.scheduler/podgroup"] = "b"
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        for answer in (await wh.mutate(doc), await wh.validate(doc)):
+            assert answer["allowed"] is False and "two different PodGroups" in answer["status"]["message"]
+    kube.patch_object("deployments", NS, "web", {"metadata": {"labels": {"podgang.io/skip": "true"}}})
+    async with running_webhook(tmp_path / "again", api_client=api_client) as wh:
+        assert await wh.mutate(doc) == {"uid": doc["request"]["uid"], "allowed": True}
+        assert await wh.validate(doc) == {"uid": doc["request"]["uid"], "allowed": True}
+
+
 async def test_a_workload_pod_of_a_hand_made_group_is_labelled_with_its_subgroup(tmp_path, kube, api_client):
     kube.put(managed_podgroup("prefill-decode", managed=False))
     doc = owned_pod_review(0)  # a pod of ReplicaSet web-7887448d46 of Deployment web

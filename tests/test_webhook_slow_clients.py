@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import ssl
 import time
 from pathlib import Path
@@ -18,6 +19,8 @@ import aiohttp
 import pytest
 
 from podgang import cli
+from podgang.metrics import WebhookMetrics
+from podgang.webhook import connections
 from podgang.webhook.connections import ConnectionLimits
 from tests.kube_emulator import KubeEmulator
 from tests.test_webhook_process import WebhookProcess
@@ -268,3 +271,21 @@ async def test_a_flood_of_trickling_clients_keeps_memory_bounded_and_reviews_ans
             assert late - early < 30, f"RSS still growing: {early:.0f} MB, then {late:.0f} MB"
             assert late - baseline < 200, f"RSS grew from {baseline:.0f} MB to {late:.0f} MB"
             await review(9999)  # and it serves on afterwards
+
+
+async def test_connections_closed_within_one_log_interval_are_said_when_it_ends(monkeypatch, caplog):
+    """The first closed connection is logged at once; the rest of that interval in one
+    line when the interval ends, not only when another closes later (or never)."""
+    monkeypatch.setattr(connections, "REPORT_INTERVAL", 0.2)
+    table = connections.ConnectionTable(ConnectionLimits(), WebhookMetrics())
+    caplog.set_level(logging.WARNING, logger="podgang.webhook")
+
+    def said() -> list[dict]:
+        return [r.fields for r in caplog.records if r.getMessage() == "closed connections that were too slow or too many"]
+
+    table.closed("read-timeout")
+    for _ in range(3):
+        table.closed("evicted")
+    assert [{k: v for k, v in f.items() if k in ("read_timeout", "evicted")} for f in said()] == [{"read_timeout": 1}]
+    await eventually(lambda: len(said()) == 2, what="the rest of the interval in the log")
+    assert said()[1]["evicted"] == 3 and "read_timeout" not in said()[1]

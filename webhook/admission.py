@@ -181,7 +181,7 @@ def encode_response(uid: str, verdict: Verdict) -> tuple[bytes, int]:
             "message": verdict.message or verdict.reason,
         }
     if verdict.warnings:
-        response["warnings"] = [bounded_warning(w) for w in verdict.warnings]
+        response["warnings"] = verdict.warnings  # each bounded where it is made
     return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response}), patch_size
 
 
@@ -225,6 +225,12 @@ def pod_label(pod: Any) -> str:
 
 
 _random = random.Random()  # seeded from the OS; names need to differ, not to be secret
+
+
+def _deadline(budget: float | Callable[[], float]) -> float:
+    """When API calls must end: ``budget`` seconds (the apiserver's wait, or a function
+    that says) less a margin to answer in, from now."""
+    return time.monotonic() + max(0.05, (budget() if callable(budget) else budget) - TIMEOUT_MARGIN)
 
 
 def random_suffix(length: int = 5) -> str:
@@ -299,15 +305,25 @@ class Admission:
         labelled ``podgang.io/skip=true`` keeps its pods out of scope here as in mutate.
         When the owners cannot be looked up the denial stands."""
         verdict = validate(review, self.settings)
-        if verdict.allowed or review.obj is None or rules.next_owner(review.obj) is None:
+        if verdict.allowed or review.obj is None:
             return verdict
-        deadline = time.monotonic() + max(0.05, (budget() if callable(budget) else budget) - TIMEOUT_MARGIN)
-        try:
-            chain = await self._owner_chain(review.obj, review.namespace, deadline)
-        except OwnerLookupFailed as exc:
-            verdict.reason += f"; its owners could not be checked for {self.settings.skip_label}: {exc}"
-            return verdict
-        return validate(review, self.settings, chain)
+        return await self._deny_in_scope(review, verdict, [], _deadline(budget))
+
+    async def _deny_in_scope(self, review: Review, denial: Verdict, chain: list[dict[str, Any]],
+                             deadline: float) -> Verdict:
+        """``denial``, unless an owner labelled ``podgang.io/skip=true`` puts the pod out
+        of scope (one scope decision for mutate and validate). ``chain``: the owners
+        looked up so far; none yet, they are looked up now (only a denial needs them for
+        a hand-made pod). When they cannot be looked up the denial stands."""
+        pod = review.obj
+        if not chain and rules.next_owner(pod) is not None:
+            try:
+                chain = await self._owner_chain(pod, review.namespace, deadline)
+            except OwnerLookupFailed as exc:
+                denial.reason += f"; its owners could not be checked for {self.settings.skip_label}: {exc}"
+                return denial
+        skipped = rules.owner_skip_problem(chain, self.settings)
+        return skip(skipped) if skipped else denial
 
     async def mutate(self, review: Review, *, budget: float | Callable[[], float] = DEFAULT_REVIEW_TIMEOUT) -> Verdict:
         """The mutating webhook (CREATE of pods): membership per spec §2.
@@ -336,12 +352,10 @@ class Admission:
             return skip(out_of_scope)
         backend = settings.backend_for(pod)
         assert backend is not None  # in scope: its scheduler is mapped
-        if callable(budget):
-            budget = budget()
-        deadline = time.monotonic() + max(0.05, budget - TIMEOUT_MARGIN)
+        deadline = _deadline(budget)
         named = rules.hand_made_group(pod, settings)
         if isinstance(named, rules.Denial):
-            return deny(named.message)
+            return await self._deny_in_scope(review, deny(named.message), [], deadline)
         chain: list[dict[str, Any]] = []
         gang: rules.Gang | rules.Denial | None = None
         if named is not None:
@@ -356,14 +370,14 @@ class Admission:
                     self.owners.metrics.owner_lookup_failures.inc()
                     return Verdict(True, "degraded", f"owner look-up failed, pod admitted without a group: {exc}")
             gang = rules.gang_for_pod(pod, chain, settings=settings, name_suffix=random_suffix())
-        owner_skipped = rules.scope_problem(pod, review.namespace, settings, chain)
+        owner_skipped = rules.owner_skip_problem(chain, settings)
         if owner_skipped:  # spec §1: a pod *or workload* label
             return skip(owner_skipped)
         if isinstance(gang, rules.Denial):
-            return deny(gang.message)
+            return await self._deny_in_scope(review, deny(gang.message), chain, deadline)
         unfit = backend.membership_problem(gang.name)
         if unfit:
-            return deny(unfit)
+            return await self._deny_in_scope(review, deny(unfit), chain, deadline)
         verdict = Verdict(True, "patched", gang.reason, group=gang.name)
         if gang.hand_made:
             await self._check_hand_made(gang.name, review.namespace, backend, deadline, verdict)
@@ -449,7 +463,7 @@ class Admission:
                                verdict: Verdict) -> None:
         state, detail = await self.podgroups.exists(namespace, name, backend, timeout=self._left(deadline))
         if state is Existence.MISSING:
-            verdict.warnings.append(rules.missing_group_warning(name, namespace))
+            verdict.warnings.append(bounded_warning(rules.missing_group_warning(name, namespace)))
             verdict.reason += "; the PodGroup does not exist yet"
         elif state is Existence.UNKNOWN:
             verdict.reason += f"; could not check that the PodGroup exists: {detail}"

@@ -99,6 +99,7 @@ class ConnectionTable:
         self.accept_waiting = False
         self.stopping = False  # the server is shutting down
         self._next_report = 0.0
+        self._report_timer: asyncio.TimerHandle | None = None  # says the rest of an interval at its end
 
     def make_room(self) -> bool:
         """Room for one more socket: True when there is (evicting one connection if
@@ -155,8 +156,15 @@ class ConnectionTable:
         self._closed_since_report[reason] = self._closed_since_report.get(reason, 0) + 1
         now = time.monotonic()
         if now >= self._next_report:
-            self._next_report = now + REPORT_INTERVAL
-            counts, self._closed_since_report = self._closed_since_report, {}
+            self._report()
+        elif self._report_timer is None:  # the rest of this interval is said when it ends
+            self._report_timer = asyncio.get_running_loop().call_later(self._next_report - now, self._report)
+
+    def _report(self) -> None:
+        self._report_timer = None
+        self._next_report = time.monotonic() + REPORT_INTERVAL
+        counts, self._closed_since_report = self._closed_since_report, {}
+        if counts:
             log.warning(
                 "closed connections that were too slow or too many",
                 extra={"fields": {**{r.replace("-", "_"): n for r, n in sorted(counts.items())},
@@ -245,10 +253,14 @@ class Listener:
                 continue
             # no room and none to be made: this socket waits, untouched, and the kernel's
             # backlog holds the next ones, until a connection goes or can be evicted
-            while not table.make_room():
-                table.room.clear()
-                table.accept_waiting = True
-                await table.room.wait()
+            try:
+                while not table.make_room():
+                    table.room.clear()
+                    table.accept_waiting = True
+                    await table.room.wait()
+            except asyncio.CancelledError:  # stopping: this socket was never handed over
+                sock.close()
+                raise
             table.count()
             task = loop.create_task(self._handshake(loop, sock))
             self._handshakes.add(task)  # a task nobody holds may be collected mid-handshake

@@ -172,9 +172,6 @@ class HttpConnection(asyncio.Protocol):
         within_head = self._phase == READING and not self._headers_done
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._refuse(400, "malformed", "protocol upgrades are not served")
-            return
         except httptools.HttpParserError as exc:  # a callback's _Stop included
             if self._discarding:  # the rest of a refused request is broken too: stop reading it
                 self._discarding = False
@@ -254,11 +251,15 @@ class HttpConnection(asyncio.Protocol):
         self._headers_done = True
         self._deadline = self._request_began + self._table.limits.read_timeout
         self._http10 = self._parser.get_http_version() == "1.0"
+        if self._parser.should_upgrade():  # refused before llhttp completes (and queues) the request
+            self._refuse(400, "malformed", "protocol upgrades are not served")
+            raise _Stop
         limit = self._app.max_body
         if self._length > limit:
+            # a client waiting for 100 Continue sends no body: close at once, read nothing more
             self._refuse(413, "too-large", f"the body is {self._length} bytes; at most {limit} are accepted",
-                         discard=True)
-        elif self._expect and not self._busy and not self._queue and self._length != 0:
+                         discard=not self._expect)
+        elif self._expect and not self._http10 and not self._busy and not self._queue and self._length != 0:
             self._transport.write(CONTINUE)
 
     def on_body(self, body: bytes) -> None:

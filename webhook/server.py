@@ -31,7 +31,6 @@ from podgang.webhook.admission import (
     Admission,
     BadReview,
     Verdict,
-    bounded_warning,
     encode_response,
     parse_review,
     pod_label,
@@ -263,7 +262,7 @@ class WebhookServer:
                 "duration_ms": round(seconds * 1000, 3),
             }
             if verdict.warnings:
-                fields["warnings"] = [bounded_warning(w) for w in verdict.warnings]
+                fields["warnings"] = verdict.warnings
             self.decision_log.write(fields)
         return Response(200, payload, "application/json")
 
