@@ -451,7 +451,7 @@ class Controller:
                 patched = await self.api.merge_patch(path, write.body)
                 self.writes += 1
                 self._upsert(backend, patched)
-                message = f"subgroups set: {write.note} (each workload's minimum inside the gang)"
+                message = f"subgroups set: {write.note}"
                 self.events.emit(patched, "SubgroupsChanged", message)
                 self._decision(key, "patch-subgroups", message, started)
                 return True

@@ -92,7 +92,8 @@ class Slimmer:
         self.object_labels = (settings.skip_label, settings.managed_by_label, rollouts.POD_TEMPLATE_HASH)
         self.object_annotations = (settings.min_member_annotation, settings.min_available_annotation,
                                    settings.grace_period_annotation,
-                                   settings.desired_size_annotation, rollouts.REVISION_ANNOTATION,
+                                   settings.desired_size_annotation, settings.subgroups_annotation,
+                                   rollouts.REVISION_ANNOTATION,
                                    *annotation_keys)  # a backend's per-gang settings may sit on the workload
         self.template_labels = (settings.skip_label, *label_keys)
         self.template_annotations = annotation_keys

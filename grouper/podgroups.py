@@ -302,16 +302,11 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             writes.append(Write("patch-min-member", body, current, desired.min_member.value, note))
         elif resize.action == REPLACE_WHEN_EMPTY and managed and not desired.members:
             writes.append(Write("replace", None, current, desired.min_member.value, resize.why))
-    current_subgroups = backend.subgroups_of(actual)
-    wanted_subgroups = dict(subgroup_sizes(desired))
-    if (desired.subgroups and current_subgroups is not None and current_subgroups != wanted_subgroups
-            and (managed or desired.source == HAND_MADE)):
-        body = backend.subgroups_patch(actual, wanted_subgroups)
-        if body is not None:
-            if rv:
-                body["metadata"] = {"resourceVersion": rv}
-            note = ", ".join(f"{n} {v}" for n, v in wanted_subgroups.items())
-            writes.append(Write("patch-subgroups", body, note=note))
+    subgroups = _subgroups_write(desired, actual, backend, settings)
+    if subgroups is not None and (managed or desired.source == HAND_MADE):
+        if rv:
+            subgroups.body["metadata"]["resourceVersion"] = rv
+        writes.append(subgroups)
     recorded = (_md(actual).get("annotations") or {}).get(settings.desired_size_annotation)
     held = size_held(desired, actual, settings) is not None
     wanted = str(desired.min_member.value) if held and desired.min_member is not None else None
@@ -326,6 +321,28 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             body["metadata"]["resourceVersion"] = rv
         writes.append(Write("adopt", body, note=f"{desired.owner.kind.lower()} {desired.owner.name}"))
     return writes
+
+
+def _subgroups_write(desired: Desired, actual: Obj, backend: Backend, settings: Settings) -> Write | None:
+    """The patch that gives ``actual`` the subgroups of ``desired``, recording their
+    names in ``podgang.io/subgroups``; or, once the group has one part again (a workload
+    left), the one that removes those podgang wrote (never subgroups a user wrote)."""
+    current = backend.subgroups_of(actual)
+    if current is None:
+        return None  # the scheduler has no subgroups
+    wanted = dict(subgroup_sizes(desired))
+    written = (_md(actual).get("annotations") or {}).get(settings.subgroups_annotation)
+    if not wanted and not (written and current):
+        return None
+    if current == wanted:
+        return None
+    body = backend.subgroups_patch(actual, wanted)
+    if body is None:
+        return None
+    body["metadata"] = {"annotations": {settings.subgroups_annotation: ",".join(wanted) or None}}
+    note = (", ".join(f"{n} {v}" for n, v in wanted.items()) + " (each workload's minimum inside the gang)"
+            if wanted else "none (the group has one part again: the one minMember is the gang)")
+    return Write("patch-subgroups", body, note=note)
 
 
 def subgroup_sizes(desired: Desired) -> tuple[tuple[str, int], ...]:

@@ -31,6 +31,9 @@ class Settings:
     grace_period_annotation: str = "podgang.io/staleness-grace-period"
     # the size podgang wants for a PodGroup whose backend cannot change it while it lives
     desired_size_annotation: str = "podgang.io/desired-min-member"
+    # the subgroups podgang wrote into a shared hand-made group (so that it removes
+    # only those once the group has one part again, never a user's own)
+    subgroups_annotation: str = "podgang.io/subgroups"
     skip_label: str = "podgang.io/skip"
     managed_by_label: str = "podgang.io/managed-by"
     managed_by_value: str = "podgang"

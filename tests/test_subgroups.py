@@ -20,7 +20,7 @@ from podgang.grouper.model import Cache
 from podgang.grouper.podgroups import desired_group, plan_writes
 from podgang.settings import DEFAULT, Settings
 from tests.grouper_support import LABEL, NS, deployment, pod, podgroup, replicaset
-from tests.test_grouper_units import feed
+from tests.test_grouper_units import feed, remove
 
 CRDS = Path(__file__).parent / "fixtures" / "crds"
 MIN_AVAILABLE = "podgang.io/min-available"
@@ -173,10 +173,58 @@ def test_desired_group_has_the_subgroups_and_writes_them():
     [write] = plan_writes(desired, cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
     assert write.action == "patch-subgroups"
     assert write.body["spec"] == {"subGroups": [{"name": "decode", "minMember": 1}, {"name": "prefill", "minMember": 1}]}
+    assert write.body["metadata"]["annotations"] == {"podgang.io/subgroups": "decode,prefill"}  # what podgang wrote
     # scaling decode leaves the minimums alone: nothing to write once they are in place
-    feed(cache, {**podgroup("shared", 2), "spec": {"minMember": 2, "subGroups": write.body["spec"]["subGroups"]}})
+    feed(cache, written(podgroup("shared", 2), write))
     seed_004(cache, decode=5)
     assert plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT) == []
+
+
+def written(podgroup: dict, write) -> dict:
+    """``podgroup`` after the merge patch of ``write``."""
+    return jsonmerge(podgroup, write.body)
+
+
+def jsonmerge(target, patch):
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = jsonmerge(out.get(key), value)
+    return out
+
+
+def test_a_workload_leaving_takes_the_subgroups_podgang_wrote_with_it_but_never_a_users():
+    """prefill is deleted: decode alone is the whole gang, and a subgroup prefill of
+    minimum 1 that no pod can meet any more must not stay on the PodGroup."""
+    cache = Cache()
+    seed_004(cache)
+    feed(cache, podgroup("shared", 2))
+    [write] = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
+    feed(cache, written(podgroup("shared", 2), write))
+    remove(cache, workload("prefill", 2, min_available="1"))
+    writes = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
+    removal = next(w for w in writes if w.action == "patch-subgroups")
+    assert removal.body["spec"] == {"subGroups": None}
+    assert removal.body["metadata"]["annotations"] == {"podgang.io/subgroups": None}
+    feed(cache, written(cache.podgroups.of(KAI, f"{NS}/shared"), removal))
+    assert [w.action for w in plan_writes(desired_group(cache, f"{NS}/shared"),
+                                          cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)] == ["patch-min-member"]
+    # subgroups a user wrote into a group one workload names are theirs: left alone
+    users = {**podgroup("shared", 1), "spec": {"minMember": 1, "subGroups": [{"name": "mine", "minMember": 1}]}}
+    feed(cache, users)
+    assert not any(w.action == "patch-subgroups" for w in plan_writes(
+        desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT))
+
+
+def test_kai_keeps_the_other_fields_of_a_subgroup_it_resizes():
+    live = {"spec": {"subGroups": [{"name": "decode", "minMember": 3, "topologyConstraint": {"topology": "rack"}}]}}
+    assert KAI.subgroups_patch(live, {"decode": 1, "prefill": 1}) == {"spec": {"subGroups": [
+        {"name": "decode", "minMember": 1, "topologyConstraint": {"topology": "rack"}},
+        {"name": "prefill", "minMember": 1}]}}
 
 
 def test_a_group_one_workload_names_keeps_its_podgroup_as_before():

@@ -95,3 +95,22 @@ async def test_one_decode_pod_lost_is_not_stale_and_the_last_one_is(emu):
         [stale] = events(emu, "GangStale")
         assert stale["message"].startswith("decode: 0 of minimum 1 active, minMember 2: evicting the rest in")
         await emu.wait_for(lambda: all(emu.get("pods", NS, n) is None for n in names(prefill_pods)), 4.0)
+
+
+async def test_a_workload_leaving_takes_its_subgroups_off_the_podgroup(emu):
+    """prefill is deleted: decode alone is the whole gang; a prefill subgroup no pod can
+    meet any more would keep KAI from ever placing it."""
+    (prefill, prefill_rs, prefill_pods), _ = seed_004(emu)
+    async with running_grouper(emu):
+        await wait_subgroups(emu, ONE_EACH)
+        for name in names(prefill_pods):
+            emu.delete("pods", NS, name)
+        emu.delete("replicasets", NS, prefill_rs["metadata"]["name"])
+        emu.delete("deployments", NS, prefill["metadata"]["name"])
+        await emu.wait_for(lambda: subgroups(emu) is None and min_member(emu, GROUP) == 1, 3.0,
+                           f"subgroups are {subgroups(emu)}, minMember {min_member(emu, GROUP)}")
+        annotations = emu.get("podgroups", NS, GROUP)["metadata"].get("annotations") or {}
+        assert "podgang.io/subgroups" not in annotations
+        said = "subgroups set: none (the group has one part again: the one minMember is the gang)"
+        await emu.wait_for(lambda: said in [e["message"] for e in events(emu, "SubgroupsChanged")], 3.0,
+                           f"events: {[e['message'] for e in events(emu)]}")

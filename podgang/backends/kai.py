@@ -151,7 +151,13 @@ class KaiBackend(MinMemberPodGroups):
         return {str(e.get("name")): e.get("minMember") for e in entries if e.get("name")}
 
     def subgroups_patch(self, podgroup: Any, subgroups: Mapping[str, int]) -> dict[str, Any] | None:
-        return {"spec": self.subgroups_spec(subgroups)}  # a merge patch replaces the whole list
+        """A merge patch replaces the whole list: an entry kept keeps its other fields
+        (a topology constraint, say); none left removes the field."""
+        if not subgroups:
+            return {"spec": {SUBGROUPS: None}}
+        kept = {str(e.get("name")): e for e in map(as_dict, as_list(as_dict(as_dict(podgroup).get("spec")).get(SUBGROUPS)))}
+        return {"spec": {SUBGROUPS: [{**kept.get(name, {}), "name": name, "minMember": int(value)}
+                                     for name, value in sorted(subgroups.items())]}}
 
     def scheduler_verdict(self, podgroup: Any) -> SchedulerVerdict | None:
         """KAI's latest ``status.schedulingConditions`` entry: why it could not place
