@@ -475,8 +475,12 @@ class Controller:
                 assert actual is not None
                 await self._delete_podgroup(backend, actual)
                 self.writes += 1
-                message = (f"minMember {write.old} → {write.new}: no pod names the group, so it is deleted and "
-                           f"created again with the new size ({write.note})")
+                if write.new is None:  # the workload is scaled to 0
+                    message = (f"no pod names the group and its workload wants none: it is deleted, and created "
+                               f"again with the size in force once the workload wants pods ({write.note})")
+                else:
+                    message = (f"minMember {write.old} → {write.new}: no pod names the group, so it is deleted and "
+                               f"created again with the new size ({write.note})")
                 self.events.emit(actual, "PodGroupReplaced", message)
                 self._decision(key, "replace", message, started, old=write.old, new=write.new)
                 return False  # plan again: the next write creates it

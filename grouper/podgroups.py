@@ -284,6 +284,8 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
                 owner=desired.owner, labels=settings.managed_labels, subgroups=subgroup_sizes(desired),
                 **gang_options(backend, desired.members, desired.workloads),
             ))
+            if desired.min_member.idle and _size_fixed(backend, manifest):
+                return []  # a group of 1 now would hold the pods of a later scale-up to 1: wait for them
             return [Write("create", manifest, None, desired.min_member.value)]
         return []
     if _md(actual).get("deletionTimestamp"):
@@ -301,7 +303,9 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             note = "" if managed else "hand-made PodGroup: podgang changes only its minMember"
             writes.append(Write("patch-min-member", body, current, desired.min_member.value, note))
         elif resize.action == REPLACE_WHEN_EMPTY and managed and not desired.members:
-            writes.append(Write("replace", None, current, desired.min_member.value, resize.why))
+            # scaled to 0 (idle): deleted, and created again only when the workload wants pods
+            new = None if desired.min_member.idle else desired.min_member.value
+            writes.append(Write("replace", None, current, new, resize.why))
     subgroups = _subgroups_write(desired, actual, backend, settings)
     if subgroups is not None and (managed or desired.source == HAND_MADE):
         if rv:
@@ -343,6 +347,12 @@ def _subgroups_write(desired: Desired, actual: Obj, backend: Backend, settings: 
     note = (", ".join(f"{n} {v}" for n, v in wanted.items()) + " (each workload's minimum inside the gang)"
             if wanted else "none (the group has one part again: the one minMember is the gang)")
     return Write("patch-subgroups", body, note=note)
+
+
+def _size_fixed(backend: Backend, podgroup: Obj) -> bool:
+    """Whether ``backend`` cannot change the size of ``podgroup`` while it lives."""
+    size = backend.min_member(podgroup) or 1
+    return backend.resize(podgroup, size + 1).action == REPLACE_WHEN_EMPTY
 
 
 def subgroup_sizes(desired: Desired) -> tuple[tuple[str, int], ...]:

@@ -65,6 +65,8 @@ class MinMember:
     value: int
     reason: str
     pinned: bool = False
+    #: the workload wants no pods (scaled to 0): the 1 is a floor, not a gang's size
+    idle: bool = False
 
 
 @dataclass(frozen=True)
@@ -447,7 +449,7 @@ def min_member_for(
             return MinMember(pinned, f"pinned by {settings.min_member_annotation} on {kind_name(source)}", True)
     size, why = desired_size(workload)
     if size < 1:
-        return MinMember(1, f"{kind_name(workload)} {why}; a gang is never smaller than 1")
+        return MinMember(1, f"{kind_name(workload)} {why}; a gang is never smaller than 1", idle=True)
     return MinMember(size, f"{kind_name(workload)} {why}")
 
 

@@ -228,6 +228,25 @@ def test_the_grouper_holds_a_live_v1alpha2_group_and_replaces_an_empty_one():
     assert (write.action, write.old, write.new) == ("replace", 3, 5)
 
 
+def test_a_v1alpha2_gang_scaled_to_zero_is_deleted_and_not_made_again_until_it_wants_pods():
+    """Replaced by a group of 1 at 0 replicas, the pods of a later scale-up to 3 would
+    join a group of minCount 1 that cannot change while they live: no gang at all."""
+    group = recorded("podgroup-scheduled")
+    group["metadata"]["labels"] = dict(DEFAULT.managed_labels)
+    ns, name = group["metadata"]["namespace"], group["metadata"]["name"]
+    idle = MinMember(1, "deployment/train spec.replicas 0; a gang is never smaller than 1", idle=True)
+    [write] = plan_writes(Desired(ns, name, OWNED, idle, may_create=True), group, SETTINGS)
+    assert (write.action, write.old, write.new) == ("replace", 3, None)  # deleted, with nothing to make again
+    assert plan_writes(Desired(ns, name, OWNED, idle, may_create=True), None, SETTINGS) == []
+    [create] = plan_writes(Desired(ns, name, OWNED, MinMember(3, "deployment/train spec.replicas 3"),
+                                   may_create=True), None, SETTINGS)
+    assert create.action == "create" and create.body["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    # a backend that can resize a live group still gets one at 0 replicas (it follows the scale-up)
+    kai = DEFAULT
+    [made] = plan_writes(Desired(ns, name, OWNED, idle, may_create=True), None, kai)
+    assert made.action == "create"
+
+
 def test_the_grouper_leaves_a_terminating_group_alone():
     """A PodGroup deleted under live pods keeps its finalizer: it cannot be replaced yet."""
     group = recorded("podgroup-terminating-with-pods")

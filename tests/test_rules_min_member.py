@@ -89,7 +89,7 @@ class TestTable:
     @pytest.mark.parametrize("kind", ["Deployment", "ReplicaSet", "StatefulSet"])
     def test_zero_replicas_is_never_below_one(self, kind):
         mm = min_member_for(workload(kind, "web", {"replicas": 0}))
-        assert mm == MinMember(1, f"{kind.lower()}/web spec.replicas 0; a gang is never smaller than 1")
+        assert mm == MinMember(1, f"{kind.lower()}/web spec.replicas 0; a gang is never smaller than 1", idle=True)
 
     def test_recorded_workloads(self):
         assert min_member_for(admitted("deployment-create.json")) == MinMember(3, "deployment/web spec.replicas 3")
@@ -155,7 +155,7 @@ class TestTable:
         js = jobset(("a", 2, None, None))
         assert min_member_for(js).value == 2
         assert min_member_for(workload("JobSet", "empty", {"replicatedJobs": []})) == MinMember(
-            1, "jobset/empty replicatedJobs none; a gang is never smaller than 1"
+            1, "jobset/empty replicatedJobs none; a gang is never smaller than 1", idle=True
         )
 
     @pytest.mark.parametrize("kind", ["DaemonSet", "RayCluster", "InferenceService", None])
