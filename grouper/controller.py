@@ -17,7 +17,7 @@ import calendar
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Iterable
 
 from kubernetes_asyncio.client import ApiClient
 
@@ -47,6 +47,7 @@ from podgang.grouper.podgroups import (
     retired_by,
     rollout_reason,
     size_held,
+    subgroup_sizes,
     with_owners,
 )
 from podgang.grouper.workqueue import WorkQueue
@@ -616,12 +617,20 @@ class Controller:
             # never be found stale. (Pods still Pending may be a scale-up waiting for
             # capacity: no assumption then.)
             self.tracker.assume_satisfied(key, min_member)
+        subgroups = self._subgroup_counts(desired, counts.remaining)
+        if (subgroups and previous is None and not self.initial_reconcile_done and settling is None
+                and not counts.succeeded and counts.active > 0
+                and desired.backend.subgroups_of(actual) == dict(subgroup_sizes(desired))):
+            # the same first look, per subgroup: bound members under a PodGroup holding
+            # these subgroups were placed with every subgroup at its minimum (all decode
+            # pods lost while no grouper watched must still make the prefill pods stale)
+            self.tracker.assume_subgroups_satisfied(key, (s.name for s in subgroups))
         grace, grace_why = rules.grace_period_for([actual, *with_owners(self.cache, desired.workloads)],
                                                   self.settings.staleness_grace_period, self.settings)
         verdict = self.tracker.observe(stale.GangObservation(
             group=key, min_member=min_member, active=counts.active, succeeded=counts.succeeded,
             workload_settling=settling is not None, grace_period=grace, settling_reason=settling or "",
-            subgroups=self._subgroup_counts(desired),
+            subgroups=subgroups,
         ))
         action = verdict.action
         if action == stale.STALE:
@@ -640,15 +649,17 @@ class Controller:
             self.queue.add((GROUP, key), max(verdict.deadline - self.clock(), 0.0) + 0.01)
         self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
 
-    def _subgroup_counts(self, desired: Desired) -> tuple[stale.SubgroupCount, ...]:
-        """How many members of each subgroup are active: only where the backend holds
-        subgroups and there are several (one subgroup is the whole gang)."""
-        if len(desired.subgroups) < 2 or desired.backend is None or desired.backend.subgroup_key is None:
+    def _subgroup_counts(self, desired: Desired, members: Iterable[Obj]) -> tuple[stale.SubgroupCount, ...]:
+        """How many of the gang's counted ``members`` are active in each subgroup: only
+        where the backend holds subgroups and there are several (one is the whole gang).
+        A pod's own subgroup key first; its owners only when it has none."""
+        backend = desired.backend
+        if len(desired.subgroups) < 2 or backend is None or backend.subgroup_key is None:
             return ()
         active: dict[str | None, int] = {}
-        for pod in gang_counts(counted_members(self.cache, desired)).remaining:
+        for pod in members:
             if is_active(pod):
-                name = pod_subgroup(self.cache, pod)
+                name = backend.subgroup_of(pod) or pod_subgroup(self.cache, pod)
                 active[name] = active.get(name, 0) + 1
         return tuple(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)) for s in desired.subgroups)
 

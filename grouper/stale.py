@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 from podgang.settings import DEFAULT, Settings
 
@@ -155,6 +155,14 @@ class StaleGangTracker:
         h = self._groups.setdefault(group, _History())
         if h.satisfied_at is None:
             h.satisfied_at = max(int(level), 1)
+
+    def assume_subgroups_satisfied(self, group: str, names: Iterable[str]) -> None:
+        """Remember the subgroups ``names`` as satisfied, unless anything is known of
+        them: a gang placed all at once (some members bound) under a PodGroup that
+        holds these subgroups had each at its minimum when it was placed."""
+        h = self._groups.setdefault(group, _History())
+        if not h.subgroups_satisfied:
+            h.subgroups_satisfied = frozenset(names)
 
     def stale_groups(self) -> list[str]:
         return sorted(self._stale)

@@ -114,3 +114,19 @@ async def test_a_workload_leaving_takes_its_subgroups_off_the_podgroup(emu):
         said = "subgroups set: none (the group has one part again: the one minMember is the gang)"
         await emu.wait_for(lambda: said in [e["message"] for e in events(emu, "SubgroupsChanged")], 3.0,
                            f"events: {[e['message'] for e in events(emu)]}")
+
+
+async def test_every_decode_pod_lost_while_no_grouper_watched_is_still_found_stale(emu):
+    """The grouper restarts (or another replica leads) after every decode pod is gone:
+    prefill's two pods still make minMember 2 in all, but they were placed with decode
+    under a PodGroup holding both subgroups, so the gang is stale, not waiting."""
+    (_, _, prefill_pods), (_, _, decode_pods) = seed_004(emu)
+    async with running_grouper(emu):
+        await wait_subgroups(emu, ONE_EACH)
+    for name in names(decode_pods):
+        emu.delete("pods", NS, name)
+    async with running_grouper(emu, staleness_grace_period=0.3):
+        await emu.wait_for(lambda: any("decode: 0 of minimum 1 active" in e["message"]
+                                       for e in events(emu, "GangStale")), 3.0, f"no GangStale: {events(emu)}")
+        await emu.wait_for(lambda: all(emu.get("pods", NS, n) is None for n in names(prefill_pods)), 4.0,
+                           "the prefill pods were not evicted")
