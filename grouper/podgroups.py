@@ -372,9 +372,14 @@ def size_held(desired: Desired, actual: Obj | None, settings: Settings) -> str |
     resize = backend.resize(actual, desired.min_member.value)
     if resize.action == PATCH:
         return None
-    if resize.action == REPLACE_WHEN_EMPTY and is_managed(actual, settings) and not desired.members:
+    managed = is_managed(actual, settings)
+    if resize.action == REPLACE_WHEN_EMPTY and managed and not desired.members:
         return None  # replaced right away
-    return f"minMember stays {current} (wanted {desired.min_member.value}): {resize.why}"
+    then = ""
+    if resize.action == REPLACE_WHEN_EMPTY:  # podgang replaces only the groups it made
+        then = (f"; podgang then replaces it with minMember {desired.min_member.value}" if managed
+                else "; a hand-made group: recreate it to change its size")
+    return f"minMember stays {current} (wanted {desired.min_member.value}): {resize.why}{then}"
 
 
 def is_orphan_candidate(desired: Desired, actual: Obj | None, settings: Settings) -> bool:

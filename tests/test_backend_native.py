@@ -183,8 +183,7 @@ def test_v1alpha2_never_patches_the_immutable_policy():
     resize = NATIVE.resize(group, 5)
     assert resize.action == REPLACE_WHEN_EMPTY and resize.body is None
     assert resize.why == ("minCount cannot follow a scale on scheduling.k8s.io/v1alpha2 (immutable until 1.37): "
-                          "the live group keeps minCount 3 until no pod names it; podgang then replaces it "
-                          "with minCount 5")
+                          "the live group keeps minCount 3 until no pod names it")
 
 
 def apply_merge_patch(target: dict, patch: dict) -> dict:
@@ -222,7 +221,14 @@ def test_the_grouper_holds_a_live_v1alpha2_group_and_replaces_an_empty_one():
     [record] = plan_writes(desired, group, SETTINGS)
     assert (record.action, record.old, record.new) == ("record-size", 3, 5)
     assert record.body["metadata"]["annotations"] == {"podgang.io/desired-min-member": "5"}
-    assert "minCount cannot follow a scale on scheduling.k8s.io/v1alpha2" in size_held(desired, group, SETTINGS)
+    held = size_held(desired, group, SETTINGS)
+    assert "minCount cannot follow a scale on scheduling.k8s.io/v1alpha2" in held
+    assert held.endswith("until no pod names it; podgang then replaces it with minMember 5")
+    # a hand-made group is the user's: podgang never replaces it, and says so
+    hand_made = copy.deepcopy(group)
+    del hand_made["metadata"]["labels"]
+    held = size_held(Desired(ns, name, HAND_MADE, MinMember(5, "deployment/a 2 + deployment/b 3")), hand_made, SETTINGS)
+    assert held.endswith("until no pod names it; a hand-made group: recreate it to change its size")
     empty = Desired(ns, name, OWNED, MinMember(5, "job/train"))
     [write] = plan_writes(empty, group, SETTINGS)
     assert (write.action, write.old, write.new) == ("replace", 3, 5)

@@ -268,7 +268,8 @@ async def test_staleness_uses_the_size_in_force_when_the_group_cannot_change(emu
         (evicted,) = await eventually(lambda: events(emu, "GangEvicted"), what="the rest evicted")
         assert evicted["message"].endswith(
             "the replacements join the live group, whose size stays until the gang is empty "
-            "(minMember stays 2 (wanted 3): a toy Gang cannot change size while it lives)")
+            "(minMember stays 2 (wanted 3): a toy Gang cannot change size while it lives; podgang then replaces "
+            "it with minMember 3)")
 
 
 async def test_a_backend_whose_crd_is_absent_is_waited_for(toy_registered):

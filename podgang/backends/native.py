@@ -151,8 +151,7 @@ class NativeBackend(Backend):
         current = self.min_member(podgroup)
         return Resize(REPLACE_WHEN_EMPTY, why=(
             f"minCount cannot follow a scale on {GROUP}/{V1ALPHA2} (immutable until 1.37): the live group keeps "
-            f"minCount {current if current is not None else 'unset'} until no pod names it; podgang then "
-            f"replaces it with minCount {size}"
+            f"minCount {current if current is not None else 'unset'} until no pod names it"
         ))
 
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
