@@ -40,6 +40,7 @@ from podgang.grouper.podgroups import (
     describe_change,
     desired_group,
     gang_counts,
+    group_backend,
     is_orphan_candidate,
     plan_writes,
     pod_gang,
@@ -360,10 +361,10 @@ class Controller:
     async def reconcile_group(self, key: str) -> None:
         started = time.perf_counter()
         desired: Desired | None = None
+        if not self.touches(split_key(key)[0], group_backend(self.cache, key)):
+            return  # outside --namespace-selector: not ours to touch (nor worth deciding)
         for _attempt in range(self.options.max_write_attempts):
             desired = desired_group(self.cache, key)
-            if not self.touches(split_key(key)[0], desired.backend):
-                return  # outside --namespace-selector: not ours to touch
             if desired.pending:
                 log.debug("cannot decide yet", extra={"fields": {"group": key, "reason": desired.pending}})
                 self.queue.add((GROUP, key), self.options.pending_retry)

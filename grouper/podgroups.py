@@ -117,7 +117,7 @@ def group_backend(cache: Cache, group_key: str) -> Backend | None:
 def desired_group(cache: Cache, group_key: str) -> Desired:
     """What PodGroup ``group_key`` ("namespace/name") should be, from the cache."""
     backend = group_backend(cache, group_key)
-    desired = _desired_group(cache, group_key, cache.podgroups.of(backend, group_key))
+    desired = _desired_group(cache, group_key, backend, cache.podgroups.of(backend, group_key))
     if desired.subgroups and backend is not None and backend.subgroup_key is None:
         desired = replace(desired, problems=(*desired.problems, subgroups_unexpressed(desired, backend)))
     return replace(desired, backend=backend)
@@ -138,7 +138,7 @@ def pod_subgroup(cache: Cache, pod: Obj) -> str | None:
     return gang.subgroup if isinstance(gang, rules.Gang) else None
 
 
-def _desired_group(cache: Cache, group_key: str, actual: Obj | None) -> Desired:
+def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual: Obj | None) -> Desired:
     settings = cache.settings
     namespace, name = split_key(group_key)
     members = cache.members(group_key)
@@ -168,7 +168,6 @@ def _desired_group(cache: Cache, group_key: str, actual: Obj | None) -> Desired:
                 pinned.add(display_name(w))
         if standalone:
             contributions.append(("standalone pods", len(standalone)))
-        backend = group_backend(cache, group_key)
         by_subgroup: dict[str, int] = {}
         for pod in standalone:
             named = backend.subgroup_of(pod) if backend is not None else None
