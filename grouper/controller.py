@@ -448,6 +448,8 @@ class Controller:
                 self.metrics.min_member_changes.labels(direction=direction).inc()
                 self.events.emit(patched, "MinMemberChanged", message)
                 self._decision(key, "patch", message, started, old=old, new=new, source=desired.source)
+                if write.subgroups:
+                    self.events.emit(patched, "SubgroupsChanged", f"subgroups set: {write.subgroups}")
                 return True
             if write.action == "patch-subgroups":
                 patched = await self.api.merge_patch(path, write.body)

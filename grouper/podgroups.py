@@ -259,11 +259,12 @@ def gang_options(backend: Backend, members: Any, workloads: Any) -> dict[str, An
 class Write:
     """One API write the controller performs."""
 
-    action: str  # "create" | "patch-min-member" | "adopt" | "replace"
+    action: str  # "create" | "patch-min-member" | "patch-subgroups" | "record-size" | "adopt" | "replace"
     body: dict[str, Any] | None = None
     old: int | None = None  # previous minMember (patch)
     new: int | None = None  # new minMember (create/patch)
     note: str = ""
+    subgroups: str = ""  # patch-min-member: the subgroups set in the same patch (their sum is the minMember)
 
 
 def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> list[Write]:
@@ -307,9 +308,16 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             writes.append(Write("replace", None, current, new, resize.why))
     subgroups = _subgroups_write(desired, actual, backend, settings)
     if subgroups is not None and (managed or desired.source == HAND_MADE):
-        if rv:
-            subgroups.body["metadata"]["resourceVersion"] = rv
-        writes.append(subgroups)
+        at = next((i for i, w in enumerate(writes) if w.action == "patch-min-member"), None)
+        if at is not None:  # one patch: a scheduler may refuse a minMember other than the subgroups' sum
+            resized = writes[at]
+            body = {**resized.body, "spec": {**resized.body["spec"], **subgroups.body["spec"]},
+                    "metadata": {**subgroups.body["metadata"], **resized.body.get("metadata", {})}}
+            writes[at] = replace(resized, body=body, subgroups=subgroups.note)
+        else:
+            if rv:
+                subgroups.body["metadata"]["resourceVersion"] = rv
+            writes.append(subgroups)
     recorded = (_md(actual).get("annotations") or {}).get(settings.desired_size_annotation)
     held = size_held(desired, actual, settings) is not None
     wanted = str(desired.min_member.value) if held and desired.min_member is not None else None

@@ -206,13 +206,12 @@ def test_a_workload_leaving_takes_the_subgroups_podgang_wrote_with_it_but_never_
     [write] = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
     feed(cache, written(podgroup("shared", 2), write))
     remove(cache, workload("prefill", 2, min_available="1"))
-    writes = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
-    removal = next(w for w in writes if w.action == "patch-subgroups")
-    assert removal.body["spec"] == {"subGroups": None}
+    [removal] = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
+    assert removal.action == "patch-min-member"  # in the same patch as the new size: decode's minimum alone
+    assert removal.body["spec"] == {"minMember": 1, "subGroups": None}
     assert removal.body["metadata"]["annotations"] == {"podgang.io/subgroups": None}
     feed(cache, written(cache.podgroups.of(KAI, f"{NS}/shared"), removal))
-    assert [w.action for w in plan_writes(desired_group(cache, f"{NS}/shared"),
-                                          cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)] == ["patch-min-member"]
+    assert plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT) == []
     # subgroups a user wrote into a group one workload names are theirs: left alone
     users = {**podgroup("shared", 1), "spec": {"minMember": 1, "subGroups": [{"name": "mine", "minMember": 1}]}}
     feed(cache, users)
