@@ -20,6 +20,7 @@ from podgang.grouper.model import Cache
 from podgang.grouper.podgroups import desired_group, plan_writes
 from podgang.settings import DEFAULT, Settings
 from tests.grouper_support import LABEL, NS, deployment, pod, podgroup, replicaset
+from tests.kube_emulator import merge_patch
 from tests.test_grouper_units import feed, remove
 
 CRDS = Path(__file__).parent / "fixtures" / "crds"
@@ -181,20 +182,8 @@ def test_desired_group_has_the_subgroups_and_writes_them():
 
 
 def written(podgroup: dict, write) -> dict:
-    """``podgroup`` after the merge patch of ``write``."""
-    return jsonmerge(podgroup, write.body)
-
-
-def jsonmerge(target, patch):
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = jsonmerge(out.get(key), value)
-    return out
+    """``podgroup`` after the merge patch of ``write``, as the apiserver applies it."""
+    return merge_patch(podgroup, write.body)
 
 
 def test_a_workload_leaving_takes_the_subgroups_podgang_wrote_with_it_but_never_a_users():
