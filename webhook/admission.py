@@ -181,7 +181,7 @@ def encode_response(uid: str, verdict: Verdict) -> tuple[bytes, int]:
             "message": verdict.message or verdict.reason,
         }
     if verdict.warnings:
-        response["warnings"] = verdict.warnings  # each bounded where it is made
+        response["warnings"] = [bounded_warning(w) for w in verdict.warnings]  # whoever made them
     return orjson.dumps({"apiVersion": API_VERSION, "kind": KIND, "response": response}), patch_size
 
 
@@ -463,7 +463,7 @@ class Admission:
                                verdict: Verdict) -> None:
         state, detail = await self.podgroups.exists(namespace, name, backend, timeout=self._left(deadline))
         if state is Existence.MISSING:
-            verdict.warnings.append(bounded_warning(rules.missing_group_warning(name, namespace)))
+            verdict.warnings.append(rules.missing_group_warning(name, namespace))
             verdict.reason += "; the PodGroup does not exist yet"
         elif state is Existence.UNKNOWN:
             verdict.reason += f"; could not check that the PodGroup exists: {detail}"

@@ -31,6 +31,7 @@ from podgang.webhook.admission import (
     Admission,
     BadReview,
     Verdict,
+    bounded_warning,
     encode_response,
     parse_review,
     pod_label,
@@ -262,7 +263,7 @@ class WebhookServer:
                 "duration_ms": round(seconds * 1000, 3),
             }
             if verdict.warnings:
-                fields["warnings"] = verdict.warnings
+                fields["warnings"] = [bounded_warning(w) for w in verdict.warnings]
             self.decision_log.write(fields)
         return Response(200, payload, "application/json")
 
