@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: run test bench-webhook bench-slow-clients bench-grouper clean
+.PHONY: run test test-fast bench-webhook bench-slow-clients bench-grouper clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,14 @@ run: $(BIN)/.installed
 	$(BIN)/podgang plan examples/07-volcano-lws.yaml examples/08-native-training.yaml examples/09-coscheduling.yaml \
 		--backend volcano=volcano --backend default-scheduler=native --backend scheduler-plugins-scheduler=coscheduling
 
+# Every test, the real-cluster ones included (they start ../shared/kube-bin's control planes
+# and schedulers; on a clone without it they skip with one reason).
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -q
+
+# The inner loop: everything but the real-cluster tests.
+test-fast: $(BIN)/.installed
+	$(BIN)/python -m pytest -q -m "not real_cluster"
 
 # podgang webhook vs a bare aiohttp TLS endpoint (and the Go anchor when a Go toolchain
 # is found), same load generator (wrk if installed), pinned cores (see bench/README.md).

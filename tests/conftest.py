@@ -1,0 +1,70 @@
+"""Fixtures shared across the suite: the real clusters (``tests/realcluster.py``).
+
+A test that asks for ``cluster`` (Kubernetes 1.36 with KAI, its binder and pod-grouper,
+Volcano and coscheduling; kube-scheduler does native gangs) or ``cluster_135`` (Kubernetes
+1.35, seed 002's Workload API) is marked ``real_cluster``: ``make test-fast`` leaves those
+out, ``make test`` runs everything. One cluster per version serves the whole session;
+podgang (``podgang`` fixture) is installed once on it. When a real-cluster test fails, the
+tail of every process's log is attached to its report.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import realcluster
+
+CLUSTER_FIXTURES = {"cluster", "cluster_135", "podgang", "podgang_135"}
+_started: list[realcluster.Cluster] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "real_cluster: needs ../shared/kube-bin (a real control plane and schedulers)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.real_cluster)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if report.failed and _started and CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        for cluster in _started:
+            report.sections.append((f"process logs of the {cluster.version} cluster", cluster.log_tails()))
+    return report
+
+
+def _start(tmp_path_factory: pytest.TempPathFactory, version: str, schedulers: tuple[str, ...]):
+    if not realcluster.HAVE_KUBE_BIN:
+        pytest.skip(realcluster.SKIP_REASON)
+    cluster = realcluster.Cluster.up(tmp_path_factory.mktemp(f"cluster-{version}"), version=version,
+                                     schedulers=schedulers)
+    _started.append(cluster)
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """Kubernetes 1.36: kube-scheduler (native gangs), KAI with its binder and its own
+    pod-grouper (every KAI install runs one), Volcano and coscheduling."""
+    started = _start(tmp_path_factory, "1.36", ("kai", "kai-podgrouper", "volcano", "coscheduling"))
+    started.install_kai_extras()
+    yield started
+    started.down()
+    _started.remove(started)
+
+
+@pytest.fixture(scope="session")
+def podgang(cluster, tmp_path_factory):
+    """podgang's webhook and grouper on ``cluster``, as the chart deploys them with every
+    backend mapped (staleness grace period 5s, so that evictions come within a test).
+    The workload kinds' real CRDs are installed first, as the operators a user runs would."""
+    cluster.apply_crds(*realcluster.workload_crds())
+    installed = realcluster.Podgang(cluster, tmp_path_factory.mktemp("podgang"), {
+        "backends": realcluster.BACKENDS, "grouper": {"stalenessGracePeriod": "5s"},
+        "excludedNamespaces": ["kube-system", realcluster.TEST_OWN_NAMESPACE]}).install()
+    yield installed
+    installed.stop()

@@ -1,0 +1,509 @@
+"""A real Kubernetes control plane with real gang schedulers, and podgang installed on it
+as a user installs it — for the tests that end where podgang's promises end: a scheduler
+placing a gang all at once, or not at all.
+
+``../shared/kube-bin/cluster`` (beside the project's checkout, or ``$PODGANG_KUBE_BIN``)
+starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler (native gangs) and
+any of KAI (scheduler, binder, pod-grouper), Volcano and coscheduling, with fake nodes and
+no kubelet. Where it is absent — a user's clone — the tests that need it skip with one
+reason (:data:`SKIP_REASON`).
+
+podgang runs as the chart deploys it: the webhook and the grouper as processes with the
+container arguments the chart renders, each under its own ServiceAccount's token and the
+chart's RBAC, the webhook behind the chart's Mutating- and ValidatingWebhookConfiguration
+(matchConditions and selectors included) pointed at 127.0.0.1 with its own certificates
+from ``podgang certs generate``.
+
+Tests share a cluster and isolate themselves: a namespace each, and fake nodes of their own
+(a ``pool`` label every test pod selects), so one test's gang never takes another's room.
+There is no kubelet: :class:`FakeKubelet` marks bound pods Running and Ready and finishes
+their deletions, as a kubelet would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import os
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+import yaml
+
+from podgang.api import Api, ApiError, NotFound, make_api_client
+
+ROOT = Path(__file__).resolve().parent.parent
+KUBE_BIN = Path(os.environ.get("PODGANG_KUBE_BIN") or ROOT.parent / "shared" / "kube-bin")
+CLUSTER = KUBE_BIN / "cluster"
+WORKLOAD_CRDS = Path(os.environ.get("PODGANG_WORKLOAD_CRDS") or ROOT.parent / "shared" / "fixtures" / "crds" / "workloads")
+
+SKIP_REASON = (f"no real Kubernetes binaries at {KUBE_BIN} (the project's ../shared/kube-bin; "
+               "set PODGANG_KUBE_BIN to another copy): the real-cluster tests need them")
+HAVE_KUBE_BIN = os.access(CLUSTER, os.X_OK)
+
+#: pods of a test select (and tolerate) nodes of their own pool
+POOL_LABEL = "podgang.test/pool"
+#: how long a test waits for a scheduler to act; generous on a busy 2-core machine
+SCHEDULING_TIMEOUT = 90.0
+POLL_INTERVAL = 0.2
+LOG_TAIL_LINES = 120
+
+#: podgang's own namespace and the chart release the tests install
+PODGANG_NS = "podgang-system"
+RELEASE = "podgang"
+
+#: the one namespace the session's podgang leaves alone: tests/test_grouper_apiserver.py runs
+#: a grouper of its own there
+TEST_OWN_NAMESPACE = "gang-real"
+
+#: scheduler name -> podgang backend, as a user's values.yaml maps them
+BACKENDS = {"kai-scheduler": "kai", "volcano": "volcano",
+            "scheduler-plugins-scheduler": "coscheduling", "default-scheduler": "native"}
+NATIVE_NAMESPACE_LABELS = {"podgang.io/native": "enabled"}
+
+#: KAI's chart installs these PriorityClasses (deployments/kai-scheduler/templates/priorityclasses)
+KAI_PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
+
+
+# ---------------------------------------------------------------------------
+# the control plane
+
+
+@dataclass
+class Cluster:
+    """One control plane started by ``cluster up`` in ``directory``."""
+
+    directory: Path
+    version: str
+    schedulers: tuple[str, ...]
+    extra_logs: list[Path] = field(default_factory=list)
+
+    @property
+    def kubeconfig(self) -> str:
+        return str(self.directory / "kubeconfig")
+
+    @classmethod
+    def up(cls, directory: Path, *, version: str = "1.36", schedulers: tuple[str, ...] = (), nodes: int = 1) -> "Cluster":
+        env = {**os.environ, "KUBE_VERSION": version, "SCHEDULERS": ",".join(schedulers), "NODES": str(nodes)}
+        cluster = cls(directory, version, schedulers)
+        done = subprocess.run([str(CLUSTER), "up", str(directory)], env=env, capture_output=True, text=True,
+                              timeout=300)
+        if done.returncode != 0:
+            cluster.down()
+            raise RuntimeError(f"cluster up failed ({done.returncode}): {done.stderr[-2000:]}\n{cluster.log_tails()}")
+        return cluster
+
+    def down(self) -> None:
+        subprocess.run([str(CLUSTER), "down", str(self.directory)], capture_output=True, text=True, timeout=120)
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        done = subprocess.run(["kubectl", f"--kubeconfig={self.kubeconfig}", *args], input=input,
+                              capture_output=True, text=True, timeout=120)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
+        return done.stdout
+
+    def apply_crds(self, *paths: Path) -> None:
+        """Server-side apply (large CRDs do not fit a client-side apply's annotation), then
+        wait until they are served."""
+        for path in paths:
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+        for path in paths:
+            self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(path))
+
+    def logs(self) -> dict[str, Path]:
+        found = {p.stem: p for p in sorted(self.directory.glob("*.log"))}
+        found.update({p.stem: p for p in self.extra_logs if p.exists()})
+        return found
+
+    def log_tails(self, lines: int = LOG_TAIL_LINES) -> str:
+        parts = []
+        for name, path in self.logs().items():
+            try:
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+            except OSError as error:
+                text = [f"(unreadable: {error})"]
+            parts.append(f"----- {name} (last {lines} lines of {path}) -----\n" + "\n".join(text))
+        return "\n".join(parts)
+
+    @contextlib.asynccontextmanager
+    async def api(self) -> AsyncIterator[Api]:
+        """podgang's own API layer as cluster admin, for a test's reads and writes."""
+        client = await make_api_client(self.kubeconfig)
+        try:
+            yield Api(client, timeout=15)
+        finally:
+            await client.close()
+
+    # -- set-up a scheduler's own installation does
+
+    def install_kai_extras(self) -> None:
+        """What KAI's Helm chart installs beside the binaries: its PriorityClasses."""
+        docs = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+                 "value": value, "preemptionPolicy": "PreemptLowerPriority", "globalDefault": False}
+                for name, value in KAI_PRIORITY_CLASSES.items()]
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+
+
+def workload_crds() -> list[Path]:
+    """The workload kinds' real CRDs (Kubeflow, Ray, Spark, JobSet, LWS, Trainer). Two
+    define mpijobs.kubeflow.org: the training-operator's (v1) is installed, mpi-operator's
+    (v2beta1) only by a test that swaps it in."""
+    if not WORKLOAD_CRDS.is_dir():
+        return []
+    return [p for p in sorted(WORKLOAD_CRDS.glob("*.yaml")) if "mpi-operator" not in p.name]
+
+
+# ---------------------------------------------------------------------------
+# podgang, installed as the chart does it
+
+
+def chart_objects(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chart rendered by Helm's own engine (helm-python-sdk)."""
+    import helm_python as helm
+
+    files = helm.Chart.load(ROOT / "charts" / "podgang").render(values, name=RELEASE, namespace=PODGANG_NS,
+                                                                 is_install=True)
+    docs: list[dict[str, Any]] = []
+    for path, text in sorted(files.items()):
+        if path.endswith("NOTES.txt"):
+            continue
+        docs += [d for d in yaml.safe_load_all(text) if d]
+    return docs
+
+
+def _container_args(docs: list[dict[str, Any]], component: str) -> list[str]:
+    deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == f"{RELEASE}-{component}")
+    return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def _without(args: list[str], *flags: str) -> list[str]:
+    return [a for a in args if a.split("=", 1)[0] not in flags]
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, timeout: float = 20.0) -> int:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(5)
+        return self.popen.returncode
+
+
+@dataclass
+class Podgang:
+    """podgang's webhook and grouper running against a :class:`Cluster`."""
+
+    cluster: Cluster
+    work: Path
+    values: dict[str, Any]
+    webhook_port: int = 0
+    processes: dict[str, Process] = field(default_factory=dict)
+    kubeconfigs: dict[str, str] = field(default_factory=dict)
+    docs: list[dict[str, Any]] = field(default_factory=list)
+
+    def install(self) -> "Podgang":
+        self.docs = chart_objects(self.values)
+        self.cluster.kubectl("create", "namespace", PODGANG_NS, check=False)
+        rbac = [d for d in self.docs if d["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                                       "RoleBinding")]
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(rbac))
+        for component in ("webhook", "grouper"):
+            self.kubeconfigs[component] = self._service_account_kubeconfig(f"{RELEASE}-{component}")
+        certs = self.work / "certs"
+        done = subprocess.run([sys.executable, "-m", "podgang.cli", "certs", "generate", "--out", str(certs),
+                               "--dns-name", "localhost", "--ip", "127.0.0.1"], capture_output=True, text=True,
+                              timeout=60, cwd=ROOT)
+        if done.returncode != 0:
+            raise RuntimeError(f"podgang certs generate: {done.stderr}")
+        self.webhook_port = free_port()
+        self.start_webhook()
+        self._register_webhooks((certs / "ca.crt").read_text())
+        self.start_grouper()
+        return self
+
+    def _service_account_kubeconfig(self, account: str) -> str:
+        token = self.cluster.kubectl("create", "token", account, "-n", PODGANG_NS, "--duration=24h").strip()
+        admin = yaml.safe_load(Path(self.cluster.kubeconfig).read_text())
+        config = copy.deepcopy(admin)
+        config["users"] = [{"name": account, "user": {"token": token}}]
+        config["contexts"][0]["context"]["user"] = account
+        path = self.work / f"{account}.kubeconfig"
+        path.write_text(yaml.safe_dump(config))
+        return str(path)
+
+    def _spawn(self, component: str, args: list[str]) -> Process:
+        log = self.work / f"podgang-{component}.log"
+        self.cluster.extra_logs.append(log)
+        handle = open(log, "ab")
+        popen = subprocess.Popen([sys.executable, "-m", "podgang.cli", *args], stdout=handle, stderr=subprocess.STDOUT,
+                                 cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        handle.close()
+        process = Process(component, popen, log)
+        self.processes[component] = process
+        return process
+
+    def start_webhook(self) -> Process:
+        args = _without(_container_args(self.docs, "webhook"), "--port", "--cert-dir", "--manage-certs", "--secret",
+                        "--service", "--mutating-webhook-config", "--validating-webhook-config", "--log-format")
+        process = self._spawn("webhook", [*args, f"--port={self.webhook_port}", "--bind-address=127.0.0.1",
+                                          f"--cert-dir={self.work / 'certs'}", "--log-format=text",
+                                          f"--kubeconfig={self.kubeconfigs['webhook']}"])
+        wait_for_port(self.webhook_port, process)
+        return process
+
+    def start_grouper(self, *extra: str) -> Process:
+        """The grouper, returned once it is ready (it holds the Lease and has done its first
+        reconcile: its own /readyz)."""
+        args = _without(_container_args(self.docs, "grouper"), "--metrics-port", "--metrics-bind-address",
+                        "--log-format")
+        port = free_port()
+        process = self._spawn("grouper", [*args, f"--metrics-port={port}", "--metrics-bind-address=127.0.0.1",
+                                          "--log-format=text", "--leader-election-identity=test-grouper",
+                                          f"--kubeconfig={self.kubeconfigs['grouper']}", *extra])
+        wait_until_ready(f"http://127.0.0.1:{port}/readyz", process)
+        return process
+
+    def stop_grouper(self) -> None:
+        process = self.processes.pop("grouper", None)
+        if process:
+            process.stop()
+
+    def _register_webhooks(self, ca_pem: str) -> None:
+        import base64
+
+        bundle = base64.b64encode(ca_pem.encode()).decode()
+        configs = []
+        for doc in self.docs:
+            if doc["kind"] not in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+                continue
+            doc = copy.deepcopy(doc)
+            for hook in doc["webhooks"]:
+                path = hook["clientConfig"]["service"]["path"]
+                hook["clientConfig"] = {"url": f"https://127.0.0.1:{self.webhook_port}{path}", "caBundle": bundle}
+                # the apiserver and the webhook share this machine: a test fails on a webhook
+                # that is down rather than pass on pods it never saw
+                hook["failurePolicy"] = "Fail"
+            configs.append(doc)
+        self.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(configs))
+
+    def check_alive(self) -> None:
+        dead = [p for p in self.processes.values() if not p.alive()]
+        if dead:
+            raise AssertionError("podgang exited: " + ", ".join(f"{p.name} ({p.popen.returncode})" for p in dead))
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            process.stop()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, process: Process, timeout: float = 30.0) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not process.alive():
+            raise RuntimeError(f"{process.name} exited: {process.log.read_text()[-2000:]}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(POLL_INTERVAL)
+    raise TimeoutError(f"{process.name} did not listen on {port} within {timeout}s")
+
+
+def wait_until_ready(url: str, process: Process, timeout: float = 60.0) -> None:
+    import urllib.error
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not process.alive():
+            raise RuntimeError(f"{process.name} exited: {process.log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(POLL_INTERVAL)
+    raise TimeoutError(f"{process.name} was not ready at {url} within {timeout}s")
+
+
+# ---------------------------------------------------------------------------
+# a test's own corner of the cluster
+
+
+async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float = SCHEDULING_TIMEOUT) -> Any:
+    """Poll ``check`` until it returns something truthy; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        last = await check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s: {what} (last: {last!r})")
+        await asyncio.sleep(POLL_INTERVAL)
+
+
+@dataclass
+class Corner:
+    """A namespace and a node pool of one test."""
+
+    api: Api
+    namespace: str
+    pool: str
+    nodes: list[str] = field(default_factory=list)
+
+    @property
+    def placement(self) -> dict[str, Any]:
+        """The pod spec fields that keep a pod on this test's nodes."""
+        return {"nodeSelector": {POOL_LABEL: self.pool},
+                "tolerations": [{"key": POOL_LABEL, "operator": "Equal", "value": self.pool, "effect": "NoSchedule"}]}
+
+    async def add_node(self, *, cpu: str = "8", memory: str = "32Gi", gpu: str = "4") -> str:
+        """A fake Ready node in this test's pool (tainted, so other tests' pods stay off it)."""
+        name = f"{self.pool}-{len(self.nodes) + 1}"
+        await self.api.create("/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, POOL_LABEL: self.pool}},
+            "spec": {"taints": [{"key": POOL_LABEL, "value": self.pool, "effect": "NoSchedule"}]}})
+        self.nodes.append(name)
+        capacity = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": gpu}
+        now = "2026-01-01T00:00:00Z"
+        await self.api.merge_patch(f"/api/v1/nodes/{name}/status", {"status": {
+            "capacity": capacity, "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "fake node",
+                            "lastHeartbeatTime": now, "lastTransitionTime": now}]}})
+        node = await self.api.get(f"/api/v1/nodes/{name}")
+        taints = [t for t in node["spec"].get("taints") or [] if t["key"] != "node.kubernetes.io/not-ready"]
+        await self.api.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": taints}})
+        return name
+
+    async def remove_node(self, name: str) -> None:
+        await self.api.delete(f"/api/v1/nodes/{name}")
+        self.nodes.remove(name)
+
+    async def pods(self, **labels: str) -> list[dict[str, Any]]:
+        selector = ",".join(f"{k}={v}" for k, v in labels.items())
+        query = {"labelSelector": selector} if selector else {}
+        return (await self.api.get(f"/api/v1/namespaces/{self.namespace}/pods", **query)).get("items") or []
+
+    async def events(self, reason: str | None = None) -> list[dict[str, Any]]:
+        items = (await self.api.get(f"/api/v1/namespaces/{self.namespace}/events")).get("items") or []
+        return [e for e in items if reason is None or e.get("reason") == reason]
+
+    async def wait_events(self, reason: str, contains: str = "", timeout: float = SCHEDULING_TIMEOUT) -> list[dict]:
+        async def found():
+            return [e for e in await self.events(reason) if contains in e.get("message", "")]
+        return await until(found, f"an event {reason!r} containing {contains!r} in {self.namespace}", timeout)
+
+    async def cleanup(self) -> None:
+        for pod in await self.pods():
+            with contextlib.suppress(NotFound):
+                await self.api.delete(f"/api/v1/namespaces/{self.namespace}/pods/{pod['metadata']['name']}",
+                                      {"gracePeriodSeconds": 0})
+        with contextlib.suppress(NotFound):
+            await self.api.delete(f"/api/v1/namespaces/{self.namespace}")
+        for name in list(self.nodes):
+            with contextlib.suppress(NotFound):
+                await self.remove_node(name)
+
+
+@contextlib.asynccontextmanager
+async def corner(cluster: Cluster, name: str, *, nodes: int = 1, labels: dict[str, str] | None = None,
+                 gpu: str = "4") -> AsyncIterator[Corner]:
+    """A fresh namespace ``<name>-<random>`` with ``nodes`` fake nodes of its own."""
+    suffix = uuid.uuid4().hex[:5]
+    async with cluster.api() as api:
+        here = Corner(api, f"{name}-{suffix}"[:63], f"{name}-{suffix}"[:50])
+        await api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                "metadata": {"name": here.namespace, "labels": labels or {}}})
+        try:
+            for _ in range(nodes):
+                await here.add_node(gpu=gpu)
+            yield here
+        finally:
+            await here.cleanup()
+
+
+def bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+
+
+class FakeKubelet:
+    """What the kubelets of a test's nodes would do: a bound pod becomes Running and
+    Ready, and a pod being deleted goes once its grace period is asked for."""
+
+    def __init__(self, here: Corner):
+        self.here = here
+        self._task: asyncio.Task | None = None
+
+    async def __aenter__(self) -> "FakeKubelet":
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.sync()
+            except ApiError:
+                pass  # the next round sees the object again
+            await asyncio.sleep(POLL_INTERVAL)
+
+    async def sync(self) -> None:
+        api, ns = self.here.api, self.here.namespace
+        for pod in await self.here.pods():
+            name, spec, status = pod["metadata"]["name"], pod.get("spec") or {}, pod.get("status") or {}
+            if spec.get("nodeName") not in self.here.nodes:
+                continue
+            if pod["metadata"].get("deletionTimestamp"):
+                with contextlib.suppress(NotFound):
+                    await api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
+            elif status.get("phase") != "Running":
+                await mark_running(api, pod)
+
+
+async def mark_running(api: Api, pod: dict[str, Any]) -> dict[str, Any]:
+    """Patch a bound pod's status (the status subresource) to Running and Ready."""
+    md = pod["metadata"]
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return await api.merge_patch(f"/api/v1/namespaces/{md['namespace']}/pods/{md['name']}/status", {"status": {
+        "phase": "Running", "startTime": now, "podIP": "10.244.0.10", "hostIP": "10.0.0.1",
+        "conditions": [{"type": t, "status": "True", "lastTransitionTime": now}
+                       for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
+        "containerStatuses": [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
+                               "started": True, "restartCount": 0, "state": {"running": {"startedAt": now}}}
+                              for c in containers]}})

@@ -1,0 +1,341 @@
+"""The README's journeys on a real control plane with the real gang schedulers.
+
+Every test here ends where podgang's promise ends: pods bound by the real KAI scheduler and
+binder, vc-scheduler, the coscheduling scheduler or kube-scheduler's native gangs — all of
+a gang at once, or none of it. Deployments and StatefulSets are made by the real
+controller-manager; only what has no controller here (LeaderWorkerSet) is played by the
+test, as the emulator tests play it. A test that fails today because podgang is wrong is
+marked ``xfail(strict=True)`` with the issue that fixes it: the mark fails the moment the
+behaviour is fixed, and that issue removes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from podgang.api import AlreadyExists, NotFound
+from tests.realcluster import (ROOT, WORKLOAD_CRDS, Corner, FakeKubelet, NATIVE_NAMESPACE_LABELS, bound, corner,
+                               until)
+
+ISSUE_17 = "issue 17: podgang's KAI PodGroups have no queue, and KAI's pod-grouper rewrites podgang's pods"
+ISSUE_18 = "issue 18: an OrderedReady StatefulSet's gang waits for pods its controller makes only one by one"
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """One gang scheduler as these tests see it: where its PodGroups are, how big one is."""
+
+    backend: str
+    scheduler: str
+    podgroups: str  # the API group/version path of its PodGroups
+    namespace_labels: dict[str, str] = field(default_factory=dict)
+    fails_because: str = ""  # an open issue this flavour's journeys fail on
+
+    def size(self, podgroup: dict[str, Any]) -> int | None:
+        spec = podgroup.get("spec") or {}
+        if self.backend == "native":
+            policy = spec.get("schedulingPolicy") or {}
+            return (policy.get("gang") or {}).get("minCount", 1 if "basic" in policy else None)
+        return spec.get("minMember")
+
+    def param(self):
+        marks = [pytest.mark.xfail(strict=True, reason=self.fails_because)] if self.fails_because else []
+        return pytest.param(self, id=self.backend, marks=marks)
+
+
+KAI = Flavor("kai", "kai-scheduler", "/apis/scheduling.run.ai/v2alpha2", fails_because=ISSUE_17)
+VOLCANO = Flavor("volcano", "volcano", "/apis/scheduling.volcano.sh/v1beta1")
+COSCHEDULING = Flavor("coscheduling", "scheduler-plugins-scheduler", "/apis/scheduling.x-k8s.io/v1alpha1")
+NATIVE = Flavor("native", "default-scheduler", "/apis/scheduling.k8s.io/v1alpha2", NATIVE_NAMESPACE_LABELS)
+FLAVORS = [f.param() for f in (KAI, VOLCANO, COSCHEDULING, NATIVE)]
+
+
+# ---------------------------------------------------------------------------
+# builders and looks
+
+
+def pod_template(here: Corner, flavor: Flavor, app: str, *, gpus: int = 0, labels: dict | None = None,
+                 annotations: dict | None = None) -> dict[str, Any]:
+    resources = {"limits": {"nvidia.com/gpu": str(gpus)}} if gpus else {}
+    return {"metadata": {"labels": {"app": app, **(labels or {})}, "annotations": annotations or {}},
+            "spec": {"schedulerName": flavor.scheduler, **here.placement, "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": "registry.example/train:1", "resources": resources}]}}
+
+
+async def create_deployment(here: Corner, flavor: Flavor, name: str, replicas: int, **template: Any) -> dict:
+    return await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/deployments", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": here.namespace},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                 "template": pod_template(here, flavor, name, **template)}})
+
+
+def owned_group(obj: dict[str, Any]) -> str:
+    return f"pg-{obj['metadata']['name']}-{obj['metadata']['uid']}"
+
+
+async def podgroup(here: Corner, flavor: Flavor, name: str) -> dict[str, Any] | None:
+    try:
+        return await here.api.get(f"{flavor.podgroups}/namespaces/{here.namespace}/podgroups/{name}")
+    except NotFound:
+        return None
+
+
+async def wait_size(here: Corner, flavor: Flavor, name: str, size: int) -> dict[str, Any]:
+    async def sized():
+        group = await podgroup(here, flavor, name)
+        return group if group and flavor.size(group) == size else None
+    return await until(sized, f"{flavor.backend} PodGroup {name} of size {size}")
+
+
+async def wait_bound(here: Corner, app: str, count: int) -> list[dict[str, Any]]:
+    async def all_bound():
+        pods = await here.pods(app=app)
+        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+        return live if len(live) == count and len(bound(live)) == count else None
+    return await until(all_bound, f"{count} pods of {app} bound")
+
+
+def unschedulable(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+async def wait_held_whole(here: Corner, app: str, count: int) -> list[dict[str, Any]]:
+    """Every pod of the gang has the scheduler's verdict (PodScheduled False) and none is
+    bound: the gang is kept whole rather than started in part."""
+    async def judged():
+        pods = await here.pods(app=app)
+        assert not bound(pods), f"part of the gang was bound: {[p['metadata']['name'] for p in bound(pods)]}"
+        return pods if len(pods) == count and all(unschedulable(p) for p in pods) else None
+    pods = await until(judged, f"the scheduler's verdict on all {count} pods of {app}")
+    assert not bound(await here.pods(app=app))
+    return pods
+
+
+# ---------------------------------------------------------------------------
+# journeys on every backend
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_a_deployment_gang_that_does_not_fit_stays_whole_then_is_bound_together(cluster, podgang, flavor):
+    async with corner(cluster, f"fit-{flavor.backend}", nodes=1, labels=flavor.namespace_labels) as here:
+        dep = await create_deployment(here, flavor, "train", 3, gpus=2)  # 6 GPUs, the one node has 4
+        await wait_size(here, flavor, owned_group(dep), 3)
+        await wait_held_whole(here, "train", 3)
+        await here.add_node()
+        pods = await wait_bound(here, "train", 3)
+        assert len({p["spec"]["nodeName"] for p in pods}) == 2
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_a_scale_changes_the_gang_size(cluster, podgang, flavor):
+    async with corner(cluster, f"scale-{flavor.backend}", nodes=2, labels=flavor.namespace_labels) as here:
+        dep = await create_deployment(here, flavor, "serve", 2, gpus=1)
+        group = owned_group(dep)
+        await wait_size(here, flavor, group, 2)
+        await wait_bound(here, "serve", 2)
+        await here.api.merge_patch(f"/apis/apps/v1/namespaces/{here.namespace}/deployments/serve",
+                                   {"spec": {"replicas": 3}})
+        if flavor.backend == "native":
+            # v1alpha2 (1.36): minCount is immutable; podgang records the new size and says so
+            async def held():
+                got = await podgroup(here, flavor, group)
+                return (got["metadata"].get("annotations") or {}).get("podgang.io/desired-min-member") == "3"
+            await until(held, "the desired size recorded on the held native group")
+            await here.wait_events("MinMemberHeld")
+        else:
+            await wait_size(here, flavor, group, 3)
+            await here.wait_events("MinMemberChanged", "deployment serve scaled 2 → 3")
+        await wait_bound(here, "serve", 3)
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_a_gang_that_lost_members_is_evicted(cluster, podgang, flavor):
+    async with corner(cluster, f"stale-{flavor.backend}", nodes=2, labels=flavor.namespace_labels) as here:
+        async with FakeKubelet(here):
+            dep = await create_deployment(here, flavor, "ring", 4, gpus=2)  # two pods on each node
+            await wait_size(here, flavor, owned_group(dep), 4)
+            pods = await wait_bound(here, "ring", 4)
+            await until(lambda: _all_running(here, "ring", 4), "the gang running")
+            lost = pods[0]["spec"]["nodeName"]
+            survivors = {p["metadata"]["name"] for p in pods if p["spec"]["nodeName"] != lost}
+            # the node is gone, and its pods with it; their replacements find no room
+            await here.remove_node(lost)
+            for p in pods:
+                if p["spec"]["nodeName"] == lost:
+                    await here.api.delete(f"/api/v1/namespaces/{here.namespace}/pods/{p['metadata']['name']}",
+                                          {"gracePeriodSeconds": 0})
+            await here.wait_events("GangStale")
+            await here.wait_events("GangEvicted")
+
+            async def survivors_gone():
+                names = {p["metadata"]["name"] for p in await here.pods(app="ring")}
+                return not (names & survivors)
+            await until(survivors_gone, f"the rest of the gang ({sorted(survivors)}) evicted")
+            # the Deployment makes four new pods; with room for two, none of them starts
+            await wait_held_whole(here, "ring", 4)
+
+
+async def _all_running(here: Corner, app: str, count: int) -> bool:
+    pods = await here.pods(app=app)
+    return len(pods) == count and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
+
+
+@pytest.mark.parametrize("flavor", [pytest.param(f, id=f.backend, marks=pytest.mark.xfail(
+    strict=True, reason=ISSUE_18 + ("; " + f.fails_because if f.fails_because else "")))
+    for f in (KAI, VOLCANO, COSCHEDULING, NATIVE)])
+async def test_a_default_statefulset_gang_starts(cluster, podgang, flavor):
+    """A StatefulSet as most users write it (podManagementPolicy OrderedReady, the default):
+    its controller makes pod 1 only once pod 0 is Ready."""
+    async with corner(cluster, f"sts-{flavor.backend}", nodes=1, labels=flavor.namespace_labels) as here:
+        async with FakeKubelet(here):
+            await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/statefulsets", {
+                "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "etcd", "namespace": here.namespace},
+                "spec": {"replicas": 3, "serviceName": "etcd", "selector": {"matchLabels": {"app": "etcd"}},
+                         "template": pod_template(here, flavor, "etcd")}})
+            await until(lambda: _all_running(here, "etcd", 3), "the StatefulSet's three pods running")
+
+
+# ---------------------------------------------------------------------------
+# KAI
+
+
+async def ensure_kai_queue(here: Corner, name: str, parent: str = "default-parent-queue") -> None:
+    """A leaf queue, as a KAI admin creates one for a team."""
+    try:
+        await here.api.create("/apis/scheduling.run.ai/v2/queues", {
+            "apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name},
+            "spec": {"parentQueue": parent, "resources": {
+                r: {"quota": 0, "limit": -1, "overQuotaWeight": 1} for r in ("cpu", "gpu", "memory")}}})
+    except AlreadyExists:
+        pass
+
+
+def example(name: str, namespace: str, placement: dict[str, Any]) -> list[dict[str, Any]]:
+    """An example manifest of ``examples/``, moved to a test's namespace and nodes."""
+    docs = [d for d in yaml.safe_load_all((ROOT / "examples" / name).read_text()) if d]
+    for doc in docs:
+        doc["metadata"]["namespace"] = namespace
+        spec = doc.get("spec") or {}
+        target = spec if doc["kind"] == "Pod" else (spec.get("template") or {}).get("spec")
+        if target is not None:
+            target.update(placement)
+    return docs
+
+
+async def create_all(here: Corner, docs: list[dict[str, Any]]) -> None:
+    paths = {"PodGroup": "/apis/scheduling.run.ai/v2alpha2", "Pod": "/api/v1", "Deployment": "/apis/apps/v1"}
+    for doc in docs:
+        plural = doc["kind"].lower() + "s"
+        await here.api.create(f"{paths[doc['kind']]}/namespaces/{here.namespace}/{plural}", doc)
+
+
+@pytest.mark.xfail(strict=True, reason=ISSUE_17)
+async def test_kai_seed_003_hand_made_group_is_bound_at_once(cluster, podgang):
+    async with corner(cluster, "seed003", nodes=1) as here:
+        await ensure_kai_queue(here, "test")  # the seed's group names queue "test"
+        await create_all(here, example("01-app-with-models.yaml", here.namespace, here.placement))
+        for name in ("app-server", "model-1", "model-2"):
+            pod = await here.api.get(f"/api/v1/namespaces/{here.namespace}/pods/{name}")
+            assert pod["metadata"]["annotations"]["pod-group-name"] == "app-with-models"
+
+        async def all_bound():
+            return len(bound(await here.pods())) == 3
+        await until(all_bound, "seed 003's three pods bound")
+
+
+@pytest.mark.xfail(strict=True, reason=ISSUE_17)
+async def test_kai_podgrouper_beside_podgang_changes_nothing(cluster, podgang):
+    """KAI's own pod-grouper runs in every KAI install (and in this cluster): it must leave
+    podgang's pods and groups alone."""
+    async with corner(cluster, "kaipg", nodes=1) as here:
+        dep = await create_deployment(here, KAI, "infer", 2, gpus=1)
+        await wait_bound(here, "infer", 2)
+        for pod in await here.pods(app="infer"):
+            assert pod["metadata"]["annotations"]["pod-group-name"] == owned_group(dep)
+        groups = (await here.api.get(f"{KAI.podgroups}/namespaces/{here.namespace}/podgroups"))["items"]
+        assert [g["metadata"]["name"] for g in groups] == [owned_group(dep)]
+        denied = [e for e in await here.events() if "denied the request" in e.get("message", "")]
+        assert not denied, denied[0]["message"]
+
+
+# ---------------------------------------------------------------------------
+# Volcano: seed 000/001's LeaderWorkerSet
+
+
+async def play_leaderworkerset(here: Corner, flavor: Flavor, name: str, replicas: int, size: int,
+                               gpus: int) -> dict[str, Any]:
+    """What the LWS controller (and its pod webhook) make, which this cluster does not run:
+    a leader StatefulSet whose pods lead the groups, and per leader a worker StatefulSet.
+    The pods are created by the test (with the LWS labels) and name their StatefulSet as
+    their first owner without controlling it, so that the real StatefulSet controller, whose
+    selector matches none of them, leaves them alone."""
+    ns = here.namespace
+    lws = await here.api.create(f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets", {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {
+            "size": size, "workerTemplate": pod_template(here, flavor, name, gpus=gpus)}}})
+
+    def ref(obj: dict[str, Any]) -> dict[str, Any]:
+        return {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", "Pod"),
+                "name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"], "controller": False}
+
+    async def statefulset(sts_name: str, owner: dict[str, Any]) -> dict[str, Any]:
+        return await here.api.create(f"/apis/apps/v1/namespaces/{ns}/statefulsets", {
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": sts_name, "namespace": ns, "ownerReferences": [{**ref(owner), "controller": True}]},
+            "spec": {"replicas": 0, "serviceName": name, "podManagementPolicy": "Parallel",
+                     "selector": {"matchLabels": {"played": sts_name}},
+                     "template": {"metadata": {"labels": {"played": sts_name}},
+                                  "spec": {"containers": [{"name": "main", "image": "registry.example/x:1"}]}}}})
+
+    async def member(pod_name: str, owner: dict[str, Any], group: int, worker: int) -> dict[str, Any]:
+        template = pod_template(here, flavor, name, gpus=gpus, labels={
+            "leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": str(group),
+            "leaderworkerset.sigs.k8s.io/worker-index": str(worker)})
+        return await here.api.create(f"/api/v1/namespaces/{ns}/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {**template["metadata"], "name": pod_name, "ownerReferences": [ref(owner)]},
+            "spec": template["spec"]})
+
+    leaders = await statefulset(name, lws)
+    for group in range(replicas):
+        leader = await member(f"{name}-{group}", leaders, group, 0)
+        workers = await statefulset(f"{name}-{group}", leader)
+        for worker in range(1, size):
+            await member(f"{name}-{group}-{worker}", workers, group, worker)
+    return lws
+
+
+async def test_volcano_leaderworkerset_groups_are_each_bound_together(cluster, podgang):
+    async with corner(cluster, "lws", nodes=1) as here:
+        # two groups of 4 × 1 GPU; the one node has room for exactly one group
+        lws = await play_leaderworkerset(here, VOLCANO, "llm", replicas=2, size=4, gpus=1)
+        groups = [f"{owned_group(lws)}-group-{i}" for i in range(2)]
+        for group in groups:
+            await wait_size(here, VOLCANO, group, 4)
+
+        async def one_group_bound_the_other_judged():
+            pods = await here.pods(app="llm")
+            by_group: dict[str, list[dict]] = {}
+            for p in pods:
+                by_group.setdefault(p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"], []).append(p)
+            placed = [g for g, members in by_group.items() if len(bound(members)) == 4]
+            waiting = [g for g, members in by_group.items() if all(unschedulable(p) for p in members)]
+            return len(placed) == 1 and len(waiting) == 1 and (placed[0], waiting[0])
+        placed, waiting = await until(one_group_bound_the_other_judged,
+                                      "one group of 4 bound, the other kept whole by the scheduler")
+        rest = await here.pods(**{"leaderworkerset.sigs.k8s.io/group-index": waiting})
+        assert not bound(rest), "the second group was started in part"
+        await here.add_node()
+        await until(lambda: _count_bound(here, "llm", 8), "the second group bound too")
+
+
+async def _count_bound(here: Corner, app: str, count: int) -> bool:
+    return len(bound(await here.pods(app=app))) == count
