@@ -158,8 +158,11 @@ def render(args: argparse.Namespace, snapshot: Snapshot, settings: Settings, nam
 
 def context_namespace(kubeconfig: str | None, context: str | None) -> str:
     """The namespace kubectl would use: the context's, else the pod's own, else default."""
+    files = api.existing_kubeconfig(kubeconfig)
     try:
-        contexts, active = config.list_kube_config_contexts(kubeconfig)
+        if files is None:  # none at all (in a pod): asking the loader would only log that
+            raise FileNotFoundError(kubeconfig)
+        contexts, active = config.list_kube_config_contexts(files)
         chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
         found = as_dict(as_dict(chosen).get("context")).get("namespace")
         if isinstance(found, str) and found:

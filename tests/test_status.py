@@ -383,6 +383,32 @@ async def test_the_kubectl_plugin_entry_point(emu, kubeconfig):
     assert code == 2 and "kubectl podgang" in err  # only the user's commands are offered
 
 
+@pytest.mark.parametrize("where", ["KUBECONFIG pointing nowhere", "HOME empty", "HOME with no .kube",
+                                   "--kubeconfig pointing nowhere"])
+async def test_without_a_kubeconfig_only_podgangs_one_line_reaches_the_terminal(tmp_path, where):
+    """The client library's own ``Config not found: …`` (a warning it logs before
+    failing) never shows: one line, saying what was tried and what to pass."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    nowhere = str(tmp_path / "nowhere" / "config")
+    argv = ["status"]
+    if where == "KUBECONFIG pointing nowhere":
+        env["KUBECONFIG"], tried = nowhere, f"no kubeconfig file at {nowhere} ($KUBECONFIG)"
+    elif where == "HOME empty":
+        env["HOME"], tried = "", f"no kubeconfig file at {os.path.expanduser(os.path.join('/', '.kube', 'config'))}"
+    elif where == "HOME with no .kube":
+        env["HOME"] = str(tmp_path)
+        tried = f"no kubeconfig file at {tmp_path / '.kube' / 'config'} (the default; KUBECONFIG is not set)"
+    else:
+        argv += ["--kubeconfig", nowhere]
+        tried = f"no kubeconfig file at {nowhere} (--kubeconfig)"
+    for program in ("podgang", "kubectl-podgang"):
+        code, out, err = await run_command(str(Path(sys.executable).parent / program), *argv, env=env)
+        assert (code, out) == (2, ""), (program, err)
+        [line] = err.splitlines()
+        assert line.startswith(f"podgang status: cannot configure Kubernetes API access: {tried}"), line
+        assert line.endswith("pass --kubeconfig PATH, set KUBECONFIG, or run inside a pod with a service account")
+
+
 async def test_kubectl_finds_the_plugin(emu, kubeconfig):
     kubectl = next((Path(d) / "kubectl" for d in os.environ.get("PATH", "").split(os.pathsep)
                     if (Path(d) / "kubectl").is_file()), None)
