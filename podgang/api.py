@@ -333,6 +333,40 @@ def resolve_environment_once(api_client: client.ApiClient) -> None:
     rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=READ_BUFFER)
 
 
+def kubeconfig_files(kubeconfig: str | None = None) -> tuple[str, str]:
+    """The kubeconfig files kubectl would read: ``kubeconfig`` if given, else
+    ``$KUBECONFIG`` (a list, as kubectl reads it; empty is unset), else
+    ``~/.kube/config`` — joined as the loader takes them, and where they came from."""
+    if kubeconfig:
+        return kubeconfig, "--kubeconfig"
+    listed = os.environ.get("KUBECONFIG") or ""
+    if any(listed.split(os.pathsep)):
+        return listed, "$KUBECONFIG"
+    return os.path.join("~", ".kube", "config"), "the default; KUBECONFIG is not set"
+
+
+def existing_kubeconfig(kubeconfig: str | None = None) -> str | None:
+    """The kubeconfig files of :func:`kubeconfig_files` that exist, or None (then the
+    loader would only complain in a log line of its own and fail)."""
+    found = [p for p in kubeconfig_files(kubeconfig)[0].split(os.pathsep) if p and os.path.exists(os.path.expanduser(p))]
+    return os.pathsep.join(found) or None
+
+
+def in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and os.path.exists(IN_CLUSTER_TOKEN)
+
+
+def _no_kubeconfig(kubeconfig: str | None, context: str | None) -> str:
+    """One line: which kubeconfig files were looked for, and what to pass."""
+    files, origin = kubeconfig_files(kubeconfig)
+    shown = ", ".join(os.path.expanduser(p) for p in files.split(os.pathsep) if p)
+    tried = f"no kubeconfig file at {shown} ({origin})"
+    if not (kubeconfig or context):
+        tried += " and no in-cluster config (not running in a pod)"
+    return (f"cannot configure Kubernetes API access: {tried}; pass --kubeconfig PATH, "
+            f"set KUBECONFIG, or run inside a pod with a service account")
+
+
 async def make_api_client(kubeconfig: str | None = None, *, connections: int | None = None,
                           context: str | None = None) -> client.ApiClient:
     """An API client from ``kubeconfig`` if given, else in-cluster config when
@@ -340,21 +374,25 @@ async def make_api_client(kubeconfig: str | None = None, *, connections: int | N
     at least this many pooled connections (one per watch, plus writes).
     ``context``: that kubeconfig context instead of the current one (never in-cluster).
 
-    Raises RuntimeError with what to do when none of them works.
+    Raises RuntimeError with one line saying what was tried and what to do when none
+    of them works (the loader is not asked to read files that are not there: it would
+    log lines of its own before that).
     """
     configuration = client.Configuration()
+    use_in_cluster = not (kubeconfig or context) and in_cluster()
+    files = None if use_in_cluster else existing_kubeconfig(kubeconfig)
+    if not use_in_cluster and files is None:
+        raise RuntimeError(_no_kubeconfig(kubeconfig, context))
     try:
-        if kubeconfig or context:
-            await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
-        elif os.environ.get("KUBERNETES_SERVICE_HOST") and os.path.exists(IN_CLUSTER_TOKEN):
+        if use_in_cluster:
             config.load_incluster_config(client_configuration=configuration)
         else:
-            await config.load_kube_config(client_configuration=configuration)
+            await config.load_kube_config(config_file=files, context=context, client_configuration=configuration)
     except Exception as exc:  # the loaders raise several unrelated types
-        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        where = "in-cluster config" if use_in_cluster else files
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise RuntimeError(
-            f"cannot configure Kubernetes API access from {where} or in-cluster config: {first}; "
+            f"cannot configure Kubernetes API access from {where}: {first}; "
             f"pass --kubeconfig PATH or run inside a pod with a service account"
         ) from exc
     if connections and configuration.connection_pool_maxsize < connections:

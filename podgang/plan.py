@@ -12,9 +12,10 @@ No I/O.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import jsonpatch
 
@@ -24,7 +25,7 @@ from podgang.backends.base import PATCH
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
 from podgang.grouper.podgroups import Desired, desired_group, gang_options
 from podgang.manifests import Manifest, Source
-from podgang.objects import POD, OwnerRef, metadata
+from podgang.objects import POD, OwnerRef, clip, metadata
 from podgang.settings import DEFAULT, Settings
 
 UNKNOWN_UID = "<uid>"
@@ -48,6 +49,7 @@ class Member:
     why: str = ""
     skipped: str | None = None
     pods: int = 1
+    no_group: str | None = None  # why it gets no group (or none whose name can be known here)
 
 
 @dataclass
@@ -119,16 +121,27 @@ def shown(name: str) -> str:
     return shown(f"{head}{UNKNOWN_UID}{rest[digits:]}")
 
 
+def _api_group(api_version: Any) -> str:
+    """``apps`` of ``apps/v1``, ``""`` of ``v1``: an owner reference names an object by
+    its API group and kind, whatever the version."""
+    return str(api_version or "").rpartition("/")[0]
+
+
 class _Objects:
     """Copies of the manifests' objects completed as the apiserver would complete
-    them (a namespace, a UID, owner references that carry it), indexed for owner walks."""
+    them (a namespace, a UID, owner references that carry it), indexed for owner walks.
+
+    An owner reference names an object as the cluster resolves it: the same API group,
+    kind and name in the referrer's namespace, and the same UID. A manifest written by
+    hand (or exported in part) often has no ``metadata.uid`` while references to it
+    carry one: such an object takes the UID the first reference gives it (the cluster
+    can only have matched them so); a reference without a UID takes its owner's."""
 
     def __init__(self, manifests: list[Manifest], default_namespace: str):
         self.items: list[tuple[Manifest, dict[str, Any], str]] = []  # (manifest, completed copy, namespace)
         self.sources: dict[str, Source] = {}  # by UID
-        self.by_name: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self.by_name: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # (namespace, API group, kind, name)
         self.by_uid: dict[str, dict[str, Any]] = {}
-        numbers = itertools.count(1)
         for m in manifests:
             obj = copy.deepcopy(m.obj)
             if not isinstance(obj.get("metadata"), dict):
@@ -137,33 +150,82 @@ class _Objects:
             ns = _ns(obj, default_namespace)
             md["namespace"] = ns
             if not isinstance(md.get("uid"), str) or not md["uid"]:
-                md["uid"] = f"{_UID_TOKEN}{next(numbers)}"
+                md.pop("uid", None)
+            else:
+                self.by_uid.setdefault(md["uid"], obj)
             self.items.append((m, obj, ns))
-            self.by_uid[md["uid"]] = obj
-            self.sources[md["uid"]] = m.source
             if isinstance(md.get("name"), str):
-                self.by_name[(ns, str(obj.get("kind")), md["name"])] = obj
+                self.by_name[(ns, _api_group(obj.get("apiVersion")), str(obj.get("kind")), md["name"])] = obj
+        for _, obj, ns in self.items:  # an owner written without a UID has the one its references give it
+            for ref in self._refs(obj):
+                owner = self.named(ref, ns)
+                uid = ref.get("uid")
+                if owner is not None and "uid" not in owner["metadata"] and isinstance(uid, str) and uid \
+                        and uid not in self.by_uid:
+                    owner["metadata"]["uid"] = uid
+                    self.by_uid[uid] = owner
+        numbers = itertools.count(1)
+        for m, obj, _ in self.items:
+            md = obj["metadata"]
+            if "uid" not in md:
+                md["uid"] = f"{_UID_TOKEN}{next(numbers)}"
+                self.by_uid[md["uid"]] = obj
+            self.sources.setdefault(md["uid"], m.source)
         for _, obj, ns in self.items:  # references by name get the UID the object was given
-            for ref in metadata(obj).get("ownerReferences") or ():
-                if isinstance(ref, dict) and not ref.get("uid"):
-                    owner = self.by_name.get((ns, str(ref.get("kind")), str(ref.get("name"))))
-                    if owner is not None:
-                        ref["uid"] = owner["metadata"]["uid"]
+            for ref in self._refs(obj):
+                owner = self.named(ref, ns)
+                if owner is not None and not ref.get("uid"):
+                    ref["uid"] = owner["metadata"]["uid"]
+
+    @staticmethod
+    def _refs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+        refs = metadata(obj).get("ownerReferences")
+        return [r for r in refs if isinstance(r, dict)] if isinstance(refs, list) else []
+
+    def named(self, ref: Mapping[str, Any] | OwnerRef, namespace: str) -> dict[str, Any] | None:
+        """The object of the manifests in ``namespace`` with the API group, kind and
+        name ``ref`` gives, whatever its UID."""
+        if isinstance(ref, OwnerRef):
+            api_version, kind, name = ref.api_version, ref.kind, ref.name
+        else:
+            api_version, kind, name = ref.get("apiVersion"), ref.get("kind"), ref.get("name")
+        return self.by_name.get((namespace, _api_group(api_version), str(kind), str(name)))
+
+    def owner(self, ref: OwnerRef | None, namespace: str) -> dict[str, Any] | None:
+        """The object ``ref`` (a reference held by an object in ``namespace``) names, when
+        it is in the manifests: same namespace, API group, kind, name and UID."""
+        if ref is None:
+            return None
+        found = self.named(ref, namespace)
+        return found if found is not None and found["metadata"]["uid"] == ref.uid else None
+
+    def replaced(self, ref: OwnerRef | None, namespace: str) -> str | None:
+        """Why ``ref`` finds no owner although the manifests hold an object of its
+        kind and name (another UID: the owner the reference meant was replaced), or None."""
+        found = self.named(ref, namespace) if ref is not None else None
+        if ref is None or found is None or found["metadata"]["uid"] == ref.uid:
+            return None
+        ref_uid = f"uid {clip(ref.uid, 64)}" if ref.uid else "no uid"
+        return (f"the ownerReference to {clip(f'{ref.kind.lower()}/{ref.name}')} has {ref_uid}, but "
+                f"{clip(f'{ref.kind.lower()} {namespace}/{ref.name}')} in these manifests has uid "
+                f"{shown(clip(found['metadata']['uid'], 64))} (the owner was replaced)")
 
     def source_of(self, objs) -> Source | None:
         """Where the first of ``objs`` is written."""
         return next((self.sources[uid] for o in objs if (uid := metadata(o).get("uid")) in self.sources), None)
 
-    def chain(self, obj: dict[str, Any]) -> list[dict[str, Any]]:
-        """The owners of ``obj`` found in the manifests, nearest first."""
+    def chain(self, obj: dict[str, Any]) -> tuple[list[dict[str, Any]], OwnerRef | None]:
+        """The owners of ``obj`` found in the manifests, nearest first, and the
+        reference the walk stopped at (None: it reached the top)."""
         chain: list[dict[str, Any]] = []
+        namespace = metadata(obj).get("namespace") or ""
         for _ in range(16):
             ref = rules.owner_to_look_up(obj, chain)
-            found = self.by_uid.get(ref.uid) if ref is not None else None
-            if found is None or found.get("kind") != ref.kind:
-                break
+            found = self.owner(ref, namespace)
+            if found is None:
+                return chain, ref
             chain.append(found)
-        return chain
+        return chain, None
 
 
 def _has_pod_template(value: Any, depth: int = 0) -> bool:
@@ -251,15 +313,26 @@ def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects
                put, named_by_pods: dict[str, Source], random_names: set[str]) -> None:
     member = Member(source, _what(obj, ns), ns)
     plan.members.append(member)
-    chain = objects.chain(obj)
+    chain, stopped_at = objects.chain(obj)
+    replaced = objects.replaced(stopped_at, ns)
+    if replaced:  # the webhook's owner look-up fails: it sees none of the owners, admits without a group
+        chain = []
     skip = rules.scope_problem(obj, ns, settings, chain)
     if skip:
         member.skipped = skip
         return
+    gpu = rules.gpu_problem(obj, settings)
+    if replaced:
+        if gpu:
+            plan.denials.append(Finding(source, member.what, gpu))
+            return
+        member.no_group = replaced
+        plan.warnings.append(Finding(source, member.what, f"{replaced}: the webhook admits the pod without a "
+                                     f"group and the garbage collector deletes it"))
+        return
     suffix = rules.generated_suffix(f"{source}")  # stands in for the webhook's random one: one per pod
     gang = _admitted_gang(obj, chain, settings, suffix)
     denied = [gang.message] if isinstance(gang, rules.Denial) else []
-    gpu = rules.gpu_problem(obj, settings)
     if gpu:
         denied.append(gpu)
     if denied:
@@ -311,8 +384,7 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
 
 def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, objects: _Objects, cache: Cache,
                      settings: Settings) -> None:
-    parent = rules.controller_ref(obj)
-    if parent is not None and parent.uid in objects.by_uid:
+    if objects.owner(rules.controller_ref(obj), ns) is not None:
         return  # its owner's entry covers it (Deployment → ReplicaSet, CronJob → Job, ...)
     entry = kinds.workload_kind(obj)
     assert entry is not None
@@ -341,6 +413,10 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     if named is not None:
         member.group, member.why = named, f"hand-made: its pod template names PodGroup {named}"
         return
+    parent = rules.next_owner(obj)
+    if parent is not None:  # an owner these manifests do not hold: its pods' gang is the owner's
+        _under_missing_owner(plan, member, parent, objects.replaced(parent, ns), settings)
+        return
     owned = cache.owned_group_names(cache.store_for(entry.kind)[key_of(ns, metadata(obj)['name'])])
     owner_text = rules.kind_name(obj)
     if entry.layout == kinds.ONE_PER_REPLICA:
@@ -353,8 +429,34 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         plan.groups[(ns, name)] = PlannedGroup(ns, name, rules.min_member_for(obj, None, settings), "owned",
                                                owner_text=f"each Job of {owner_text}", per_run=True,
                                                backend=template_backend(obj, settings))
-    else:
+    elif owned:
         member.group, member.why = ", ".join(shown(n) for n in owned), f"top owner {owner_text}"
+    else:
+        member.no_group = "it is being deleted: the grouper makes no PodGroup for it"
+
+
+def _under_missing_owner(plan: Plan, member: Member, parent: OwnerRef, replaced: str | None,
+                         settings: Settings) -> None:
+    """A workload whose owner is not in the manifests (a ReplicaSet exported without its
+    Deployment): its pods' gang is named after that owner, the top as far as the
+    manifests tell; whether it is labelled ``podgang.io/skip`` they do not tell."""
+    owner_text = clip(f"{parent.kind.lower()}/{parent.name}")
+    if replaced:
+        member.no_group = replaced
+        plan.warnings.append(Finding(member.source, member.what, f"{replaced}: the webhook admits its pods "
+                                     f"without a group and the garbage collector deletes it"))
+        return
+    entry = kinds.workload_kind(parent.kind)
+    if not parent.uid:
+        member.no_group = (f"its owner {owner_text} is not in these manifests and its ownerReference has no "
+                           f"uid: the group's name (pg-<name>-<uid>) cannot be known")
+    elif entry is not None and entry.layout == kinds.ONE_PER_REPLICA:
+        member.no_group = (f"its owner {owner_text} is not in these manifests: one PodGroup per {parent.kind} "
+                           f"group, named by the group index its pods carry")
+    else:
+        member.group = shown(rules.owned_group_name(parent, "", settings))
+        member.why = (f"top owner {owner_text}, not in these manifests (its pods are left alone if it is labelled "
+                       f"{settings.skip_label}=true)")
 
 
 _ORIGINS = {rules.OWNED: "owned", rules.OWNER_LESS: "owner-less", rules.HAND_MADE: "hand-made"}
@@ -377,6 +479,11 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         plan.notes.append(Finding(at, f"podgroup {ns}/{name}", "no pod or workload in these manifests uses it"))
         return
     mm = desired.min_member
+    top = desired.owner
+    if (desired.source == rules.OWNED and not desired.workloads and top is not None and mm is not None
+            and not mm.pinned and kinds.workload_kind(top.kind) is not None):
+        mm = dataclasses.replace(mm, reason=f"{clip(f'{top.kind.lower()}/{top.name}')} is not in these "
+                                            f"manifests: the grouper sizes the gang by it (1 here)")
     if mm is None:  # only standalone pods name it: the user's size stands
         mm = rules.MinMember(written or len(desired.members),
                              f"as written: only standalone pods use it ({len(desired.members)} here)")

@@ -159,6 +159,8 @@ def write_text(plan, out: TextIO) -> None:
             size = f" ({m.pods} pod{'s' if m.pods != 1 else ''})" if not m.what.startswith("pod ") else ""
             if m.skipped:
                 out.write(f"  {m.what.ljust(width)}  skipped: {m.skipped}\n")
+            elif m.no_group:
+                out.write(f"  {m.what.ljust(width)}  no group: {m.no_group}\n")
             elif m.group is None:
                 out.write(f"  {m.what.ljust(width)}  denied (see below)\n")
             else:
@@ -219,7 +221,7 @@ def plan_as_dict(plan) -> dict[str, Any]:
         "scaled": plan.scaled,
         "members": [
             {"source": str(m.source), "object": m.what, "namespace": m.namespace, "group": m.group,
-             "reason": m.why, "pods": m.pods, "skipped": m.skipped}
+             "reason": m.why, "pods": m.pods, "skipped": m.skipped, "noGroup": m.no_group}
             for m in plan.members
         ],
         "podGroups": [

@@ -55,6 +55,46 @@ _GRACE_IN_MESSAGE = re.compile(r"evicting the rest in (\S+) unless it recovers")
 
 
 @dataclass
+class Grouper:
+    """Whether a grouper is at work, as its Lease says: only a running grouper evicts a
+    stale gang, creates a PodGroup or follows a scale."""
+
+    lease: str  # "namespace/name"
+    running: bool | None  # None: the Lease could not be read
+    text: str  # what the Lease says, one line
+    holder: str | None = None
+    renewed: datetime | None = None
+
+
+def grouper_from_lease(lease_key: str, lease: Mapping[str, Any] | None, now: datetime,
+                       error: str | None = None) -> Grouper:
+    """What ``lease`` (None: it does not exist; ``error``: it could not be read) says
+    about the grouper. A Lease nobody holds, or one not renewed within its
+    ``leaseDurationSeconds``, means no grouper is at work (a leader renews it every few
+    seconds and hands it back when it stops)."""
+    if error is not None:
+        return Grouper(lease_key, None, f"cannot tell whether a grouper is running: Lease {lease_key}: {error}")
+    if lease is None:
+        return Grouper(lease_key, False, f"no grouper holds Lease {lease_key}: it does not exist")
+    spec = as_dict(lease.get("spec"))
+    holder = spec.get("holderIdentity") if isinstance(spec.get("holderIdentity"), str) else None
+    renewed = parse_time(spec.get("renewTime"))
+    if not holder:
+        return Grouper(lease_key, False, f"no grouper holds Lease {lease_key}: it was handed back", None, renewed)
+    duration = spec.get("leaseDurationSeconds")
+    if renewed is None or isinstance(duration, bool) or not isinstance(duration, int):
+        return Grouper(lease_key, None, f"cannot tell whether a grouper is running: Lease {lease_key} held by "
+                                        f"{one_line(holder)} has no renewTime or leaseDurationSeconds", holder, renewed)
+    expired = now - (renewed + timedelta(seconds=duration))
+    if expired > timedelta(0):
+        return Grouper(lease_key, False, f"no grouper holds Lease {lease_key}: {one_line(holder)} last renewed it "
+                                         f"{_seconds(now - renewed)} ago, it expired {_seconds(expired)} ago",
+                       holder, renewed)
+    return Grouper(lease_key, True, f"{one_line(holder)} holds Lease {lease_key}, renewed "
+                                    f"{_seconds(max(now - renewed, timedelta(0)))} ago", holder, renewed)
+
+
+@dataclass
 class Snapshot:
     """What ``podgang status`` read from the cluster: raw API objects."""
 
@@ -64,6 +104,7 @@ class Snapshot:
     events: list[dict[str, Any]]
     now: datetime
     absent: tuple[str, ...] = ()  # followed kinds whose (optional) CRD the cluster does not serve
+    grouper: Grouper | None = None  # None: not asked
 
 
 Verdict = SchedulerVerdict  # what the scheduler itself says about a PodGroup
@@ -132,6 +173,7 @@ class Report:
     gangs: list[GangStatus]
     now: datetime
     absent: tuple[str, ...] = ()
+    grouper: Grouper | None = None
 
     @property
     def stale(self) -> list[GangStatus]:
@@ -244,7 +286,7 @@ def build_report(snapshot: Snapshot, settings: Settings, grace_default: float | 
         desired = desired_group(cache, key)
         backend = desired.backend or settings.default_backend
         gangs.append(gang_status(cache, desired, raw_groups.get((backend.name, key)), snapshot, grace))
-    return Report(gangs, snapshot.now, snapshot.absent)
+    return Report(gangs, snapshot.now, snapshot.absent, snapshot.grouper)
 
 
 def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | None, snapshot: Snapshot,
@@ -280,7 +322,7 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
         if subgroup:
             gang.subgroups.setdefault(subgroup, SubgroupStatus()).members[state] += 1
     gang.pending_pods.sort()
-    _decide_state(gang, cache, desired, actual, snapshot.now, grace_default, bool(counted))
+    _decide_state(gang, cache, desired, actual, snapshot.now, grace_default, bool(counted), snapshot.grouper)
     return gang
 
 
@@ -298,7 +340,7 @@ def member_state(pod: Mapping[str, Any]) -> str:
 
 
 def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any, now: datetime,
-                  grace_default: float | None, has_members: bool) -> None:
+                  grace_default: float | None, has_members: bool, grouper: Grouper | None = None) -> None:
     size = gang.min_member if gang.min_member is not None else (gang.wanted or 1)
     if desired.pending:
         gang.state, gang.state_text = UNKNOWN, desired.pending
@@ -307,7 +349,9 @@ def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any,
         if desired.source == rules.HAND_MADE:
             gang.state, gang.state_text = MISSING, "the PodGroup does not exist: its pods stay Pending"
         else:
-            gang.state, gang.state_text = NOT_CREATED, "the grouper has not created the PodGroup (is it running?)"
+            gang.state, gang.state_text = NOT_CREATED, (
+                "the grouper has not created the PodGroup: no grouper is running" if grouper is not None
+                and grouper.running is False else "the grouper has not created the PodGroup (is it running?)")
         return
     if desired.source is None:
         gang.state, gang.state_text = UNUSED, "no pod or workload uses this PodGroup"
@@ -327,12 +371,7 @@ def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any,
         gang.stale = _stale(last, [actual, *with_owners(cache, desired.workloads)], cache.settings, now, grace_default)
         gang.state = STALE
         since = _seconds(now - gang.stale.since)
-        if gang.stale.evict_in is None:
-            tail = "never evicted (grace period -1)"
-        elif gang.stale.evict_in > 0:
-            tail = f"evicting in {format_duration(int(gang.stale.evict_in))}"
-        else:
-            tail = "evicting now"
+        tail = _eviction_text(gang.stale, grouper)
         gang.state_text = f"stale for {since}, {tail}; {_running(gang.running, size)}"
         return
     if satisfied:
@@ -345,6 +384,19 @@ def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any,
     gang.state, gang.state_text = WAITING, (
         f"waiting for {missing} more member{'s' if missing != 1 else ''} to be placed; {_running(gang.running, size)}"
     )
+
+
+def _eviction_text(stale: Stale, grouper: Grouper | None) -> str:
+    """When the rest of a stale gang is evicted: a promise only while a grouper holds
+    its Lease; otherwise when it would be, and why nothing evicts it."""
+    if stale.evict_in is None:
+        return "never evicted (grace period -1)"
+    due = f"in {format_duration(int(stale.evict_in))}" if stale.evict_in >= 1 else "now"
+    if grouper is None or grouper.running:
+        return f"evicting {due}"
+    if grouper.running is False:
+        return f"no grouper to evict it (due {due})"
+    return f"evicting {due} if a grouper runs"
 
 
 def _running(running: int, size: int) -> str:
@@ -393,6 +445,7 @@ class Explanation:
     gang: GangStatus | None
     pod_events: list[dict[str, Any]]
     group_events: list[dict[str, Any]]
+    grouper: Grouper | None = None
 
 
 def explain_pod(snapshot: Snapshot, settings: Settings, namespace: str, name: str,
@@ -432,12 +485,12 @@ def explain_pod(snapshot: Snapshot, settings: Settings, namespace: str, name: st
                            None, pod_events, [])
     report = build_report(snapshot, settings, grace_default, namespace, group)
     gang = report.gangs[0] if report.gangs else None
-    waits = waits_for(gang, raw) if gang is not None else []
+    waits = waits_for(gang, raw, snapshot.grouper) if gang is not None else []
     return Explanation(namespace, name, phase, group, why, waits, gang, pod_events,
-                       gang.events[-EVENTS_SHOWN:] if gang is not None else [])
+                       gang.events[-EVENTS_SHOWN:] if gang is not None else [], snapshot.grouper)
 
 
-def waits_for(gang: GangStatus, pod: Mapping[str, Any]) -> list[str]:
+def waits_for(gang: GangStatus, pod: Mapping[str, Any], grouper: Grouper | None = None) -> list[str]:
     """What stands between the gang and running, most direct first."""
     out: list[str] = []
     if gang.state == MISSING:
@@ -454,8 +507,14 @@ def waits_for(gang: GangStatus, pod: Mapping[str, Any]) -> list[str]:
                    if part.short)
     elif gang.state == STALE and gang.stale is not None:
         when = ("never: its grace period is -1" if gang.stale.evict_in is None
-                else f"in {format_duration(int(max(gang.stale.evict_in, 0)))}")
-        out.append(f"its lost members to come back; otherwise the rest is evicted {when}")
+                else f"in {format_duration(int(gang.stale.evict_in))}" if gang.stale.evict_in >= 1 else "now")
+        if gang.stale.evict_in is None or grouper is None or grouper.running:
+            out.append(f"its lost members to come back; otherwise the rest is evicted {when}")
+        elif grouper.running is False:
+            out.append(f"its lost members to come back; the rest is due for eviction {when}, but nothing evicts it: "
+                       f"{grouper.text}")
+        else:
+            out.append(f"its lost members to come back; otherwise the rest is evicted {when} ({grouper.text})")
     elif gang.state in (SATISFIED, FINISHED):
         out.append("nothing: the gang has " + gang.state_text)
     if gang.min_member is not None and gang.wanted is not None and gang.min_member != gang.wanted:

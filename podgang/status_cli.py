@@ -34,17 +34,21 @@ from podgang.settings import DEFAULT, Settings
 from podgang.status import (
     Explanation,
     GangStatus,
+    Grouper,
     Report,
     Snapshot,
     build_report,
     event_time,
     explain_pod,
+    grouper_from_lease,
 )
 
 OUTPUTS = ("text", "wide", "yaml", "json")
 OK, STALE_FOUND, FAILED = 0, 1, 2
 PAGE = 500  # objects per list call
 EVENTS = Resource("", "v1", "events", "Event")
+LEASE = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+DEFAULT_LEASE = "podgang/podgang-grouper"  # the chart's, for a release named podgang in namespace podgang
 NARROW = 48  # characters of a reason shown in the text table (-o wide: all)
 
 
@@ -69,6 +73,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--staleness-grace-period", type=duration, default=DEFAULT.staleness_grace_period,
              help="the grouper's grace period, used when its GangStale event does not say it")
     add_flag(parser, "--request-timeout", type=duration, default=10.0, help="seconds per API call")
+    add_flag(parser, "--grouper-lease", type=lease_name, default=DEFAULT_LEASE, metavar="NAMESPACE/NAME",
+             help="the Lease the grouper holds while it works (its --leader-election-namespace/-name; "
+                  f"default {DEFAULT_LEASE}): without a holder, nothing evicts a stale gang")
+
+
+def lease_name(text: str) -> tuple[str, str]:
+    namespace, sep, name = text.partition("/")
+    if not sep or not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r}: expected NAMESPACE/NAME, e.g. {DEFAULT_LEASE}")
+    return namespace, name
 
 
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -101,14 +115,20 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     api_client = await api.make_api_client(args.kubeconfig, context=args.context)
     try:
         client = api.Api(api_client, timeout=args.request_timeout)
-        reader = Reader(client, await discovered(client, settings))  # native: the version the cluster serves
+        reader = Reader(client, await discovered(client, settings),  # native: the version the cluster serves
+                        lease=args.grouper_lease)
         looks = 0
-        shown = failure = None
+        shown = failure = told = None
         code = OK
         while True:
             try:
                 snapshot = await reader.snapshot(namespace, args.explain)
                 text, code = render(args, snapshot, settings, namespace)
+                grouper = snapshot.grouper
+                if grouper is not None and not grouper.running and grouper.text != told:
+                    err.write(f"podgang status: {grouper.text}\n")  # what no gang's state can promise then
+                    err.flush()
+                told = grouper.text if grouper is not None else None
             except StatusError as exc:
                 if not args.watch:
                     raise
@@ -158,8 +178,11 @@ def render(args: argparse.Namespace, snapshot: Snapshot, settings: Settings, nam
 
 def context_namespace(kubeconfig: str | None, context: str | None) -> str:
     """The namespace kubectl would use: the context's, else the pod's own, else default."""
+    files = api.existing_kubeconfig(kubeconfig)
     try:
-        contexts, active = config.list_kube_config_contexts(kubeconfig)
+        if files is None:  # none at all (in a pod): asking the loader would only log that
+            raise FileNotFoundError(kubeconfig)
+        contexts, active = config.list_kube_config_contexts(files)
         chosen = next((c for c in contexts if c.get("name") == context), None) if context else active
         found = as_dict(as_dict(chosen).get("context")).get("namespace")
         if isinstance(found, str) and found:
@@ -184,9 +207,27 @@ def missing_permission(verb: str, resource: Resource, namespace: str | None, exc
 class Reader:
     """Lists what ``podgang status`` needs, read-only."""
 
-    def __init__(self, client: api.Api, settings: Settings):
+    def __init__(self, client: api.Api, settings: Settings, lease: tuple[str, str] | None = None):
         self.api = client
         self.settings = settings
+        self.lease = lease  # the grouper's (namespace, name); None: not asked
+
+    async def grouper(self) -> Grouper | None:
+        """What the grouper's Lease says (read, never a reason to fail: a missing right is said)."""
+        if self.lease is None:
+            return None
+        namespace, name = self.lease
+        key = f"{namespace}/{name}"
+        try:
+            lease = await self.api.get(LEASE.path(namespace, name))
+        except api.NotFound:
+            return grouper_from_lease(key, None, datetime.now(timezone.utc))
+        except api.Forbidden as exc:
+            return grouper_from_lease(key, None, datetime.now(timezone.utc),
+                                      error=missing_permission("get", LEASE, namespace, exc))
+        except api.ApiError as exc:
+            return grouper_from_lease(key, None, datetime.now(timezone.utc), error=str(exc))
+        return grouper_from_lease(key, lease if isinstance(lease, dict) else {}, datetime.now(timezone.utc))
 
     async def list(self, resource: Resource, namespace: str | None, *, optional: bool = False,
                    **selector: str) -> list[dict[str, Any]] | None:
@@ -227,7 +268,7 @@ class Reader:
         ]
         if pod:
             calls.append(self.list(EVENTS, namespace, fieldSelector=f"involvedObject.kind=Pod,involvedObject.name={pod}"))
-        found = await asyncio.gather(*calls)
+        grouper, *found = await asyncio.gather(self.grouper(), *calls)
         pods, found = found[0], found[1:]
         podgroups = {b.name: found[i] or [] for i, b in enumerate(backends)}
         found = found[len(backends):]
@@ -237,7 +278,7 @@ class Reader:
         absent = tuple(r.kind for r, objs in zip(followed, found) if objs is None)
         if pod:
             events += found[len(followed)] or []
-        return Snapshot(pods or [], podgroups, workloads, events, datetime.now(timezone.utc), absent)
+        return Snapshot(pods or [], podgroups, workloads, events, datetime.now(timezone.utc), absent, grouper)
 
 
 # ---------------------------------------------------------------------------
@@ -281,9 +322,17 @@ def gang_as_dict(gang: GangStatus) -> dict[str, Any]:
     }
 
 
+def grouper_as_dict(grouper: Grouper | None) -> dict[str, Any] | None:
+    if grouper is None:
+        return None
+    return {"lease": grouper.lease, "running": grouper.running, "holder": grouper.holder,
+            "renewTime": _time(grouper.renewed), "message": grouper.text}
+
+
 def report_as_dict(report: Report) -> dict[str, Any]:
     return {"time": _time(report.now), "gangs": [gang_as_dict(g) for g in report.gangs],
-            "staleGangs": len(report.stale), "kindsNotServed": list(report.absent)}
+            "staleGangs": len(report.stale), "kindsNotServed": list(report.absent),
+            "grouper": grouper_as_dict(report.grouper)}
 
 
 def event_as_dict(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -295,6 +344,7 @@ def explanation_as_dict(found: Explanation, now: datetime) -> dict[str, Any]:
     return {"time": _time(now), "namespace": found.namespace, "pod": found.pod, "phase": found.phase,
             "group": found.group, "why": found.why, "waitsFor": found.waits_for,
             "gang": gang_as_dict(found.gang) if found.gang is not None else None,
+            "grouper": grouper_as_dict(found.grouper),
             "podEvents": [event_as_dict(e) for e in found.pod_events],
             "groupEvents": [event_as_dict(e) for e in found.group_events]}
 

@@ -2,9 +2,13 @@
 API emulator holding the same objects, and the PodGroups it writes are exactly the
 ones the plan prints for those objects as ``kubectl get -o yaml`` exports them
 (UIDs and all). Both decide through the grouper's own ``desired_group``; this
-checks that the plan feeds it the cluster's state faithfully."""
+checks that the plan feeds it the cluster's state faithfully. Manifests a new user
+writes by hand (an owner without ``metadata.uid`` that references point at by UID)
+are checked against the webhook too, which walks the owners by name."""
 
 from __future__ import annotations
+
+import copy
 
 import pytest
 
@@ -13,7 +17,7 @@ from podgang.manifests import Manifest, Source, read_manifests
 from podgang.plan import build_plan
 from tests.grouper_support import owned_group, running_grouper, uid
 from tests.kube_emulator import kube_emulator_fixture
-from tests.webhook_support import eventually
+from tests.webhook_support import eventually, patched, review, running_webhook
 
 EXPORTED_KINDS = ("pods", "deployments", "replicasets", "statefulsets", "jobs", "cronjobs", "leaderworkersets",
                   "jobsets", "podgroups")
@@ -104,3 +108,64 @@ async def test_the_plan_follows_a_scale_as_the_grouper_does(emu):
         cluster = cluster_groups(emu)
     planned, _ = planned_groups(exported(emu))
     assert planned == cluster == {("models-deploys", "shared-app-podgroup"): 4}
+
+
+def hand_written(skip: bool, gpu_conflict: bool) -> tuple[dict, dict, dict]:
+    """A Deployment as a user writes it (no uid), and a ReplicaSet and pod as exported
+    from a cluster (their ownerReferences carry the owners' uids)."""
+    template = {"metadata": {"labels": {"app": "x"}},
+                "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "x", "namespace": "team", **({"labels": {"podgang.io/skip": "true"}} if skip else {})},
+                  "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "x"}}, "template": template}}
+    replicaset = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                  "metadata": {"name": "x-7d9f", "namespace": "team", "uid": uid(),
+                               "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "x",
+                                                    "uid": uid(), "controller": True}]},
+                  "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "x"}}, "template": template}}
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "x-7d9f-a", "namespace": "team", "uid": uid(), "labels": {"app": "x"},
+                        "annotations": {"gpu-fraction": "0.5", "gpu-memory": "1024"} if gpu_conflict else {},
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x-7d9f",
+                                             "uid": replicaset["metadata"]["uid"], "controller": True}]},
+           "spec": template["spec"]}
+    return deployment, replicaset, pod
+
+
+def pod_review(pod: dict) -> dict:
+    doc = review("pod-create-by-replicaset")
+    doc["request"].update(uid="hand-written", namespace=pod["metadata"]["namespace"], object=copy.deepcopy(pod))
+    return doc
+
+
+@pytest.mark.parametrize("skip, gpu_conflict", [(True, True), (True, False), (False, True), (False, False)])
+async def test_an_owner_written_without_a_uid_is_found_by_name_as_the_webhook_finds_it(
+        emu, tmp_path, skip, gpu_conflict):
+    """The Deployment's manifest has no uid; the ReplicaSet's reference to it has the
+    one the cluster gave it. The plan links them by name, as the webhook does: a skip
+    label on the Deployment keeps the pod out of scope (no GPU denial), and without it
+    the pod's group is pg-x-<that uid>, the group the webhook and the grouper make."""
+    deployment, replicaset, pod = hand_written(skip, gpu_conflict)
+    in_cluster = emu.put({**deployment, "metadata": {**deployment["metadata"],
+                                                   "uid": replicaset["metadata"]["ownerReferences"][0]["uid"]}})
+    emu.put(replicaset)
+    async with emu.api_client() as client, running_webhook(tmp_path, api_client=client) as wh:
+        validated = await wh.validate(pod_review(pod))
+        mutated = await wh.mutate(pod_review(pod))
+    plan = build_plan([Manifest(o, Source("new-user.yaml", i + 1)) for i, o in enumerate((deployment, replicaset, pod))])
+    [member] = [m for m in plan.members if m.what == "pod team/x-7d9f-a"]
+
+    assert validated["allowed"] is (skip or not gpu_conflict)
+    assert [d.message for d in plan.denials] == ([] if validated["allowed"] else [validated["status"]["message"]])
+    if skip:
+        assert mutated == {"uid": "hand-written", "allowed": True}  # left alone: no patch
+        assert member.skipped == "deployment/x is labelled podgang.io/skip=true"
+    elif not gpu_conflict:
+        admitted = patched(pod, mutated)
+        assert member.group == admitted["metadata"]["annotations"]["pod-group-name"] == owned_group(in_cluster)
+        emu.put(admitted)
+    assert all(m.group or m.skipped or m.no_group or m is member for m in plan.members), plan.members
+    async with running_grouper(emu) as grouper:
+        cluster = await settled(emu, grouper)
+    assert {key: group.min_member.value for key, group in plan.groups.items()} == cluster
+    assert cluster == ({} if skip else {("team", owned_group(in_cluster)): 2})

@@ -735,3 +735,123 @@ def test_text_shows_the_subgroup_tree_and_json_holds_it():
         {"name": "decode", "minMember": 1, "reason": "podgang.io/min-available on deployment/decode"},
         {"name": "prefill", "minMember": 1, "reason": "podgang.io/min-available on deployment/prefill"},
     ]
+
+
+# ------------------------------------------------------ owner references, as the cluster resolves them
+
+OWNED_RS = """
+    apiVersion: apps/v1
+    kind: ReplicaSet
+    metadata:
+      name: x-7d9f
+      namespace: ns
+      uid: 22222222-2222-2222-2222-222222222222
+      ownerReferences:
+      - {apiVersion: OWNER_API, kind: Deployment, name: x, OWNER_UID controller: true}
+    spec:
+      replicas: 2
+      template:
+        spec: {schedulerName: kai-scheduler, containers: [{name: c, image: i}]}
+    ---
+    apiVersion: v1
+    kind: Pod
+    metadata:
+      name: x-7d9f-a
+      namespace: ns
+      annotations: {gpu-fraction: "0.5", gpu-memory: "1024"}
+      ownerReferences:
+      - {apiVersion: apps/v1, kind: ReplicaSet, name: x-7d9f, uid: 22222222-2222-2222-2222-222222222222, controller: true}
+    spec: {schedulerName: kai-scheduler, containers: [{name: c, image: i}]}
+"""
+SKIPPED_DEPLOYMENT = """
+    ---
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: x, namespace: DEPLOYMENT_NS, DEPLOYMENT_UID labels: {podgang.io/skip: "true"}}
+    spec:
+      replicas: 2
+      template:
+        spec: {schedulerName: kai-scheduler, containers: [{name: c, image: i}]}
+"""
+REF_UID = "11111111-1111-1111-1111-111111111111"
+
+
+def owner_case(tmp_path: Path, *, owner_api: str = "apps/v1", ref_uid: str | None = REF_UID,
+               deployment_ns: str | None = "ns", deployment_uid: str | None = None) -> dict:
+    text = OWNED_RS.replace("OWNER_API", owner_api).replace("OWNER_UID", f"uid: {ref_uid}," if ref_uid else "")
+    if deployment_ns is not None:
+        text += SKIPPED_DEPLOYMENT.replace("DEPLOYMENT_NS", deployment_ns).replace(
+            "DEPLOYMENT_UID", f"uid: {deployment_uid}," if deployment_uid else "")
+    path = write(tmp_path, "case.yaml", text)
+    text_out, json_out = plan(path), plan(path, "-o", "json")
+    assert text_out.returncode == json_out.returncode, (text_out, json_out)
+    assert "→  (" not in text_out.stdout and "→ (" not in text_out.stdout, text_out.stdout  # never an empty name
+    data = json.loads(json_out.stdout)
+    for member in data["members"]:
+        assert member["group"] or member["skipped"] or member["noGroup"] or member["object"].startswith("pod "), member
+    data["returncode"], data["text"] = json_out.returncode, text_out.stdout
+    return data
+
+
+def member(data: dict, what: str) -> dict:
+    [found] = [m for m in data["members"] if m["object"] == what]
+    return found
+
+
+def test_a_skip_label_on_an_owner_written_without_a_uid_reaches_its_pods(tmp_path):
+    """The Deployment has no metadata.uid (written by hand), the ReplicaSet's reference
+    has one: the cluster matches them by kind and name, and so does the plan."""
+    data = owner_case(tmp_path)
+    assert data["returncode"] == 0 and data["denials"] == []
+    assert member(data, "pod ns/x-7d9f-a")["skipped"] == "deployment/x is labelled podgang.io/skip=true"
+    assert [m["object"] for m in data["members"]] == ["pod ns/x-7d9f-a", "deployment ns/x"]  # the ReplicaSet is its
+    assert data["podGroups"] == []
+
+
+def test_an_owner_with_the_uid_the_reference_names_is_that_owner(tmp_path):
+    data = owner_case(tmp_path, deployment_uid=REF_UID)
+    assert data["returncode"] == 0
+    assert member(data, "pod ns/x-7d9f-a")["skipped"] == "deployment/x is labelled podgang.io/skip=true"
+
+
+def test_a_reference_without_a_uid_is_linked_by_name(tmp_path):
+    data = owner_case(tmp_path, ref_uid=None)
+    assert data["returncode"] == 0
+    assert member(data, "pod ns/x-7d9f-a")["skipped"] == "deployment/x is labelled podgang.io/skip=true"
+
+
+@pytest.mark.parametrize("where", [dict(deployment_ns="other"), dict(owner_api="example.com/v1"),
+                                   dict(deployment_ns=None)],
+                         ids=["owner-in-another-namespace", "another-api-group", "owner-not-in-the-manifests"])
+def test_a_reference_that_names_no_object_here_leaves_the_owner_to_the_cluster(tmp_path, where):
+    """An owner in another namespace, or of the same kind in another API group, is not
+    the one the reference names: the pod's gang is named after the reference (the top,
+    as far as the manifests tell) and its GPU contradiction is denied."""
+    data = owner_case(tmp_path, **where)
+    assert data["returncode"] == 1
+    assert [d["message"] for d in data["denials"]] == [
+        'cannot request both GPU and GPU memory: annotations gpu-memory: "1024" and gpu-fraction: "0.5"; '
+        'keep only one of them']
+    rs = member(data, "replicaset ns/x-7d9f")
+    assert rs["group"] == f"pg-x-{REF_UID}"
+    assert rs["reason"].startswith("top owner deployment/x, not in these manifests")
+
+
+def test_an_owner_whose_uid_disagrees_is_not_the_owner_and_the_plan_says_why(tmp_path):
+    """Both have a uid and they differ: the webhook's look-up by name finds another
+    object (the owner was replaced) and admits the pod without a group."""
+    data = owner_case(tmp_path, deployment_uid="99999999-9999-9999-9999-999999999999")
+    rs = member(data, "replicaset ns/x-7d9f")
+    assert rs["group"] is None
+    assert rs["noGroup"] == (f"the ownerReference to deployment/x has uid {REF_UID}, but deployment ns/x in these "
+                             f"manifests has uid 99999999-9999-9999-9999-999999999999 (the owner was replaced)")
+    assert f"replicaset ns/x-7d9f  no group: the ownerReference to deployment/x has uid {REF_UID}" in data["text"]
+    assert any("the owner was replaced" in w["message"] for w in data["warnings"])
+
+
+def test_a_group_name_that_cannot_be_known_is_said_so(tmp_path):
+    """The owner is not in the manifests and the reference has no uid: no name is made up."""
+    data = owner_case(tmp_path, ref_uid=None, deployment_ns=None)
+    rs = member(data, "replicaset ns/x-7d9f")
+    assert rs["group"] is None
+    assert rs["noGroup"].startswith("its owner deployment/x is not in these manifests and its ownerReference has no uid")

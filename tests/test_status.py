@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -175,13 +176,28 @@ async def test_prefill_and_decode_show_their_subgroups_and_a_part_below_its_mini
     assert "subgroup decode to reach its minimum: 0 of minimum 1 running" in out
 
 
+#: the grouper as the chart runs it: holding the Lease `podgang status` reads by default
+LEADER = dict(leader_elect=True, leader_election_namespace="podgang", leader_election_name="podgang-grouper")
+
+
+def lease(emu, *, holder: str = "grouper-abc_1234", renewed_ago: float = 1.0, duration: int = 15) -> dict:
+    """The grouper's Lease in the emulator, as the leader last wrote it ``renewed_ago`` seconds ago."""
+    renewed = datetime.now(timezone.utc) - timedelta(seconds=renewed_ago)
+    return emu.put({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": "podgang-grouper", "namespace": "podgang"},
+                    "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration,
+                             "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ")}})
+
+
 @contextlib.asynccontextmanager
 async def gang_losing_a_member(emu, name: str, grace: float, until: str, **kw):
-    """A 3-pod gang the real grouper watches, after one member is lost and the
-    grouper has recorded ``until`` (GangStale, GangEvicted): its group and ReplicaSet."""
+    """A 3-pod gang the real grouper watches (holding its Lease), after one member is
+    lost and the grouper has recorded ``until`` (GangStale, GangEvicted): its group and ReplicaSet."""
     dep, rs, pods = deploy_with_pods(emu, name, 3, **kw)
     group = owned_group(dep)
-    async with running_grouper(emu, staleness_grace_period=grace):
+    async with running_grouper(emu, staleness_grace_period=grace, **LEADER):
+        await emu.wait_for(lambda: (emu.get("leases", "podgang", "podgang-grouper") or {}).get("spec", {})
+                           .get("holderIdentity"), 10.0, "the grouper took no Lease")
         await emu.wait_for(lambda: min_member(emu, group) == 3, 3.0)
         emu.delete("pods", NS, pods[0]["metadata"]["name"])
         await emu.wait_for(lambda: events(emu, until), 5.0, f"no {until} event")
@@ -198,6 +214,70 @@ async def test_a_stale_gang_counts_down_to_its_eviction_and_exits_1(emu, kubecon
     assert 290 <= g["stale"]["evictInSeconds"] <= 300
     assert g["stale"]["message"] == "2 of 3 members active, minMember 3: evicting the rest in 5m unless it recovers"
     assert g["message"].startswith("stale for ") and re.search(r", evicting in 4m5\ds;", g["message"])
+    assert json.loads(out)["grouper"]["running"] is True and err == ""
+
+
+@pytest.mark.parametrize("lease_state, says", [
+    (None, "no grouper holds Lease podgang/podgang-grouper: it does not exist"),
+    (dict(renewed_ago=600.0, duration=15), "no grouper holds Lease podgang/podgang-grouper: grouper-abc_1234 last "
+                                           "renewed it 10m ago, it expired 9m45s ago"),  # when the Lease was written
+    (dict(holder=""), "no grouper holds Lease podgang/podgang-grouper: it was handed back"),
+])
+async def test_a_stale_gang_whose_grouper_is_not_running_is_not_promised_an_eviction(emu, kubeconfig, lease_state,
+                                                                                     says):
+    """The GangStale event is there, the grace period has run out, and no grouper holds
+    the Lease: nothing will evict the rest, so status says that instead of 'evicting now'."""
+    async with gang_losing_a_member(emu, "orphan", 2.0, "GangStale") as (group, rs):
+        pass  # the grouper stops (and hands its Lease back) before its grace period of 2s runs out
+    emu.put(pod("orphan-abc12-new", owner=rs, group=group, phase="Pending"))  # what the ReplicaSet makes meanwhile
+    if lease_state is None:
+        emu.delete("leases", "podgang", "podgang-grouper")
+    elif lease_state.get("holder") != "":
+        lease(emu, **lease_state)
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:  # until the grace period has run out: the eviction is due
+        code, out, err = await status(kubeconfig, "-o", "json")
+        doc = json.loads(out)
+        g = {g["group"]: g for g in doc["gangs"]}[group]
+        if g["stale"]["evictInSeconds"] <= 0 or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert code == 1 and g["state"] == "stale" and g["stale"]["evictInSeconds"] <= 0
+    assert not events(emu, "GangEvicted")
+    assert "evicting" not in g["message"]
+    assert re.search(r"^stale for \S+, no grouper to evict it \(due now\); 2 of 3 running$",
+                     g["message"]), g["message"]
+    assert doc["grouper"]["running"] is False
+    if lease_state and "renewed_ago" in lease_state:  # seconds have passed since: 10m2s, 9m47s
+        says = re.sub(r"(\d+)m(\d+s)?", lambda m: r"\d+m(\d+s)?", re.escape(says))
+        assert re.fullmatch(says, doc["grouper"]["message"]), doc["grouper"]["message"]
+    else:
+        assert doc["grouper"]["message"] == says
+        says = re.escape(says)
+    assert re.fullmatch(f"podgang status: {says}\n", err), err
+    code, out, err = await status(kubeconfig, "-o", "yaml")
+    assert yaml.safe_load(out)["grouper"] == doc["grouper"]
+    code, out, _ = await status(kubeconfig, "--explain", "orphan-abc12-new")
+    assert re.search(f"the rest is due for eviction now, but nothing evicts it: {says}$", out, re.M), out
+    code, out, _ = await status(kubeconfig)
+    assert "stale: stale for " in out and ", no grouper to evict it (due now)" in out and "evicting" not in out
+
+
+async def test_a_live_lease_keeps_the_promise_and_one_status_cannot_read_is_said(emu, kubeconfig):
+    owned(emu, "web", 1)
+    lease(emu, renewed_ago=2.0)
+    doc = json.loads((await status(kubeconfig, "-o", "json"))[1])
+    assert doc["grouper"]["running"] is True and doc["grouper"]["holder"] == "grouper-abc_1234"
+    assert doc["grouper"]["message"] == "grouper-abc_1234 holds Lease podgang/podgang-grouper, renewed 2s ago"
+    code, out, err = await status(kubeconfig, "--grouper-lease", "elsewhere/podgang-grouper")
+    assert code == 0 and err == "podgang status: no grouper holds Lease elsewhere/podgang-grouper: it does not exist\n"
+    emu.fail("GET", r"/leases/podgang-grouper$", 403, times=None)
+    code, out, err = await status(kubeconfig, "-o", "json")
+    assert code == 0 and json.loads(out)["grouper"]["running"] is None
+    assert err.startswith("podgang status: cannot tell whether a grouper is running: Lease podgang/podgang-grouper: "
+                          "permission missing: get leases.coordination.k8s.io in namespace")
+    with pytest.raises(SystemExit):  # a usage error, as argparse says them
+        await status(kubeconfig, "--grouper-lease", "no-slash")
 
 
 async def test_a_grace_period_annotation_on_the_workload_wins_and_minus_one_never_evicts(emu, kubeconfig):
@@ -269,7 +349,8 @@ async def test_json_output_schema(emu, kubeconfig):
     code, out, _ = await status(kubeconfig, "-A", "-o", "json")
     assert code == 0
     doc = json.loads(out)
-    assert set(doc) == {"time", "gangs", "staleGangs", "kindsNotServed"}
+    assert set(doc) == {"time", "gangs", "staleGangs", "kindsNotServed", "grouper"}
+    assert set(doc["grouper"]) == {"lease", "running", "holder", "renewTime", "message"}
     assert isinstance(doc["time"], str) and doc["staleGangs"] == 0 and doc["kindsNotServed"] == []
     types = {"namespace": str, "group": str, "backend": str, "state": str, "message": str, "exists": bool,
              "managedByPodgang": bool, "minMemberFrom": str, "members": dict, "pendingPods": list, "problems": list,
@@ -321,6 +402,7 @@ async def test_the_charts_operator_role_is_enough(emu, kubeconfig):
     assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in role["rules"])
     emu.grant([(rbac.CLUSTER, rule) for rule in role["rules"]], user="operator")
     owned(emu, "web", 2)
+    lease(emu)  # the chart's Lease (release podgang in namespace podgang), which it may read
     code, out, err = await status(kubeconfig, "-A")
     assert (code, err, emu.forbidden) == (0, "", [])
     assert "satisfied" in out
@@ -381,6 +463,32 @@ async def test_the_kubectl_plugin_entry_point(emu, kubeconfig):
     assert [g["group"] for g in json.loads(out)["gangs"]] == [group]
     code, _, err = await run_command(str(plugin), "grouper")
     assert code == 2 and "kubectl podgang" in err  # only the user's commands are offered
+
+
+@pytest.mark.parametrize("where", ["KUBECONFIG pointing nowhere", "HOME empty", "HOME with no .kube",
+                                   "--kubeconfig pointing nowhere"])
+async def test_without_a_kubeconfig_only_podgangs_one_line_reaches_the_terminal(tmp_path, where):
+    """The client library's own ``Config not found: …`` (a warning it logs before
+    failing) never shows: one line, saying what was tried and what to pass."""
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    nowhere = str(tmp_path / "nowhere" / "config")
+    argv = ["status"]
+    if where == "KUBECONFIG pointing nowhere":
+        env["KUBECONFIG"], tried = nowhere, f"no kubeconfig file at {nowhere} ($KUBECONFIG)"
+    elif where == "HOME empty":
+        env["HOME"], tried = "", f"no kubeconfig file at {os.path.expanduser(os.path.join('/', '.kube', 'config'))}"
+    elif where == "HOME with no .kube":
+        env["HOME"] = str(tmp_path)
+        tried = f"no kubeconfig file at {tmp_path / '.kube' / 'config'} (the default; KUBECONFIG is not set)"
+    else:
+        argv += ["--kubeconfig", nowhere]
+        tried = f"no kubeconfig file at {nowhere} (--kubeconfig)"
+    for program in ("podgang", "kubectl-podgang"):
+        code, out, err = await run_command(str(Path(sys.executable).parent / program), *argv, env=env)
+        assert (code, out) == (2, ""), (program, err)
+        [line] = err.splitlines()
+        assert line.startswith(f"podgang status: cannot configure Kubernetes API access: {tried}"), line
+        assert line.endswith("pass --kubeconfig PATH, set KUBECONFIG, or run inside a pod with a service account")
 
 
 async def test_kubectl_finds_the_plugin(emu, kubeconfig):
