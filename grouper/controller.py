@@ -17,7 +17,7 @@ import calendar
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable
+from typing import Any, Callable, Hashable, Iterable, Mapping
 
 from kubernetes_asyncio.client import ApiClient
 
@@ -105,6 +105,7 @@ class Controller:
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
         self.informers: dict[str, list[Informer]] = {}
         self.podgroup_informers: dict[str, list[Informer]] = {}  # by backend: kinds may be shared
+        self.fact_informers: list[Informer] = []  # PriorityClasses, queues: what backends check against
         self.selected_namespaces: dict[str, Obj] | None = {} if self.options.namespace_selector else None
         self.synced = False
         self.initial_reconcile_done = False
@@ -153,6 +154,15 @@ class Controller:
                 else:
                     self.informers.setdefault(kind, []).append(informer)
                 out.append(informer)
+        for resource in dict.fromkeys(r for b in backends for r in b.fact_resources):
+            informer = Informer(
+                self.api, resource, None, store=self.cache.fact_stores[resource.kind], slim=_fact,
+                keep=lambda obj: True, handler=self._fact_changed, metrics=self.metrics,
+                watch_timeout=self.options.watch_timeout, page_size=self.options.page_size,
+                optional=True, absent_probe_interval=self.options.absent_probe_interval)
+            informer.on_presence = lambda present, kind=resource.kind: self._fact_presence(kind, present)
+            self.fact_informers.append(informer)
+            out.append(informer)
         if self.selected_namespaces is not None:
             selector = Informer(
                 self.api, NAMESPACE, None, store=self.selected_namespaces, slim=_namespace_name,
@@ -162,6 +172,18 @@ class Controller:
             )
             out.append(selector)
         return out
+
+    def _fact_changed(self, kind: str, old: Obj | None, new: Obj | None) -> None:
+        """A PriorityClass or a queue came or went: the next reconcile of a group sees it."""
+
+    def _fact_presence(self, kind: str, present: bool) -> None:
+        """Values are checked against a kind of fact once its first list is complete,
+        and no longer while it is not served."""
+        if present:
+            self.cache.known_facts.add(kind)
+        else:
+            self.cache.known_facts.discard(kind)
+            self.cache.fact_stores[kind].clear()
 
     def _namespace_changed(self, kind: str, old: Obj | None, new: Obj | None) -> None:
         """A namespace was selected or left the selection: look at its groups and pods again."""
@@ -243,7 +265,9 @@ class Controller:
         informers = self._build_informers()
         try:
             self._tasks = [asyncio.create_task(i.run(), name=f"watch {i.name}") for i in informers]
-            waiting = {asyncio.create_task(i.synced.wait()) for i in informers}
+            # PriorityClasses and queues only refine a group's settings: a grouper that may
+            # not read them (or not yet) works all the same, with those values unchecked
+            waiting = {asyncio.create_task(i.synced.wait()) for i in informers if i not in self.fact_informers}
             try:
                 while waiting:
                     done, _ = await asyncio.wait([*waiting, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
@@ -773,3 +797,10 @@ def _namespace_name(raw: Any) -> Obj:
     """A selected namespace, as the selector's store keeps it: its name."""
     md = raw.get("metadata") or {}
     return {"metadata": {"name": md.get("name"), "namespace": "", "resourceVersion": md.get("resourceVersion")}}
+
+
+def _fact(raw: Mapping[str, Any]) -> Obj:
+    """A PriorityClass or queue as the facts need it: its name and parent queue."""
+    md = raw.get("metadata") or {}
+    parent = (raw.get("spec") or {}).get("parentQueue")
+    return {"metadata": {"name": md.get("name")}, **({"spec": {"parentQueue": parent}} if parent else {})}

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from podgang import kinds, rollouts, rules
 from podgang.backends import Backend
+from podgang.backends.base import ClusterFacts
 from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, OWNER_KINDS, RUN_OWNERS, is_finished
 from podgang.objects import OwnerRef, is_active
 from podgang.settings import DEFAULT, Settings
@@ -76,6 +77,10 @@ def is_newer(candidate: str, current: str) -> bool:
 # pruning: keep only what the grouper reads
 
 
+#: kubectl's copy of a whole manifest: never worth keeping
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+
+
 class Slimmer:
     """Prunes API objects to the fields the grouper needs, per kind."""
 
@@ -96,6 +101,8 @@ class Slimmer:
                                    rollouts.REVISION_ANNOTATION,
                                    *annotation_keys)  # a backend's per-gang settings may sit on the workload
         self.template_labels = (settings.skip_label, *label_keys)
+        # a backend that copies the top owner's labels and annotations (KAI) needs them all
+        self.all_owner_metadata = any(b.reads_owner_metadata for b in backends)
         self.template_annotations = annotation_keys
         self._shared: dict[tuple, Obj] = {}  # read-only parts many objects have in common: see _share
 
@@ -227,10 +234,19 @@ class Slimmer:
             if found is not None:  # e.g. a Deployment's Progressing reason tells a rollout from a lost pod
                 out_status.setdefault("conditions", []).append(
                     {k: _intern(found[k]) for k in rollouts.CONDITION_FIELDS if isinstance(found.get(k), str)})
+        meta = self._metadata(md, self.object_labels, self.object_annotations)
+        if self.all_owner_metadata:
+            for section in ("labels", "annotations"):
+                every = {k: v for k, v in _d(md.get(section)).items()
+                         if isinstance(v, str) and k != LAST_APPLIED_ANNOTATION}
+                if every:
+                    meta[section] = every
+                else:
+                    meta.pop(section, None)
         return {
             "apiVersion": raw.get("apiVersion"),
             "kind": kind,
-            "metadata": self._metadata(md, self.object_labels, self.object_annotations),
+            "metadata": meta,
             "spec": out_spec,
             "status": out_status,
         }
@@ -348,6 +364,11 @@ class Cache:
         self.workload_children: dict[str, set[tuple[str, str]]] = {}  # owner uid -> {(kind, key)}
         self.replaced_revisions: dict[str, dict[str, str]] = {}  # StatefulSet uid -> {pod name: revision deleted}
         self.watched_kinds: set[str] = {k.kind for k in FOLLOWED if not k.resource.optional}
+        # cluster-scoped objects backends check values against (PriorityClasses, queues),
+        # by kind; a kind is known once its list arrived (else its facts are unknown)
+        self.fact_stores: dict[str, dict[str, Obj]] = {
+            r.kind: {} for b in settings.enabled_backends for r in b.fact_resources}
+        self.known_facts: set[str] = set()
 
     # -- stores
 
@@ -390,6 +411,11 @@ class Cache:
             self.watched_kinds.add(kind)
         else:
             self.watched_kinds.discard(kind)
+
+    def facts_for(self, backend: Backend) -> ClusterFacts:
+        """What is known of the cluster objects ``backend`` checks its settings against."""
+        return backend.cluster_facts({r.kind: list(self.fact_stores[r.kind].values())
+                                      if r.kind in self.known_facts else None for r in backend.fact_resources})
 
     def workload(self, kind: str, key: str) -> Obj | None:
         store = self.workloads.get(kind)

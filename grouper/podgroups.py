@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from podgang import kinds, rules
 from podgang.backends import Backend, GangSpec
-from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY
+from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec
 from podgang.objects import OwnerRef, is_active, is_terminating, pod_phase
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
 from podgang.settings import Settings
@@ -48,6 +48,8 @@ class Desired:
     pending: str | None = None  # cannot decide yet (an owner is not in the cache): why
     backend: Backend | None = None  # whose PodGroup it is (None: nothing says)
     subgroups: tuple[rules.Subgroup, ...] = ()  # a hand-made group's parts, one per workload
+    #: the scheduler's own settings for a group podgang makes (its backend's gang_options)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -120,7 +122,10 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     desired = _desired_group(cache, group_key, backend, cache.podgroups.of(backend, group_key))
     if desired.subgroups and backend is not None and backend.subgroup_key is None:
         desired = replace(desired, problems=(*desired.problems, subgroups_unexpressed(desired, backend)))
-    return replace(desired, backend=backend)
+    options: dict[str, Any] = {}
+    if backend is not None and desired.source != HAND_MADE:  # a hand-made group's settings are the user's
+        options = gang_options(backend, desired.members, desired.workloads, cache.facts_for(backend))
+    return replace(desired, backend=backend, options=options)
 
 
 def subgroups_unexpressed(desired: Desired, backend: Backend) -> str:
@@ -244,11 +249,12 @@ def _pin_problems(objs: list[Any], settings: Settings) -> tuple[str, ...]:
     return tuple(out)
 
 
-def gang_options(backend: Backend, members: Any, workloads: Any) -> dict[str, Any]:
-    """The backend's own per-gang settings (a Volcano queue, a priority class, ...),
-    read from the gang's pods, then its workloads' pod templates, then the workloads."""
+def gang_options(backend: Backend, members: Any, workloads: Any,
+                 facts: ClusterFacts = ClusterFacts()) -> dict[str, Any]:
+    """The backend's own per-gang settings (a queue, a priority class, ...), read from
+    the gang's pods, its workloads' pod templates and the workloads (the gang's top owner)."""
     templates = [template for w in workloads for _, template in kinds.pod_templates(w)]
-    return backend.gang_options([*members, *templates, *workloads])
+    return backend.gang_options(GangSource(tuple(members), tuple(templates), tuple(workloads), facts))
 
 
 # ---------------------------------------------------------------------------
@@ -279,11 +285,9 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
         return []
     if actual is None:
         if desired.may_create and desired.min_member is not None:
-            manifest = backend.build_podgroup(GangSpec(
-                desired.name, desired.namespace, desired.min_member.value,
-                owner=desired.owner, labels=settings.managed_labels, subgroups=subgroup_sizes(desired),
-                **gang_options(backend, desired.members, desired.workloads),
-            ))
+            manifest = backend.build_podgroup(gang_spec(
+                desired.name, desired.namespace, desired.min_member.value, labels=settings.managed_labels,
+                options=desired.options, owner=desired.owner, subgroups=subgroup_sizes(desired)))
             if desired.min_member.idle and _size_fixed(backend, manifest):
                 return []  # a group of 1 now would hold the pods of a later scale-up to 1: wait for them
             return [Write("create", manifest, None, desired.min_member.value)]

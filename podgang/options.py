@@ -12,6 +12,7 @@ import os
 from typing import Any, Callable
 
 from podgang.backends import BACKENDS, Backend
+from podgang.backends import kai
 from podgang.rules import parse_duration
 from podgang.settings import DEFAULT
 
@@ -141,15 +142,29 @@ def add_backend_flags(parser: Any) -> None:
                   f"without this flag and --scheduler-name: {default})")
     add_flag(parser, "--scheduler-name", repeat=True, default=[], dest="scheduler_names", metavar="NAME",
              help=f"the same as --backend NAME={KAI_BY_NAME} (repeatable)")
+    add_flag(parser, "--default-queue", default=kai.DEFAULT_QUEUE, metavar="QUEUE",
+             help=kai.DEFAULT_QUEUE_HELP)
+    add_flag(parser, "--default-priority-class", type=kind_priority, repeat=True, default=[],
+             dest="default_priority_classes", metavar="KIND=CLASS",
+             help=kai.DEFAULT_PRIORITY_HELP)
+
+
+def kind_priority(text: str) -> tuple[str, str]:
+    """An argparse type: ``KIND=CLASS`` (``Deployment=inference``)."""
+    kind, sep, name = (part.strip() for part in text.partition("="))
+    if not sep or not kind or not name:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r}: expected KIND=PRIORITYCLASS, e.g. Deployment=inference")
+    return kind, name
 
 
 def backends_from(args: argparse.Namespace) -> tuple[tuple[str, Backend], ...]:
     """The scheduler name -> backend map the flags give, in order; a name given twice
     keeps its first backend. Neither flag: the default (kai-scheduler=kai)."""
     pairs = [*args.backends, *((name, KAI_BY_NAME) for name in args.scheduler_names)]
+    options = vars(args)
     if not pairs:
-        return DEFAULT.backends
+        return tuple((name, backend.configured(options)) for name, backend in DEFAULT.backends)
     chosen: dict[str, Backend] = {}
     for scheduler, backend in pairs:
-        chosen.setdefault(scheduler, BACKENDS[backend])
+        chosen.setdefault(scheduler, BACKENDS[backend].configured(options))
     return tuple(chosen.items())

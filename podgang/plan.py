@@ -21,7 +21,7 @@ import jsonpatch
 
 from podgang import kinds, rules
 from podgang.backends import Backend, GangSpec
-from podgang.backends.base import PATCH
+from podgang.backends.base import PATCH, gang_spec
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
 from podgang.grouper.podgroups import Desired, desired_group, gang_options
 from podgang.manifests import Manifest, Source
@@ -490,7 +490,7 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     group = PlannedGroup(ns, shown(name), mm, _ORIGINS[desired.source], exists=actual is not None,
                          owner=desired.owner, defined_at=at, defined_obj=as_written,
                          cluster_min_member=written, random_name=key in random_names, backend=backend,
-                         options=gang_options(backend, desired.members, desired.workloads),
+                         options=desired.options or gang_options(backend, desired.members, desired.workloads),
                          subgroups=desired.subgroups)
     _note_fixed_size(plan, backend, group)
     if desired.source == rules.OWNER_LESS and desired.owner is not None:
@@ -622,9 +622,7 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
             comments.append(f"PodGroup {group.namespace}/{group.name} (minMember {group.min_member.value}, "
                             f"{group.owner_text}): {why}")
             continue
-        docs.append(backend.build_podgroup(GangSpec(
-            group.name, group.namespace, group.min_member.value,
-            owner=group.owner if group.owner and group.owner.uid else None,
-            labels=settings.managed_labels, **group.options,
-        )))
+        docs.append(backend.build_podgroup(gang_spec(
+            group.name, group.namespace, group.min_member.value, labels=settings.managed_labels,
+            options=group.options, owner=group.owner if group.owner and group.owner.uid else None)))
     return docs, comments

@@ -383,6 +383,13 @@ def missing_group_warning(name: str, namespace: str) -> str:
     return f"PodGroup {name} not found in namespace {namespace}: the pod stays Pending until it exists"
 
 
+def unlisted_subgroup_warning(subgroup: str, group: str, listed: Sequence[str]) -> str:
+    """What a user is told when a pod names a subgroup its PodGroup does not list."""
+    lists = f"lists {', '.join(_q(clip(s)) for s in listed[:5])}" if listed else "lists no subgroups"
+    return (f"the pod names subgroup {_q(clip(subgroup))}, which PodGroup {clip(group)} does not list ({lists}): "
+            f"the scheduler ignores this pod until the group lists it or the pod names one it does")
+
+
 def group_of(pod: Any, settings: Settings = DEFAULT) -> str | None:
     """The group a pod already carries, if any."""
     return _keys_of(pod, settings).group_of(pod)

@@ -23,6 +23,7 @@ NS = "team"
 SCHED = "kai-scheduler"
 PG = ("scheduling.run.ai/v2alpha2", "PodGroup")
 ANN = KAI.annotation
+SKIP_PODGROUPER = "kai.scheduler/skip-podgrouper"
 LABEL = KAI.label
 MANAGED = {DEFAULT.managed_by_label: DEFAULT.managed_by_value}
 
@@ -83,9 +84,11 @@ def pod(name: str, *, owner: dict | None = None, group: str | None = None, ns: s
         annotations: dict | None = None) -> dict:
     md: dict[str, Any] = {"name": name, "namespace": ns, "uid": uid(), "labels": dict(labels or {}),
                           "annotations": dict(annotations or {})}
-    if group:
+    if group:  # as the webhook admits it (KAI's pod-grouper told to leave it alone)
         md["labels"][LABEL] = group
         md["annotations"][ANN] = group
+        if scheduler == SCHED:
+            md["annotations"][SKIP_PODGROUPER] = "true"
     if owner is not None:
         md["ownerReferences"] = [owner_ref(owner)]
     spec: dict[str, Any] = {"schedulerName": scheduler, "containers": [{"name": "c", "image": "busybox"}]}

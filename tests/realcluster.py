@@ -67,6 +67,25 @@ BACKENDS = {"kai-scheduler": "kai", "volcano": "volcano",
             "scheduler-plugins-scheduler": "coscheduling", "default-scheduler": "native"}
 NATIVE_NAMESPACE_LABELS = {"podgang.io/native": "enabled"}
 
+#: the queues a KAI admin made for the tests' teams: a parent, and a leaf with a GPU quota
+KAI_TEAMS_QUEUE, KAI_TEAM_QUEUE = "podgang-tests", "team-gpu"
+
+
+def kai_queue(name: str, parent: str | None = None, gpus: int = 1000) -> dict[str, Any]:
+    """A KAI Queue with a GPU quota (CPU and memory unlimited)."""
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    spec: dict[str, Any] = {"resources": {"cpu": unlimited, "memory": unlimited,
+                                          "gpu": {"quota": gpus, "limit": -1, "overQuotaWeight": 1}}}
+    if parent:
+        spec["parentQueue"] = parent
+    return {"apiVersion": "scheduling.run.ai/v2", "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+#: where KAI's binder places a GPU reservation pod per shared GPU (GPU sharing: gpu-memory,
+#: gpu-fraction); a node agent (NVIDIA's, or fake-gpu-operator) names its GPU on it
+KAI_RESERVATION_NAMESPACE = "kai-resource-reservation"
+KAI_RESERVED_GPU_ANNOTATION = "run.ai/reserve_for_gpu_index"
+
 #: KAI's chart installs these PriorityClasses (deployments/kai-scheduler/templates/priorityclasses)
 KAI_PRIORITY_CLASSES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
 
@@ -144,10 +163,17 @@ class Cluster:
     # -- set-up a scheduler's own installation does
 
     def install_kai_extras(self) -> None:
-        """What KAI's Helm chart installs beside the binaries: its PriorityClasses."""
-        docs = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
-                 "value": value, "preemptionPolicy": "PreemptLowerPriority", "globalDefault": False}
-                for name, value in KAI_PRIORITY_CLASSES.items()]
+        """What KAI's Helm chart installs beside the binaries (its PriorityClasses), and
+        what a KAI admin sets up for a team: a leaf queue with a GPU quota under a parent
+        of its own (:data:`KAI_TEAM_QUEUE`). KAI's default queue has a quota of 0, and a
+        non-preemptible gang (priority 100 or more: KAI's ``inference``, which KAI's own
+        grouper gives Deployments) never goes over quota."""
+        docs: list[dict[str, Any]] = [
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+             "value": value, "preemptionPolicy": "PreemptLowerPriority", "globalDefault": False}
+            for name, value in KAI_PRIORITY_CLASSES.items()]
+        docs += [kai_queue(KAI_TEAMS_QUEUE), kai_queue(KAI_TEAM_QUEUE, KAI_TEAMS_QUEUE),
+                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KAI_RESERVATION_NAMESPACE}}]
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
 
 
@@ -391,7 +417,11 @@ class Corner:
         name = f"{self.pool}-{len(self.nodes) + 1}"
         await self.api.create("/api/v1/nodes", {
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, POOL_LABEL: self.pool}},
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, POOL_LABEL: self.pool,
+                                                  # what NVIDIA's GPU feature discovery labels a GPU node with
+                                                  # (KAI's GPU sharing reads the memory per GPU)
+                                                  "nvidia.com/gpu.present": "true", "nvidia.com/gpu.count": gpu,
+                                                  "nvidia.com/gpu.memory": "81920"}},
             "spec": {"taints": [{"key": POOL_LABEL, "value": self.pool, "effect": "NoSchedule"}]}})
         self.nodes.append(name)
         capacity = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": gpu}
@@ -458,7 +488,9 @@ def bound(pods: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 class FakeKubelet:
     """What the kubelets of a test's nodes would do: a bound pod becomes Running and
-    Ready, and a pod being deleted goes once its grace period is asked for."""
+    Ready, and a pod being deleted goes once its grace period is asked for. For KAI's
+    GPU sharing it also plays the GPU node agent: a GPU reservation pod on one of its
+    nodes is told which GPU it holds, as NVIDIA's agent (or fake-gpu-operator) does."""
 
     def __init__(self, here: Corner):
         self.here = here
@@ -493,6 +525,22 @@ class FakeKubelet:
                     await api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
             elif status.get("phase") != "Running":
                 await mark_running(api, pod)
+        await self.reserve_gpus()
+
+    async def reserve_gpus(self) -> None:
+        path = f"/api/v1/namespaces/{KAI_RESERVATION_NAMESPACE}/pods"
+        try:
+            pods = (await self.here.api.get(path)).get("items") or []
+        except NotFound:
+            return
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            notes = pod["metadata"].get("annotations") or {}
+            if node in self.here.nodes and KAI_RESERVED_GPU_ANNOTATION not in notes:
+                gpu = f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, node + '/' + pod['metadata']['name'])}"
+                await self.here.api.merge_patch(f"{path}/{pod['metadata']['name']}",
+                                                {"metadata": {"annotations": {KAI_RESERVED_GPU_ANNOTATION: gpu}}})
+                await mark_running(self.here.api, pod)
 
 
 async def mark_running(api: Api, pod: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from podgang.backends import BACKENDS, COSCHEDULING, VOLCANO, GangSpec
-from podgang.backends.base import PATCH
+from podgang.backends.base import PATCH, GangSource
 from podgang.backends.coscheduling import MAX_WORKLOAD_NAME, timeout_seconds
 from podgang.objects import OwnerRef
 from podgang.rules import HAND_MADE, Gang, gang_for_pod, hand_made_group, min_member_for
@@ -143,9 +143,9 @@ def test_podgroup_from_the_rules_passes_the_crd(name):
 
 def test_volcano_podgroup_full_shape():
     m = VOLCANO.build_podgroup(GangSpec("pg-lws-0", "ml", 4, labels=DEFAULT.managed_labels,
-                                        **VOLCANO.gang_options([{"metadata": {"annotations": {
+                                        **VOLCANO.gang_options(GangSource([{"metadata": {"annotations": {
                                             "scheduling.volcano.sh/queue-name": "research"}},
-                                            "spec": {"priorityClassName": "high"}}])))
+                                            "spec": {"priorityClassName": "high"}}]))))
     assert m == {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
                  "metadata": {"name": "pg-lws-0", "namespace": "ml", "labels": DEFAULT.managed_labels},
                  "spec": {"minMember": 4, "queue": "research", "priorityClassName": "high"}}
@@ -168,7 +168,7 @@ QUEUE = "scheduling.volcano.sh/queue-name"
     (["junk", None, {"spec": "x"}], {}),
 ])
 def test_volcano_gang_options(objs, expected):
-    assert VOLCANO.gang_options(objs) == expected
+    assert VOLCANO.gang_options(GangSource(objs)) == expected
 
 
 TIMEOUT = "podgang.io/schedule-timeout"
@@ -184,12 +184,12 @@ def test_schedule_timeout_forms(text, seconds):
 
 
 def test_coscheduling_schedule_timeout():
-    options = COSCHEDULING.gang_options([{"metadata": {}}, {"metadata": {"annotations": {TIMEOUT: "5m"}}}])
+    options = COSCHEDULING.gang_options(GangSource([{"metadata": {}}, {"metadata": {"annotations": {TIMEOUT: "5m"}}}]))
     assert options == {"schedule_timeout": 300}
     m = COSCHEDULING.build_podgroup(GangSpec("pg-web", "cap", 3, **options))
     assert m["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 300}
     jsonschema.validate(m, schema("coscheduling"))
-    assert COSCHEDULING.gang_options([{"metadata": {"annotations": {TIMEOUT: "soon"}}}]) == {}
+    assert COSCHEDULING.gang_options(GangSource([{"metadata": {"annotations": {TIMEOUT: "soon"}}}])) == {}
     assert COSCHEDULING.build_podgroup(GangSpec("g", None, 2, queue="ignored"))["spec"] == {"minMember": 2}
 
 

@@ -58,8 +58,8 @@ class PodGroupToy(ToyBackend):
     def membership_problem(self, group: str) -> str | None:
         return f"a toy gang name holds at most 40 characters, {group} has {len(group)}" if len(group) > 40 else None
 
-    def gang_options(self, objs):
-        return next(({"queue": q} for obj in objs if (q := annotations(obj).get(QUEUE))), {})
+    def gang_options(self, source):
+        return next(({"queue": q} for obj in source.nearest_first if (q := annotations(obj).get(QUEUE))), {})
 
     def build_podgroup(self, gang: GangSpec) -> dict[str, Any]:
         built = {**super().build_podgroup(gang), "apiVersion": self.podgroup.api_version, "kind": self.podgroup.kind}
@@ -204,7 +204,7 @@ async def test_the_webhook_gives_each_pod_its_own_backends_group(tmp_path, emu):
     finally:
         await client.close()
     kai_after = jsonpatch.apply_patch(kai_pod, decoded_patch(kai_response))
-    assert kai_after["metadata"]["annotations"] == {KAI.annotation: "pg-kai-bare"}
+    assert kai_after["metadata"]["annotations"] == {KAI.annotation: "pg-kai-bare", "kai.scheduler/skip-podgrouper": "true"}
     assert kai_after["metadata"]["labels"][KAI.label] == "pg-kai-bare"
     toy_after = jsonpatch.apply_patch(toy_pod_, decoded_patch(toy_response))
     assert toy_after["metadata"]["annotations"] == {QUEUE: "research", KEY: "pg-toy-bare"}
@@ -215,7 +215,8 @@ async def test_the_webhook_gives_each_pod_its_own_backends_group(tmp_path, emu):
         f"a toy gang name holds at most 40 characters, pg-toy-{'x' * 40} has 47")
 
     # each owner-less group in its own backend's resource, though both kinds are "PodGroup"
-    assert emu.get("podgroups.scheduling.run.ai", ns, "pg-kai-bare")["spec"] == {"minMember": 1}
+    assert emu.get("podgroups.scheduling.run.ai", ns, "pg-kai-bare")["spec"] == {
+        "minMember": 1, "queue": "default-queue", "priorityClassName": "train", "stalenessGracePeriod": "-1s"}
     assert emu.get(TOY_PATH, ns, "pg-toy-bare")["spec"] == {"size": 1, "queue": "research"}
     assert emu.get(TOY_PATH, ns, "pg-kai-bare") is None
     assert emu.get("podgroups.scheduling.run.ai", ns, "pg-toy-bare") is None

@@ -408,6 +408,7 @@ def test_default_object_set(defaults):
         "ServiceAccount", "ServiceAccount",
         "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",  # webhook
         "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",  # grouper
+        "ClusterRole", "ClusterRoleBinding",  # both: the PriorityClasses and KAI queues they check against
         "Deployment", "Service", "PodDisruptionBudget",  # webhook
         "Deployment", "Service",  # grouper
         "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
@@ -416,6 +417,19 @@ def test_default_object_set(defaults):
     assert not find(defaults, "Certificate") and not find(defaults, "Issuer")
     assert not find(defaults, "ServiceMonitor")
     assert not find(defaults, "Secret"), "the webhook creates its Secret at runtime"
+
+
+def test_both_processes_may_read_what_kai_settings_are_checked_against(defaults):
+    """Cluster-scoped, so bound cluster-wide even when the grouper watches some namespaces only."""
+    for values in ({}, {"grouper": {"watchNamespaces": ["team-a"]}}):
+        docs = render(values)
+        for component in ("webhook", "grouper"):
+            rules = rules_for(docs, f"{RELEASE}-{component}", NAMESPACE)
+            for group, resource in (("scheduling.k8s.io", "priorityclasses"), ("scheduling.run.ai", "queues")):
+                assert all(allows(rules, group, resource, verb, namespace=None) for verb in ("list", "watch")), \
+                    (values, component, resource)
+    assert not find(render({"backends": {"kai-scheduler": None, "volcano": "volcano"}}), "ClusterRole",
+                    f"{RELEASE}-cluster-facts")
 
 
 def test_webhook_deployment(defaults):

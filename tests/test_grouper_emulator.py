@@ -275,7 +275,8 @@ async def test_a_group_name_too_long_for_a_label_is_backfilled_into_the_annotati
     dep, rs, pods = deploy_with_pods(emu, long_name, 2, annotate=False)  # admitted while the webhook was down
     group = owned_group(dep)
     assert len(group) > 63
-    emu.put(pod(f"{long_name}-abc12-x", owner=rs, annotations={ANN: group}))  # admitted by the webhook
+    emu.put(pod(f"{long_name}-abc12-x", owner=rs,  # admitted by the webhook
+                annotations={ANN: group, "kai.scheduler/skip-podgrouper": "true"}))
     async with running_grouper(emu) as g:
         for p in pods:
             await emu.wait_for(lambda p=p: emu.get("pods", NS, p["metadata"]["name"])["metadata"]

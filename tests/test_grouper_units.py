@@ -75,10 +75,10 @@ def test_slim_pod_keeps_only_what_the_grouper_reads():
     raw["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
     slim = Slimmer().pod(raw)
     assert slim["metadata"]["labels"] == {LABEL: "g", "podgang.io/skip": "false"}
-    assert slim["metadata"]["annotations"] == {ANN: "g"}
+    assert slim["metadata"]["annotations"] == {ANN: "g", "kai.scheduler/skip-podgrouper": "true"}
     assert set(slim["spec"]) == {"schedulerName", "nodeName"}
     assert slim["status"] == {"phase": "Running"}
-    assert len(json.dumps(slim)) < 400
+    assert len(json.dumps(slim)) < 450  # the skip-podgrouper annotation included
 
 
 def test_slim_pods_of_one_gang_share_their_owner_reference_labels_spec_and_status():
@@ -225,7 +225,8 @@ def test_a_deployment_owns_its_group_and_it_follows_replicas():
     assert create.action == "create"
     assert create.body["metadata"]["labels"] == MANAGED
     assert create.body["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
-    assert create.body["spec"] == {"minMember": 3}
+    assert create.body["spec"] == {"minMember": 3, "queue": "default-queue", "priorityClassName": "inference",
+                                   "stalenessGracePeriod": "-1s"}  # what KAI's own grouper writes, KAI's eviction off
     feed(cache, {**create.body, "metadata": {**create.body["metadata"], "uid": uid(), "resourceVersion": "7"}})
     assert plan_writes(desired_group(cache, key), cache.podgroups[key], DEFAULT) == []
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from podgang import kinds, objects, rules
-from podgang.backends.base import Backend
+from podgang.backends.base import Backend, GangSource
 from podgang.backends import BACKENDS, NativeBackend
 from podgang.kinds import OWNER_KINDS
 from podgang.objects import OwnerRef
@@ -441,6 +441,8 @@ ARGS = {
     "shared_min_member": lambda d: (d.draw(st.lists(anything, max_size=3)), d.draw(st.integers(0, 10)), d.draw(st.none() | anything)),
     "template_subgroup": lambda d: (d.draw(anything),),
     "workload_subgroup": lambda d: (d.draw(anything),),
+    "unlisted_subgroup_warning": lambda d: (d.draw(st.text(max_size=300)), d.draw(st.text(max_size=300)),
+                                            d.draw(st.lists(st.text(max_size=80), max_size=8))),
     "min_available": lambda d: (d.draw(anything),),
     "subgroup_min_member": lambda d: (d.draw(anything),),
     "shared_subgroups": lambda d: (d.draw(st.lists(anything, max_size=3)),
@@ -514,7 +516,9 @@ BACKEND_ARGS = {
     "membership_change_problem": lambda d: (d.draw(anything), d.draw(anything)),
     "describe_membership": lambda d: (d.draw(st.text(max_size=100)),),
     "membership_problem": lambda d: (d.draw(st.text(max_size=300)),),
-    "gang_options": lambda d: (d.draw(st.lists(anything, max_size=3)),),
+    "gang_options": lambda d: (GangSource(tuple(d.draw(st.lists(anything, max_size=3))),
+                                          tuple(d.draw(st.lists(anything, max_size=2))),
+                                          tuple(d.draw(st.lists(anything, max_size=3)))),),
     "scheduler_verdict": lambda d: (d.draw(anything),),
     "min_member": lambda d: (d.draw(anything),),
     "resize": lambda d: (d.draw(anything), d.draw(st.integers(0, 2**31 - 1))),
@@ -528,6 +532,11 @@ BACKEND_ARGS = {
     "subgroups_of": lambda d: (d.draw(anything),),
     "subgroups_patch": lambda d: (d.draw(anything), d.draw(st.dictionaries(st.text(max_size=70), st.integers(0, 10)))),
     "for_discovery": lambda d: (d.draw(st.none() | st.dictionaries(st.text(max_size=12), json_any)),),
+    "cluster_facts": lambda d: (d.draw(st.dictionaries(st.sampled_from(["PriorityClass", "Queue"]),
+                                                       st.none() | st.lists(anything, max_size=3))),),
+    "configured": lambda d: (d.draw(st.fixed_dictionaries({}, optional={
+        "default_queue": st.none() | st.text(max_size=20),
+        "default_priority_classes": st.lists(st.tuples(st.text(max_size=10), st.text(max_size=10)), max_size=2)})),),
 }
 
 

@@ -25,6 +25,9 @@ from podgang.webhook.admission import (
     validate,
 )
 
+#: every pod podgang puts into a KAI gang tells KAI's own pod-grouper to leave it alone
+SKIP = "kai.scheduler/skip-podgrouper"
+
 
 def parsed(doc):
     return parse_review(json.dumps(doc).encode())
@@ -102,7 +105,7 @@ def test_keys_are_escaped_as_json_pointer_tokens():
 def test_absent_maps_are_created_with_the_key_inside():
     pod = {"metadata": {"name": "p"}}
     assert KAI.membership_patch(pod, "g") == [
-        {"op": "add", "path": "/metadata/annotations", "value": {"pod-group-name": "g"}},
+        {"op": "add", "path": "/metadata/annotations", "value": {"pod-group-name": "g", SKIP: "true"}},
         {"op": "add", "path": "/metadata/labels", "value": {"kai.scheduler/podgroup": "g"}},
     ]
 
@@ -118,25 +121,27 @@ def test_existing_maps_get_only_the_keys_and_keep_everything_else():
     assert ops == [
         {"op": "add", "path": "/metadata/annotations/pod-group-name", "value": "g"},
         {"op": "add", "path": "/metadata/labels/kai.scheduler~1podgroup", "value": "g"},
+        {"op": "add", "path": "/metadata/annotations/kai.scheduler~1skip-podgrouper", "value": "true"},
     ]
     out = jsonpatch.apply_patch(pod, ops)
     assert out["metadata"]["labels"] == {"app": "x", "kai.scheduler/subgroup-name": "workers", "kai.scheduler/podgroup": "g"}
-    assert out["metadata"]["annotations"] == {"note": "n", "pod-group-name": "g"}
+    assert out["metadata"]["annotations"] == {"note": "n", "pod-group-name": "g", SKIP: "true"}
 
 
 def test_null_maps_and_missing_metadata_are_created():
     assert jsonpatch.apply_patch({"metadata": {"labels": None}}, KAI.membership_patch({"metadata": {"labels": None}}, "g")) == {
-        "metadata": {"labels": {"kai.scheduler/podgroup": "g"}, "annotations": {"pod-group-name": "g"}}
+        "metadata": {"labels": {"kai.scheduler/podgroup": "g"}, "annotations": {"pod-group-name": "g", SKIP: "true"}}
     }
     assert jsonpatch.apply_patch({}, KAI.membership_patch({}, "g")) == {
-        "metadata": {"labels": {"kai.scheduler/podgroup": "g"}, "annotations": {"pod-group-name": "g"}}
+        "metadata": {"labels": {"kai.scheduler/podgroup": "g"}, "annotations": {"pod-group-name": "g", SKIP: "true"}}
     }
 
 
 def test_a_hand_made_label_gets_only_the_missing_annotation():
     pod = review("pod-create-labelled-gpu-memory")["request"]["object"]
     assert KAI.membership_patch(pod, "app-with-models") == [
-        {"op": "add", "path": "/metadata/annotations/pod-group-name", "value": "app-with-models"}
+        {"op": "add", "path": "/metadata/annotations/pod-group-name", "value": "app-with-models"},
+        {"op": "add", "path": "/metadata/annotations/kai.scheduler~1skip-podgrouper", "value": "true"},
     ]
 
 

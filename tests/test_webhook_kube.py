@@ -39,8 +39,6 @@ from tests.webhook_support import (
 
 PODGROUPS = r"/apis/scheduling\.run\.ai/v2alpha2/namespaces/cap/podgroups"
 
-#: recorded reviews whose pod names its (hand-made) group
-HAND_MADE_REVIEWS = {"pod-create-labelled-gpu-memory"}
 #: recorded review -> the group its pod must end up in (None: nothing to change)
 EXPECTED = {
     "pod-create-by-replicaset": f"pg-web-{DEPLOYMENT_UID}",
@@ -64,6 +62,11 @@ EXPECTED = {
 }
 #: owner-less pods whose PodGroup the webhook creates (not the dry run)
 CREATED = {"pg-bare", "pg-native-0", "pg-app-server", rules.owner_less_group_name("Bad_Name")}
+
+#: an owner-less pod's KAI group as KAI's own grouper fills it (no PriorityClass is known
+#: to the emulator, so none is checked), with KAI's own stale-gang eviction off
+OWNER_LESS_KAI_SPEC = {"minMember": 1, "queue": "default-queue", "priorityClassName": "train",
+                       "stalenessGracePeriod": "-1s"}
 
 
 def managed_podgroup(name: str, *, managed: bool = True) -> dict:
@@ -114,10 +117,10 @@ async def test_every_recorded_review_end_to_end(tmp_path, kube, api_client):
             pod = patched(obj, resp)
             before_labels = (obj["metadata"].get("labels") or {})
             before_notes = (obj["metadata"].get("annotations") or {})
-            # a pod of a hand-made group also joins its subgroup (a standalone pod: "standalone")
-            subgroup = {"kai.scheduler/subgroup-name": "standalone"} if name in HAND_MADE_REVIEWS else {}
-            assert pod["metadata"]["labels"] == {**before_labels, "kai.scheduler/podgroup": group, **subgroup}, name
-            assert pod["metadata"]["annotations"] == {**before_notes, "pod-group-name": group}, name
+            # no subgroup key: the recorded hand-made groups do not exist here, so list none
+            assert pod["metadata"]["labels"] == {**before_labels, "kai.scheduler/podgroup": group}, name
+            assert pod["metadata"]["annotations"] == {**before_notes, "pod-group-name": group,
+                                                      "kai.scheduler/skip-podgrouper": "true"}, name
             assert {k: v for k, v in pod.items() if k != "metadata"} == {k: v for k, v in obj.items() if k != "metadata"}
             # reinvocation sees the patched pod and asks for nothing more
             again = copy.deepcopy(doc)
@@ -141,7 +144,7 @@ async def test_every_recorded_review_end_to_end(tmp_path, kube, api_client):
     assert set(groups) == CREATED
     for name, pg in groups.items():
         assert pg["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"}
-        assert pg["spec"] == {"minMember": 1}
+        assert pg["spec"] == OWNER_LESS_KAI_SPEC
         assert "ownerReferences" not in pg["metadata"]
     # the CronJob above a run is never looked up: every run is its own gang
     assert kube.count("GET", r"/cronjobs/") == 0
@@ -163,8 +166,8 @@ async def test_a_hand_made_group_that_exists_gets_no_warning(tmp_path, kube, api
     assert "warnings" not in resp
     assert decoded_patch(resp) == [
         {"op": "add", "path": "/metadata/annotations/pod-group-name", "value": "app-with-models"},
-        {"op": "add", "path": "/metadata/labels/kai.scheduler~1subgroup-name", "value": "standalone"},
-    ]
+        {"op": "add", "path": "/metadata/annotations/kai.scheduler~1skip-podgrouper", "value": "true"},
+    ]  # a group of one part: no subgroup label (KAI would ignore a pod naming one the group lacks)
     assert kube.list("podgroups", NS)[0]["spec"] == {"minMember": 3}  # looked at, not touched
 
 
@@ -249,7 +252,7 @@ async def test_owner_less_pod_never_takes_over_a_foreign_group(tmp_path, kube, a
     assert pod["metadata"]["annotations"]["pod-group-name"] == group
     assert kube.get("podgroups", NS, "pg-bare") == foreign  # untouched
     created = kube.get("podgroups", NS, group)
-    assert created["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"} and created["spec"] == {"minMember": 1}
+    assert created["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"} and created["spec"] == OWNER_LESS_KAI_SPEC
 
 
 async def test_recorded_409_and_404_bodies(tmp_path, kube, api_client):
@@ -588,7 +591,9 @@ async def test_a_workload_labelled_skip_is_not_denied_by_mutate_for_a_group_name
 
 
 async def test_a_workload_pod_of_a_hand_made_group_is_labelled_with_its_subgroup(tmp_path, kube, api_client):
-    kube.put(managed_podgroup("prefill-decode", managed=False))
+    group = managed_podgroup("prefill-decode", managed=False)
+    group["spec"] = {"minMember": 3, "subGroups": [{"name": "web", "minMember": 2}, {"name": "prefill", "minMember": 1}]}
+    kube.put(group)
     doc = owned_pod_review(0)  # a pod of ReplicaSet web-7887448d46 of Deployment web
     doc["request"]["object"]["metadata"].setdefault("labels", {})["kai.scheduler/podgroup"] = "prefill-decode"
     async with running_webhook(tmp_path, api_client=api_client) as wh:
@@ -603,5 +608,24 @@ async def test_a_workload_pod_of_a_hand_made_group_is_labelled_with_its_subgroup
         # a template that names its subgroup keeps it
         own = copy.deepcopy(doc)
         own["request"]["object"]["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "prefill"
-        mine = patched(own["request"]["object"], await wh.mutate(own))
+        answer = await wh.mutate(own)
+        mine = patched(own["request"]["object"], answer)
         assert mine["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "prefill"
+        assert "warnings" not in answer
+        # one the group does not list: kept, and the user is told KAI ignores the pod
+        stray = copy.deepcopy(doc)
+        stray["request"]["object"]["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "decode"
+        answer = await wh.mutate(stray)
+        assert any('subgroup "decode"' in w and "does not list" in w for w in answer["warnings"]), answer
+
+
+async def test_a_pod_of_a_one_part_hand_made_group_gets_no_subgroup(tmp_path, kube, api_client):
+    """KAI ignores a pod whose subgroup its PodGroup does not list: a group with no
+    subGroups gets pods without the key (seed 003 would never start otherwise)."""
+    kube.put(managed_podgroup("prefill-decode", managed=False))
+    doc = owned_pod_review(0)
+    doc["request"]["object"]["metadata"].setdefault("labels", {})["kai.scheduler/podgroup"] = "prefill-decode"
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        pod = patched(doc["request"]["object"], await wh.mutate(doc))
+    assert "kai.scheduler/subgroup-name" not in pod["metadata"]["labels"]
+    assert pod["metadata"]["annotations"]["pod-group-name"] == "prefill-decode"

@@ -71,10 +71,10 @@ async def test_a_hand_made_group_is_copied_to_the_missing_key_and_reinvocation_c
     async with running_webhook(tmp_path) as wh:  # no API: the group's existence cannot be checked
         first = await wh.mutate(doc)
         pod = patched(doc["request"]["object"], first)
-        # a standalone pod of a hand-made group also joins the group's standalone subgroup
-        assert pod["metadata"]["labels"] == {"kai.scheduler/podgroup": "app-with-models",
-                                             "kai.scheduler/subgroup-name": "standalone"}
-        assert pod["metadata"]["annotations"] == {"gpu-memory": "4000", "pod-group-name": "app-with-models"}
+        # no subgroup key: nothing says the group lists one (KAI ignores a pod naming a missing one)
+        assert pod["metadata"]["labels"] == {"kai.scheduler/podgroup": "app-with-models"}
+        assert pod["metadata"]["annotations"] == {"gpu-memory": "4000", "pod-group-name": "app-with-models",
+                                                  "kai.scheduler/skip-podgrouper": "true"}
         again = json.loads(json.dumps(doc))
         again["request"]["object"] = pod
         second = await wh.mutate(again)

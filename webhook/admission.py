@@ -387,8 +387,7 @@ class Admission:
         if verdict.group is not None:
             verdict.patch = backend.membership_patch(pod, verdict.group)
             if gang.hand_made:
-                subgroup = await self._subgroup(pod, gang, chain, review.namespace, backend, deadline)
-                verdict.patch = backend.with_subgroup(pod, verdict.patch, subgroup)
+                await self._join_subgroup(pod, gang, chain, review.namespace, backend, deadline, verdict)
         if not verdict.patch and verdict.verdict == "patched":
             verdict.verdict = "allowed"
         if key is not None and gang.source == rules.OWNED and verdict.group is not None:
@@ -449,6 +448,26 @@ class Admission:
             return None  # the grouper counts the pod by its owner all the same
         found = rules.gang_for_pod(pod, chain, settings=self.settings)
         return found.subgroup if isinstance(found, rules.Gang) else None
+
+    async def _join_subgroup(self, pod: dict[str, Any], gang: rules.Gang, chain: list[dict[str, Any]],
+                             namespace: str, backend: Backend, deadline: float, verdict: Verdict) -> None:
+        """A pod of a hand-made group gets its subgroup key only for a subgroup the group
+        lists (KAI ignores a pod whose subgroup its PodGroup lacks): the grouper labels
+        the rest once it writes their subgroups into the group. A pod that names a
+        subgroup itself which the group does not list gets a warning."""
+        if backend.subgroup_key is None:
+            return
+        listed = self.podgroups.listed_subgroups(namespace, gang.name, backend)
+        own = backend.subgroup_of(pod)
+        if own is not None:
+            if listed is not None and own not in listed:
+                verdict.warnings.append(rules.unlisted_subgroup_warning(own, gang.name, sorted(listed)))
+            return
+        if not listed:
+            return
+        subgroup = await self._subgroup(pod, gang, chain, namespace, backend, deadline)
+        if subgroup in listed:
+            verdict.patch = backend.with_subgroup(pod, verdict.patch, subgroup)
 
     async def _owner_chain(self, pod: dict[str, Any], namespace: str, deadline: float) -> list[dict[str, Any]]:
         chain: list[dict[str, Any]] = []

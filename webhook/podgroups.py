@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from podgang.api import Api, ApiError, Conflict, NotFound
-from podgang.backends import Backend, GangSpec
+from podgang.backends import Backend
+from podgang.backends.base import ClusterFacts, GangSource, gang_spec
 from podgang.metrics import WebhookMetrics
 from podgang.settings import Settings
+from podgang.webhook.facts import ClusterFactsCache
 
 log = logging.getLogger("podgang.webhook")
 
@@ -59,6 +61,7 @@ class PodGroups:
         clock: Callable[[], float] = time.monotonic,
     ):
         self.api = api
+        self.facts = ClusterFactsCache(api)
         self.settings = settings
         self.metrics = metrics
         self.exists_ttl = exists_ttl
@@ -66,6 +69,8 @@ class PodGroups:
         self.max_size = max_size
         self.clock = clock
         self._seen: OrderedDict[tuple[str, str, str], tuple[float, Existence]] = OrderedDict()
+        # the subgroups an existing group lists, as last read (empty: none)
+        self._subgroups: dict[tuple[str, str, str], frozenset[str]] = {}
         self._inflight: dict[tuple[str, str, str], asyncio.Future] = {}
 
     def is_managed(self, podgroup: Any) -> bool:
@@ -73,10 +78,11 @@ class PodGroups:
         return isinstance(labels, dict) and labels.get(self.settings.managed_by_label) == self.settings.managed_by_value
 
     def manifest_for_owner_less(self, namespace: str, name: str, backend: Backend,
-                                pod: Any = None) -> dict[str, Any]:
+                                pod: Any = None, facts: ClusterFacts = ClusterFacts()) -> dict[str, Any]:
         """The group of one of an owner-less pod, with the backend's per-gang settings from the pod."""
-        options = backend.gang_options([pod]) if pod is not None else {}
-        return backend.build_podgroup(GangSpec(name, namespace, 1, labels=self.settings.managed_labels, **options))
+        options = backend.gang_options(GangSource(pods=(pod,), facts=facts)) if pod is not None else {}
+        return backend.build_podgroup(gang_spec(name, namespace, 1, labels=self.settings.managed_labels,
+                                                options=options))
 
     async def create_for_pod(
         self, namespace: str, name: str, backend: Backend, *, pod: Any = None,
@@ -91,7 +97,7 @@ class PodGroups:
         left = timeout if callable(timeout) else (lambda: timeout)
         if self.api is None:
             return CreateResult(Outcome.FAILED, "no Kubernetes API access configured")
-        body = self.manifest_for_owner_less(namespace, name, backend, pod)
+        body = self.manifest_for_owner_less(namespace, name, backend, pod, self.facts.get(backend))
         try:
             created = await self.api.create(backend.podgroup.path(namespace), body, timeout=left())
         except Conflict:
@@ -147,7 +153,7 @@ class PodGroups:
         if self.api is None:
             return Existence.UNKNOWN, "no Kubernetes API access configured"
         try:
-            await self.api.get(backend.podgroup.path(namespace, name), timeout=timeout)
+            found = await self.api.get(backend.podgroup.path(namespace, name), timeout=timeout)
         except NotFound as exc:
             if exc.names(name):
                 self._remember(key, Existence.MISSING)
@@ -157,16 +163,29 @@ class PodGroups:
         except ApiError as exc:
             self.metrics.api_error("get_podgroup", exc.status or None)
             return Existence.UNKNOWN, str(exc)
-        self._remember(key, Existence.EXISTS)
+        listed = backend.subgroups_of(found) if backend.subgroup_key is not None else None
+        self._remember(key, Existence.EXISTS, frozenset(listed or ()))
         return Existence.EXISTS, ""
 
-    def _remember(self, key: tuple[str, str, str], state: Existence) -> None:
+    def listed_subgroups(self, namespace: str, name: str, backend: Backend) -> frozenset[str] | None:
+        """The subgroups ``name`` listed when :meth:`exists` last found it (empty: none);
+        None when it was not found or not read."""
+        return self._subgroups.get((namespace, name, backend.name))
+
+    def _remember(self, key: tuple[str, str, str], state: Existence,
+                  subgroups: frozenset[str] | None = None) -> None:
         ttl = self.exists_ttl if state is Existence.EXISTS else self.missing_ttl
         if ttl <= 0:
             self._seen.pop(key, None)
+            self._subgroups.pop(key, None)
             return
         self._seen[key] = (self.clock() + ttl, state)
         self._seen.move_to_end(key)
+        if subgroups is not None:
+            self._subgroups[key] = subgroups
+        else:
+            self._subgroups.pop(key, None)
         while len(self._seen) > self.max_size:
-            self._seen.popitem(last=False)
+            gone, _ = self._seen.popitem(last=False)
+            self._subgroups.pop(gone, None)
 

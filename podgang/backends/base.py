@@ -53,6 +53,41 @@ def one_line(text: Any, limit: int = 300) -> str:
 
 
 @dataclass(frozen=True)
+class ClusterFacts:
+    """What a scheduler's own grouper would check in the cluster before it trusts a
+    value: which PriorityClasses exist, which queues exist and whether each is a leaf.
+    None: not known (offline, or not readable) — a value is then taken as written."""
+
+    priority_classes: frozenset[str] | None = None
+    queues: Mapping[str, bool] | None = None  # queue name -> is a leaf queue
+
+
+@dataclass(frozen=True)
+class GangSource:
+    """What a gang's scheduler settings are read from: its pods (or the one pod being
+    admitted), its workloads' pod templates, and its owners nearest first — the top
+    owner last — plus what is known of the cluster."""
+
+    pods: Sequence[Any] = ()
+    templates: Sequence[Any] = ()
+    owners: Sequence[Any] = ()
+    facts: ClusterFacts = ClusterFacts()
+
+    @property
+    def nearest_first(self) -> list[Any]:
+        return [*self.pods, *self.templates, *self.owners]
+
+    @property
+    def pod_like(self) -> list[Any]:
+        """The pods, else the pod templates: what "the pod" means for a gang."""
+        return [*self.pods, *self.templates]
+
+    @property
+    def top_owner(self) -> Any:
+        return self.owners[-1] if self.owners else None
+
+
+@dataclass(frozen=True)
 class GangSpec:
     """A PodGroup as podgang wants it, before a backend spells it."""
 
@@ -68,6 +103,21 @@ class GangSpec:
     schedule_timeout: int | None = None
     #: (subgroup name, its minimum) of a group several workloads share; empty: none
     subgroups: tuple[tuple[str, int], ...] = ()
+    #: more spec fields the scheduler reads (KAI's preemptibility, topology, ...)
+    extra_spec: Mapping[str, Any] | None = None
+    #: (setting, where its value comes from), for ``podgang plan``; not written
+    origins: tuple[tuple[str, str], ...] = ()
+    #: what is wrong with the settings (a queue that does not exist, ...); not written
+    problems: tuple[str, ...] = ()
+
+
+def gang_spec(name: str, namespace: str | None, size: int, *, labels: Mapping[str, str],
+              options: Mapping[str, Any], **fields: Any) -> GangSpec:
+    """A :class:`GangSpec` from a backend's :meth:`Backend.gang_options`: its labels
+    merged under ``labels`` (podgang's own, which win)."""
+    options = dict(options)
+    merged = {**(options.pop("labels", None) or {}), **labels}
+    return GangSpec(name, namespace, size, labels=merged, **fields, **options)
 
 
 class Backend(ABC):
@@ -173,11 +223,29 @@ class Backend(ABC):
 
     # -- PodGroups ------------------------------------------------------------
 
-    def gang_options(self, objs: Sequence[Any]) -> dict[str, Any]:
+    def gang_options(self, source: GangSource) -> dict[str, Any]:
         """The scheduler's own per-gang settings, as :class:`GangSpec` fields, read
-        from ``objs`` (pods, pod templates, the workload; nearest first: the first
-        that sets a value wins). Empty when the scheduler has none."""
+        from ``source`` (its pods, pod templates and owners). Empty when the scheduler
+        has none."""
         return {}
+
+    #: whether :meth:`gang_options` reads every label and annotation of the top owner
+    #: (the grouper then keeps them in its cache)
+    reads_owner_metadata: bool = False
+
+    def cluster_facts(self, found: Mapping[str, Any]) -> ClusterFacts:
+        """:class:`ClusterFacts` from the objects of :attr:`fact_resources` (kind ->
+        list of objects, or None when that kind could not be read)."""
+        return ClusterFacts()
+
+    #: cluster-scoped resources :class:`ClusterFacts` are read from for this backend
+    #: (PriorityClasses, queues); the grouper watches them, the webhook lists them
+    fact_resources: tuple[Resource, ...] = ()
+
+    def configured(self, options: Mapping[str, Any]) -> "Backend":
+        """This backend with the process's backend-specific flags applied (KAI's default
+        queue, say); itself when it has none."""
+        return self
 
     @abstractmethod
     def build_podgroup(self, gang: GangSpec) -> dict[str, Any]:

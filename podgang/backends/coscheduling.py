@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from podgang.backends.base import GangSpec
+from podgang.backends.base import GangSource, GangSpec
 from podgang.backends.keyed import OneKeyBackend, first_annotation
 from podgang.objects import Resource, quoted
 
@@ -66,8 +66,8 @@ class CoschedulingBackend(OneKeyBackend):
             f"{GROUP_LABEL}=<that name> on the pod template"
         )
 
-    def gang_options(self, objs: Sequence[Any]) -> dict[str, Any]:
-        text = first_annotation(objs, TIMEOUT_ANNOTATION)
+    def gang_options(self, source: GangSource) -> dict[str, Any]:
+        text = first_annotation(source.nearest_first, TIMEOUT_ANNOTATION)
         seconds = timeout_seconds(text) if text else None
         return {"schedule_timeout": seconds} if seconds else {}
 

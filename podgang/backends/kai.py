@@ -8,11 +8,14 @@ sharing annotations are KAI's too; the rules read their names from here.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
-from podgang.backends.base import SchedulerVerdict, escape_key, one_line, string_value
+import yaml
+
+from podgang.backends.base import ClusterFacts, GangSource, SchedulerVerdict, escape_key, one_line, string_value
 from podgang.backends.keyed import MinMemberPodGroups
-from podgang.objects import Denial, Resource, annotations, as_dict, as_list, labels, quoted, status
+from podgang.objects import Denial, Resource, annotations, as_dict, as_list, labels, metadata, quoted, spec, status
 
 GROUP_ANNOTATION = "pod-group-name"
 GROUP_LABEL = "kai.scheduler/podgroup"
@@ -23,6 +26,36 @@ GPU_FRACTION_ANNOTATION = "gpu-fraction"
 SCHEDULER_NAME = "kai-scheduler"
 MAX_LABEL_VALUE = 63  # the longest label value the apiserver accepts
 
+# What KAI's own pod-grouper writes on the PodGroups it makes, and where it reads each
+# value (pkg/podgrouper/podgrouper/plugins/defaultgrouper/default_grouper.go): podgang
+# writes the same on the PodGroups it makes, so that KAI schedules them alike.
+QUEUE_LABEL = "kai.scheduler/queue"
+PROJECT_LABEL = "project"
+NODE_POOL_LABEL = "kai.scheduler/node-pool"
+PRIORITY_LABEL = "priorityClassName"
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+PREEMPTIBILITY_VALUES = ("preemptible", "non-preemptible")
+PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
+TOPOLOGY_ANNOTATIONS = (("kai.scheduler/topology", "topology"),
+                        ("kai.scheduler/topology-required-placement", "requiredTopologyLevel"),
+                        ("kai.scheduler/topology-preferred-placement", "preferredTopologyLevel"))
+TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
+STALENESS_GRACE_PERIOD = "stalenessGracePeriod"
+DISABLED_STALENESS = "-1s"  # a negative grace period: KAI never evicts the gang
+#: on a pod (or an owner): KAI's own pod-grouper (v0.15 and later) leaves it alone
+SKIP_PODGROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"
+DEFAULT_QUEUE = "default-queue"  # KAI's constants.DefaultQueueName
+#: KAI's fallback priority per top-owner kind; every other kind gets TRAIN
+DEFAULT_PRIORITY_CLASSES = (("Deployment", "inference"),)
+TRAIN = "train"
+#: the help of the flags that set the two defaults above (``podgang.options``)
+DEFAULT_QUEUE_HELP = (f"kai: the queue of a gang whose top owner and pods name none (label {QUEUE_LABEL}, "
+                      f"then {PROJECT_LABEL}), as KAI's own pod-grouper does")
+DEFAULT_PRIORITY_HELP = ("kai: the priorityClassName of a gang of a top-owner KIND that names none (repeatable; "
+                         f"KAI's own: {', '.join(f'{k}={v}' for k, v in DEFAULT_PRIORITY_CLASSES)}, "
+                         f"any other kind {TRAIN})")
+_GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$|^0$")
+
 # the messages KAI's own webhook denies contradictory GPU requests with
 MSG_GPU_AND_MEMORY = "cannot request both GPU and GPU memory"
 MSG_FRACTION_AND_GPU = "cannot have both GPU fraction request and whole GPU resource request/limit"
@@ -30,18 +63,137 @@ MSG_BAD_MEMORY = f"{GPU_MEMORY_ANNOTATION} annotation value must be a positive i
 MSG_BAD_FRACTION = f"{GPU_FRACTION_ANNOTATION} annotation value must be a positive number smaller than 1.0"
 
 
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass")
+QUEUES = Resource("scheduling.run.ai", "v2", "queues", "Queue", optional=True)
+
+
 class KaiBackend(MinMemberPodGroups):
     name = "kai"
     podgroup = Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup")
+    fact_resources = (PRIORITY_CLASSES, QUEUES)
+    pod_spec_keys = ("priorityClassName",)
+    #: KAI's grouper copies the top owner's labels and annotations onto its PodGroup
+    reads_owner_metadata = True
 
     def __init__(self, annotation: str = GROUP_ANNOTATION, label: str = GROUP_LABEL,
-                 subgroup_label: str = SUBGROUP_LABEL):
+                 subgroup_label: str = SUBGROUP_LABEL, *, default_queue: str = DEFAULT_QUEUE,
+                 default_priority_classes: tuple[tuple[str, str], ...] = DEFAULT_PRIORITY_CLASSES):
         self.annotation = annotation
         self.label = label
         self.subgroup_label = subgroup_label
         self.subgroup_key = ("labels", subgroup_label)
-        self.pod_label_keys = (label, subgroup_label)
-        self.pod_annotation_keys = (annotation,)
+        self.pod_label_keys = (label, subgroup_label, QUEUE_LABEL, PROJECT_LABEL, NODE_POOL_LABEL, PRIORITY_LABEL,
+                               PREEMPTIBILITY_LABEL)
+        self.pod_annotation_keys = (annotation, SKIP_PODGROUPER_ANNOTATION, PREEMPTION_DELAY_ANNOTATION)
+        self.default_queue = default_queue
+        self.default_priority_classes = default_priority_classes
+
+    def configured(self, options: Mapping[str, Any]) -> "KaiBackend":
+        """``--default-queue`` and ``--default-priority-class KIND=NAME`` applied."""
+        queue = options.get("default_queue") or self.default_queue
+        given = tuple(options.get("default_priority_classes") or ())
+        priorities = tuple({**dict(self.default_priority_classes), **dict(given)}.items())
+        if queue == self.default_queue and priorities == self.default_priority_classes:
+            return self
+        return KaiBackend(self.annotation, self.label, self.subgroup_label, default_queue=queue,
+                          default_priority_classes=priorities)
+
+    # -- what KAI's own grouper would write on a PodGroup podgang makes
+
+    def cluster_facts(self, found: Mapping[str, Any]) -> ClusterFacts:
+        return cluster_facts(found.get(PRIORITY_CLASSES.kind), found.get(QUEUES.kind))
+
+    def gang_options(self, source: GangSource) -> dict[str, Any]:
+        """Queue, priority class, preemptibility, preemption delay, topology, the top
+        owner's labels and annotations — each read where KAI's pod-grouper reads it,
+        in its order — and where each value comes from (``origins``) and what is wrong
+        with them (``problems``)."""
+        top = source.top_owner if isinstance(source.top_owner, Mapping) else None
+        pods = [p for p in source.pod_like if isinstance(p, Mapping)]
+        origins: list[tuple[str, str]] = []
+        problems: list[str] = []
+        options: dict[str, Any] = {}
+        queue, where = self._queue(top, pods)
+        options["queue"] = queue
+        origins.append(("queue", where))
+        known = source.facts.queues
+        if known is not None and queue not in known:
+            problems.append(f"KAI queue {quoted(queue)} ({where}) does not exist: KAI never schedules this gang "
+                            f"(QueueDoesNotExist) until a Queue of that name is created")
+        elif known is not None and not known[queue]:
+            problems.append(f"KAI queue {quoted(queue)} ({where}) is not a leaf queue: KAI schedules only gangs of "
+                            f"leaf queues; name one of its child queues")
+        priority, where = self._priority(source)
+        options["priority_class"] = priority
+        origins.append(("priorityClassName", where))
+        # podgang evicts what is left of a stale gang it made, knowing a rollout from a loss;
+        # KAI (v0.17 and later) would evict it too, after its own grace period, unless told not to
+        extra: dict[str, Any] = {STALENESS_GRACE_PERIOD: DISABLED_STALENESS}
+        owners = [o for o in source.owners if isinstance(o, Mapping)]
+        value, who = _first([*owners, *pods], "labels", PREEMPTIBILITY_LABEL)
+        if value is not None:
+            if value in PREEMPTIBILITY_VALUES:
+                extra["preemptibility"] = value
+                origins.append(("preemptibility", f"label {PREEMPTIBILITY_LABEL} on {who}"))
+            else:
+                problems.append(f"label {PREEMPTIBILITY_LABEL}={quoted(value)} on {who} is ignored: KAI accepts "
+                                f"{' or '.join(PREEMPTIBILITY_VALUES)}")
+        delay, who = _first([*owners, *pods], "annotations", PREEMPTION_DELAY_ANNOTATION)
+        if delay is not None:
+            if _GO_DURATION.match(delay.strip()):
+                extra["preemptionDelay"] = delay.strip()
+                origins.append(("preemptionDelay", f"annotation {PREEMPTION_DELAY_ANNOTATION} on {who}"))
+            else:
+                problems.append(f"annotation {PREEMPTION_DELAY_ANNOTATION}={quoted(delay)} on {who} is ignored: "
+                                f"not a duration such as 10m")
+        if top is not None:
+            topology = {field: value for key, field in TOPOLOGY_ANNOTATIONS
+                        if isinstance(value := annotations(top).get(key), str) and value}
+            if topology:
+                extra["topologyConstraint"] = topology
+            options["labels"] = {k: v for k, v in labels(top).items() if isinstance(v, str)}
+            md = metadata(top)
+            api_version = str(top.get("apiVersion") or "")
+            group, _, version = api_version.rpartition("/")
+            owner = {"name": str(md.get("name") or ""), "uid": str(md.get("uid") or ""), "group": group,
+                     "version": version, "kind": str(top.get("kind") or "")}
+            options["annotations"] = {TOP_OWNER_METADATA_ANNOTATION: yaml.safe_dump(owner, sort_keys=True),
+                                      **{k: v for k, v in annotations(top).items()
+                                         if isinstance(v, str) and k != "kubectl.kubernetes.io/last-applied-configuration"}}
+        if extra:
+            options["extra_spec"] = extra
+        options["origins"] = tuple(origins)
+        if problems:
+            options["problems"] = tuple(problems)
+        return options
+
+    def _queue(self, top: Any, pods: list[Any]) -> tuple[str, str]:
+        for obj, who in ((top, "the top owner"), *((p, "the pod") for p in pods[:1])):
+            value = labels(obj).get(QUEUE_LABEL) if obj is not None else None
+            if value:
+                return value, f"label {QUEUE_LABEL} on {who}"
+        pool = next((v for p in pods[:1] if (v := labels(p).get(NODE_POOL_LABEL))), None)
+        for obj, who in ((top, "the top owner"), *((p, "the pod") for p in pods[:1])):
+            value = labels(obj).get(PROJECT_LABEL) if obj is not None else None
+            if value:
+                if pool:
+                    return f"{value}-{pool}", f"label {PROJECT_LABEL} on {who} and {NODE_POOL_LABEL} on the pod"
+                return value, f"label {PROJECT_LABEL} on {who}"
+        return self.default_queue, "the default queue (--default-queue)"
+
+    def _priority(self, source: GangSource) -> tuple[str, str]:
+        exists = source.facts.priority_classes
+        pods = source.pod_like[:1]
+        candidates = [(labels(o).get(PRIORITY_LABEL), f"label {PRIORITY_LABEL} on {_kind_name(o)}")
+                      for o in source.owners if isinstance(o, Mapping)]
+        candidates += [(labels(p).get(PRIORITY_LABEL), f"label {PRIORITY_LABEL} on the pod") for p in pods]
+        candidates += [(spec(p).get("priorityClassName"), "the pod's spec.priorityClassName") for p in pods]
+        for value, where in candidates:
+            if isinstance(value, str) and value and (exists is None or value in exists):
+                return value, where
+        kind = str(as_dict(source.top_owner).get("kind") or "Pod")
+        value = dict(self.default_priority_classes).get(kind, TRAIN)
+        return value, f"the default for a {kind} (--default-priority-class)"
 
     # -- membership
 
@@ -77,31 +229,45 @@ class KaiBackend(MinMemberPodGroups):
 
     def membership_patch(self, pod: Mapping[str, Any], group: str) -> list[dict[str, Any]]:
         """Creates ``metadata.annotations`` / ``metadata.labels`` when absent; keys
-        already holding ``group`` are left alone (a reinvocation patches nothing)."""
+        already holding their value are left alone (a reinvocation patches nothing).
+        The pod also gets ``kai.scheduler/skip-podgrouper: "true"``: KAI's own
+        pod-grouper (v0.15 and later, in every KAI install) then leaves it and its
+        group to podgang instead of moving it to a group of its own."""
         md = pod.get("metadata")
-        wanted = self.membership_keys(group)
+        wanted = self._wanted(group)
         if not isinstance(md, dict):
-            return [{"op": "add", "path": "/metadata", "value": {f: {k: group} for f, k in wanted}}]
+            value: dict[str, Any] = {}
+            for (section, key), v in wanted:
+                value.setdefault(section, {})[key] = v
+            return [{"op": "add", "path": "/metadata", "value": value}]
         ops: list[dict[str, Any]] = []
-        for section, key in wanted:
+        created: dict[str, dict[str, Any]] = {}
+        for (section, key), v in wanted:
             current = md.get(section)
             if not isinstance(current, dict):
-                ops.append({"op": "add", "path": f"/metadata/{section}", "value": {key: group}})
-            elif current.get(key) != group:
-                ops.append({"op": "add", "path": f"/metadata/{section}/{escape_key(key)}", "value": group})
+                if section not in created:
+                    created[section] = {}
+                    ops.append({"op": "add", "path": f"/metadata/{section}", "value": created[section]})
+                created[section][key] = v
+            elif current.get(key) != v:
+                ops.append({"op": "add", "path": f"/metadata/{section}/{escape_key(key)}", "value": v})
         return ops
+
+    def _wanted(self, group: str) -> list[tuple[tuple[str, str], str]]:
+        return [*((where, group) for where in self.membership_keys(group)),
+                (("annotations", SKIP_PODGROUPER_ANNOTATION), "true")]
 
     def backfill_patch(self, pod: Mapping[str, Any], group: str) -> dict[str, Any] | None:
         patch: dict[str, Any] = {}
-        for section, key in self.membership_keys(group):
-            patch.setdefault(section, {})[key] = group
+        for (section, key), value in self._wanted(group):
+            patch.setdefault(section, {})[key] = value
         return {"metadata": patch}
 
     def needs_backfill(self, pod: Mapping[str, Any]) -> bool:
         named = string_value(pod, "annotations", self.annotation)
         if named is None:
             return True
-        return any(string_value(pod, section, key) is None for section, key in self.membership_keys(named))
+        return any(string_value(pod, section, key) != value for (section, key), value in self._wanted(named))
 
     def without_membership(self, pod: Mapping[str, Any]) -> dict[str, Any]:
         md = pod.get("metadata")
@@ -172,6 +338,35 @@ class KaiBackend(MinMemberPodGroups):
         where = f" (node pool {pool})" if isinstance(pool, str) and pool else ""
         state = str(latest.get("type") or latest.get("reason") or "unschedulable")
         return SchedulerVerdict("unschedulable" if "unschedulable" in state.lower() else state, f"{text}{where}".strip())
+
+
+def cluster_facts(priority_classes: Any, queues: Any) -> ClusterFacts:
+    """:class:`ClusterFacts` from listed PriorityClasses and KAI Queues (either None
+    when not known): a queue is a leaf unless another names it as its parent."""
+    def name(obj: Any) -> str | None:
+        value = metadata(obj).get("name")
+        return value if isinstance(value, str) and value else None
+
+    names = None if priority_classes is None else frozenset(
+        n for p in as_list(priority_classes) if (n := name(p)))
+    if queues is None:
+        return ClusterFacts(names, None)
+    parents = {p for q in as_list(queues) if isinstance(p := spec(q).get("parentQueue"), str)}
+    return ClusterFacts(names, {n: n not in parents for q in as_list(queues) if (n := name(q))})
+
+
+def _kind_name(obj: Any) -> str:
+    return f"{str(as_dict(obj).get('kind') or 'object').lower()}/{metadata(obj).get('name') or '?'}"
+
+
+def _first(objs: list[Any], section: str, key: str) -> tuple[str | None, str]:
+    """The first non-empty ``key`` in ``metadata.<section>`` of ``objs``, and whose it is."""
+    read = labels if section == "labels" else annotations
+    for obj in objs:
+        value = read(obj).get(key)
+        if isinstance(value, str) and value:
+            return value, _kind_name(obj) if as_dict(obj).get("kind") else "the pod"
+    return None, ""
 
 
 KAI = KaiBackend()

@@ -40,7 +40,8 @@ class MinMemberPodGroups(Backend):
         subgroups = self.subgroups_spec(dict(gang.subgroups)) if gang.subgroups else {}
         return {"apiVersion": self.podgroup.api_version, "kind": self.podgroup.kind,
                 "metadata": self.podgroup_metadata(gang),
-                "spec": {MIN_MEMBER: int(gang.min_member), **self.spec_options(gang), **subgroups}}
+                "spec": {MIN_MEMBER: int(gang.min_member), **self.spec_options(gang), **(gang.extra_spec or {}),
+                         **subgroups}}
 
     def subgroups_spec(self, subgroups: Mapping[str, int]) -> dict[str, Any]:
         """The spec fields that hold ``subgroups``."""

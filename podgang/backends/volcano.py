@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from podgang.backends.base import GangSource
 from podgang.backends.keyed import PRIORITY_CLASS, OneKeyBackend, first_annotation, with_templates
 from podgang.objects import Resource, as_dict, spec
 
@@ -32,7 +33,8 @@ class VolcanoBackend(OneKeyBackend):
     subgroups_field = MIN_TASK_MEMBER
     pod_spec_keys = (PRIORITY_CLASS,)
 
-    def gang_options(self, objs: Sequence[Any]) -> dict[str, Any]:
+    def gang_options(self, source: GangSource) -> dict[str, Any]:
+        objs = source.nearest_first
         options: dict[str, Any] = {}
         queue = first_annotation(objs, QUEUE_ANNOTATION)
         if queue:

@@ -189,11 +189,16 @@ object != null && has(object.spec.schedulerName) && object.spec.schedulerName in
 {{- end -}}
 
 {{/*
-The --backend flags of both processes (one per scheduler name).
+The --backend flags of both processes (one per scheduler name), and the kai backend's
+defaults (the webhook creates owner-less pods' groups, the grouper the rest).
 */}}
 {{- define "podgang.backendArgs" -}}
 {{- $args := list -}}
 {{- range $name, $backend := (include "podgang.backends" . | fromJson) }}{{ $args = append $args (printf "- --backend=%s=%s" $name $backend) }}{{ end -}}
+{{- if has "kai" (include "podgang.enabledBackends" . | fromJsonArray) }}
+{{- if ne .Values.kai.defaultQueue "default-queue" }}{{ $args = append $args (printf "- --default-queue=%s" .Values.kai.defaultQueue) }}{{ end -}}
+{{- range $kind, $class := .Values.kai.defaultPriorityClasses }}{{ $args = append $args (printf "- --default-priority-class=%s=%s" $kind $class) }}{{ end -}}
+{{- end -}}
 {{- join "\n" $args -}}
 {{- end -}}
 
