@@ -41,6 +41,7 @@ from podgang.grouper.podgroups import (
     desired_group,
     gang_counts,
     group_backend,
+    is_managed,
     is_orphan_candidate,
     plan_writes,
     pod_gang,
@@ -429,6 +430,15 @@ class Controller:
             subjects = list(desired.members[:1])
         reason = "PodGroupMissing" if actual is None and desired.source == rules.HAND_MADE else "PodGroupProblem"
         self._warn_once((GROUP, key), desired.problems, subjects, reason)
+        # what the scheduler will make of the group's settings (a KAI queue that does not
+        # exist): said on the workload too, where a team looks, since nobody sees the
+        # admission warnings of the pods a controller makes
+        settings_problems = tuple(desired.options.get("problems") or ())
+        if desired.backend is not None and actual is not None and is_managed(actual, self.settings):
+            settings_problems += tuple(desired.backend.settings_drift(actual, desired.options))
+        self._warn_once(("settings", key), settings_problems, list(desired.workloads), "SchedulerSettingProblem")
+        if actual is not None:
+            self._warn_once(("settings-group", key), settings_problems, [actual], "SchedulerSettingProblem")
 
     async def _write(self, key: str, write: Write, desired: Desired, actual: Obj | None, started: float) -> bool:
         """Perform one write; False when the cache was refreshed and the caller must plan again."""

@@ -505,6 +505,8 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         if actual is None and problem.startswith(f"PodGroup {name} not found"):
             continue  # said once, as the webhook says it
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+    for problem in group.options.get("problems") or ():
+        plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
 
 
 def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:

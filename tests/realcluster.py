@@ -121,9 +121,13 @@ class Cluster:
     def down(self) -> None:
         subprocess.run([str(CLUSTER), "down", str(self.directory)], capture_output=True, text=True, timeout=120)
 
-    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
-        done = subprocess.run(["kubectl", f"--kubeconfig={self.kubeconfig}", *args], input=input,
+    def kubectl_run(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        """kubectl as a user runs it: its exit status, output and warnings (stderr)."""
+        return subprocess.run(["kubectl", f"--kubeconfig={self.kubeconfig}", *args], input=input,
                               capture_output=True, text=True, timeout=120)
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> str:
+        done = self.kubectl_run(*args, input=input)
         if check and done.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)}: {done.stderr.strip()}")
         return done.stdout

@@ -346,3 +346,34 @@ async def test_volcano_leaderworkerset_groups_are_each_bound_together(cluster, p
 
 async def _count_bound(here: Corner, app: str, count: int) -> bool:
     return len(bound(await here.pods(app=app))) == count
+
+
+async def test_kai_a_queue_that_does_not_exist_is_said_at_admission_and_on_the_workload(cluster, podgang):
+    """KAI never schedules a gang whose queue does not exist (QueueDoesNotExist): a pod a
+    user creates gets an admission warning; a controller's pods, whose warnings nobody
+    sees, get a Warning event on their workload and PodGroup."""
+    async with corner(cluster, "noqueue", nodes=1) as here:
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": "solo", "namespace": here.namespace, "labels": {"kai.scheduler/queue": "nope"}},
+               "spec": {"schedulerName": "kai-scheduler", **here.placement,
+                        "containers": [{"name": "main", "image": "registry.example/x:1"}]}}
+        done = cluster.kubectl_run("create", "-f", "-", input=yaml.safe_dump(pod))
+        assert done.returncode == 0, done.stderr
+        assert 'KAI queue "nope"' in done.stderr and "does not exist" in done.stderr, done.stderr
+        dep = await create_deployment(here, Flavor("kai", "kai-scheduler", KAI.podgroups,
+                                                   workload_labels={"kai.scheduler/queue": "nope"}), "web", 2)
+        events = await here.wait_events("SchedulerSettingProblem", 'KAI queue "nope"')
+        kinds = {e["involvedObject"]["kind"] for e in events}
+        await until(lambda: _event_kinds(here, "SchedulerSettingProblem", {"Deployment", "PodGroup"}),
+                    "the warning on the Deployment and on its PodGroup")
+        group = await podgroup(here, KAI, owned_group(dep))
+        assert group["spec"]["queue"] == "nope" and kinds
+
+        async def kai_says_so():
+            got = await podgroup(here, KAI, owned_group(dep))
+            return "QueueDoesNotExist" in str((got.get("status") or {}).get("schedulingConditions"))
+        await until(kai_says_so, "KAI's own verdict QueueDoesNotExist on the group")
+
+
+async def _event_kinds(here: Corner, reason: str, wanted: set[str]) -> bool:
+    return wanted <= {e["involvedObject"]["kind"] for e in await here.events(reason)}

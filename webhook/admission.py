@@ -381,9 +381,11 @@ class Admission:
         verdict = Verdict(True, "patched", gang.reason, group=gang.name)
         if gang.hand_made:
             await self._check_hand_made(gang.name, review.namespace, backend, deadline, verdict)
-        elif gang.owner_less and not review.dry_run:
-            await self._create_owner_less(pod, chain, review.namespace, backend, deadline, verdict,
-                                          named=named is not None)
+        elif gang.owner_less:
+            verdict.warnings += self.podgroups.settings_problems(pod, backend)
+            if not review.dry_run:
+                await self._create_owner_less(pod, chain, review.namespace, backend, deadline, verdict,
+                                              named=named is not None)
         if verdict.group is not None:
             verdict.patch = backend.membership_patch(pod, verdict.group)
             if gang.hand_made:

@@ -77,6 +77,12 @@ class PodGroups:
         labels = ((podgroup or {}).get("metadata") or {}).get("labels") or {}
         return isinstance(labels, dict) and labels.get(self.settings.managed_by_label) == self.settings.managed_by_value
 
+    def settings_problems(self, pod: Any, backend: Backend) -> tuple[str, ...]:
+        """What the scheduler will make of an owner-less pod's group settings (a KAI queue
+        that does not exist), as far as the cluster is known: an admission warning."""
+        options = backend.gang_options(GangSource(pods=(pod,), facts=self.facts.get(backend)))
+        return tuple(options.get("problems") or ())
+
     def manifest_for_owner_less(self, namespace: str, name: str, backend: Backend,
                                 pod: Any = None, facts: ClusterFacts = ClusterFacts()) -> dict[str, Any]:
         """The group of one of an owner-less pod, with the backend's per-gang settings from the pod."""

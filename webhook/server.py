@@ -123,6 +123,8 @@ class WebhookServer:
     async def start(self) -> None:
         if self.events is not None:
             self.events.start()
+        for backend in self.settings.enabled_backends:
+            self.podgroups.facts.get(backend)  # listed in the background from the start
         self.certificate = ServingCertificate(self.config.cert_dir, self.metrics)
         self.connections = ConnectionTable(self.config.limits, self.metrics)
         listener = Listener(

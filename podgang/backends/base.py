@@ -238,6 +238,11 @@ class Backend(ABC):
         list of objects, or None when that kind could not be read)."""
         return ClusterFacts()
 
+    def settings_drift(self, podgroup: Any, options: Mapping[str, Any]) -> list[str]:
+        """What differs between a live group podgang made and the settings it would give
+        it now, that is never changed on a live group (KAI's queue); said, not written."""
+        return []
+
     #: cluster-scoped resources :class:`ClusterFacts` are read from for this backend
     #: (PriorityClasses, queues); the grouper watches them, the webhook lists them
     fact_resources: tuple[Resource, ...] = ()

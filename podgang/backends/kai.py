@@ -167,6 +167,25 @@ class KaiBackend(MinMemberPodGroups):
             options["problems"] = tuple(problems)
         return options
 
+    def settings_drift(self, podgroup: Any, options: Mapping[str, Any]) -> list[str]:
+        """KAI's own grouper never moves a live group to another queue; podgang neither."""
+        live = as_dict(spec(podgroup)).get("queue")
+        wanted = options.get("queue")
+        if not isinstance(live, str) or not isinstance(wanted, str) or not wanted or live == wanted:
+            return []
+        origins = options.get("origins")
+        where = next((str(o[1]) for o in (origins if isinstance(origins, (list, tuple)) else ())
+                      if isinstance(o, (list, tuple)) and len(o) == 2 and o[0] == "queue"), "")
+        return [f"the gang stays in KAI queue {quoted(live)}: its labels now name {quoted(wanted)} ({where}), and "
+                f"a live PodGroup's queue is never moved (KAI's own pod-grouper does not either); the next group made "
+                f"for this workload takes the new queue"]
+
+    def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        kept = super().slim_podgroup_spec(spec)
+        if isinstance(spec.get("queue"), str):
+            kept["queue"] = spec["queue"]
+        return kept
+
     def _queue(self, top: Any, pods: list[Any]) -> tuple[str, str]:
         for obj, who in ((top, "the top owner"), *((p, "the pod") for p in pods[:1])):
             value = labels(obj).get(QUEUE_LABEL) if obj is not None else None
