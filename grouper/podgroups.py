@@ -176,7 +176,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         problems = _pin_problems([actual, *hand], settings) + subgroup_problems
         if actual is None:
             problems += (
-                f"PodGroup {name} not found in namespace {namespace}: "
+                f"{_missing(cache, group_key, backend)}: "
                 f"{', '.join(display_name(w) for w in hand)} name it in their pod templates and their pods "
                 f"stay Pending until it exists; create it (podgang keeps its minMember at {mm.value})",
             )
@@ -205,7 +205,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         problems: tuple[str, ...] = ()
         if actual is None:
             problems = (
-                f"PodGroup {name} not found in namespace {namespace}: pod {_md(probe).get('name')} names it "
+                f"{_missing(cache, group_key, backend)}: pod {_md(probe).get('name')} names it "
                 f"and stays Pending until it exists",
             )
         return Desired(namespace, name, HAND_MADE, None, None, False, members=tuple(members), problems=problems)
@@ -231,6 +231,15 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
         problems=_pin_problems([actual, top_obj], settings),
     )
+
+
+def _missing(cache: Cache, group_key: str, backend: Backend | None) -> str:
+    """``PodGroup x not found in namespace ns``, as the backend spells its groups (a 1.35
+    Workload that lacks the pod group a pod names)."""
+    namespace, name = split_key(group_key)
+    if backend is None:
+        return f"PodGroup {name} not found in namespace {namespace}"
+    return backend.missing_group(name, namespace, cache.podgroups.holder(backend, group_key))
 
 
 def _pin_problems(objs: list[Any], settings: Settings) -> tuple[str, ...]:

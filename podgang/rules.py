@@ -310,7 +310,7 @@ def hand_made_group(obj: Any, settings: Settings = DEFAULT) -> str | Denial | No
     if named is None or isinstance(named, Denial):
         return named
     name, key = named
-    if not is_valid_group_name(name):
+    if not all(is_valid_group_name(part) for part in _keys_of(obj, settings).name_parts(name)):
         return Denial(
             f"{key}={_q(name)} is not a valid PodGroup name: use lower-case letters, digits, '-' and '.', "
             f"starting and ending with a letter or digit, at most {MAX_NAME} characters"

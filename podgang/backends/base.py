@@ -206,6 +206,32 @@ class Backend(ABC):
         status), or None when it says nothing podgang can read."""
         return None
 
+    # -- an object that holds several gangs (a 1.35 Workload's pod groups) -------
+    # Every other scheduler's PodGroup is one gang of the same name: these defaults.
+
+    def holder_name(self, group: str) -> str:
+        """The name of the object that holds gang ``group``."""
+        return group
+
+    def name_parts(self, group: str) -> tuple[str, ...]:
+        """The object names gang ``group`` is made of (each must be a valid name)."""
+        return (group,)
+
+    def gangs_in(self, podgroup: Any) -> tuple[str, ...]:
+        """The gangs one PodGroup object holds, by name."""
+        name = metadata(podgroup).get("name")
+        return (name,) if isinstance(name, str) and name else ()
+
+    def gang_view(self, holder: Any, group: str) -> Any | None:
+        """``holder`` (the object :meth:`holder_name` names) as gang ``group``'s PodGroup,
+        None when it does not hold that gang."""
+        return holder
+
+    def missing_group(self, group: str, namespace: str, holder: Any | None) -> str:
+        """What is said of gang ``group`` when it does not exist (``holder``: the object that
+        should hold it, when that exists)."""
+        return f"{self.podgroup.kind} {group} not found in namespace {namespace}"
+
     def is_podgroup(self, obj: Any) -> bool:
         obj = as_dict(obj)
         return obj.get("kind") == self.podgroup.kind and obj.get("apiVersion") == self.podgroup.api_version
