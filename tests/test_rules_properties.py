@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from podgang import kinds, objects, rules
 from podgang.backends.base import Backend
-from podgang.backends import BACKENDS, NativeBackend
+from podgang.backends import BACKENDS, NativeBackend, NativeWorkloads
 from podgang.kinds import OWNER_KINDS
 from podgang.objects import OwnerRef
 from podgang.rollouts import WorkloadPods
@@ -528,6 +528,11 @@ BACKEND_ARGS = {
     "subgroups_of": lambda d: (d.draw(anything),),
     "subgroups_patch": lambda d: (d.draw(anything), d.draw(st.dictionaries(st.text(max_size=70), st.integers(0, 10)))),
     "for_discovery": lambda d: (d.draw(st.none() | st.dictionaries(st.text(max_size=12), json_any)),),
+    "holder_name": lambda d: (d.draw(st.text(max_size=300)),),
+    "name_parts": lambda d: (d.draw(st.text(max_size=300)),),
+    "gangs_in": lambda d: (d.draw(anything),),
+    "gang_view": lambda d: (d.draw(anything), d.draw(st.text(max_size=300))),
+    "missing_group": lambda d: (d.draw(st.text(max_size=300)), d.draw(st.text(max_size=70)), d.draw(anything)),
 }
 
 
@@ -536,8 +541,8 @@ def test_every_backend_method_is_covered():
     assert sorted(BACKEND_ARGS) == sorted(methods - {"podgroup_metadata", "build_podgroup"})
 
 
-#: every registered backend, and native in both of its API versions
-EVERY_BACKEND = {**BACKENDS, "native-v1beta1": NativeBackend("v1beta1")}
+#: every registered backend, and native in each of its API versions
+EVERY_BACKEND = {**BACKENDS, "native-v1beta1": NativeBackend("v1beta1"), "native-v1alpha1": NativeWorkloads()}
 
 
 @pytest.mark.parametrize("backend", sorted(EVERY_BACKEND))

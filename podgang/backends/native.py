@@ -222,7 +222,7 @@ def gang_name(workload: str, pod_group: str) -> str:
 def _workload_ref(obj: Any) -> tuple[str, str] | None:
     ref = as_dict(spec(obj).get(WORKLOAD_REF))
     name, group = ref.get("name"), ref.get("podGroup")
-    return (name, group) if isinstance(name, str) and name and isinstance(group, str) and group else None
+    return (name, group) if isinstance(name, str) and isinstance(group, str) else None  # the apiserver refuses ""
 
 
 def _policy_size(policy: Any) -> int | None:
