@@ -290,7 +290,11 @@ def build_plan(
         kind = obj.get("kind")
         backend = next((b for b in settings.enabled_backends if b.is_podgroup(obj)), None)
         if backend is not None and metadata(obj).get("name"):
-            defined[put(backend, obj)] = m
+            for refused in backend.refusals(obj):  # what the apiserver would not create
+                plan.denials.append(Finding(m.source, _what(obj, ns), refused))
+            holder = put(backend, obj)
+            for key in cache.podgroups.keys_of(backend, cache.store_for(backend)[holder]):
+                defined[key] = m  # a 1.35 Workload defines a gang per pod group
         elif kind == POD.kind:
             _admit_pod(plan, m.source, obj, ns, objects, settings, put, named_by_pods, random_names)
         elif kind in cache.workloads and metadata(obj).get("name"):
@@ -498,11 +502,12 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     elif desired.owner is not None:
         group.owner_text = f"{desired.owner.kind.lower()}/{desired.owner.name}"
     plan.groups[(ns, group.name)] = group
+    missing = backend.missing_group(name, ns, cache.podgroups.holder(backend, key))
     if desired.source == rules.HAND_MADE and actual is None:
         plan.warnings.append(Finding(named_by_pods.get(key) or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
-                                     rules.missing_group_warning(name, ns)))
+                                     rules.missing_group_warning(name, ns, missing)))
     for problem in desired.problems:
-        if actual is None and problem.startswith(f"PodGroup {name} not found"):
+        if actual is None and problem.startswith(missing):
             continue  # said once, as the webhook says it
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
 

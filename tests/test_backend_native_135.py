@@ -251,11 +251,28 @@ def test_the_spark_shared_gang_is_the_executors_plus_the_driver():
     assert desired.source == HAND_MADE and desired.min_member.value == 5
     assert dict(desired.contributions) == {"statefulset spark-executor": 4, "standalone pods": 1}
     assert len(desired.members) == 2
-    assert desired.problems == ("the native backend cannot express subgroups (spark-executor 4, standalone 1): the "
-                                "gang only needs minMember 5 pods in all, whichever workloads they belong to",)
+    # as recorded: the OrderedReady executors made one pod and wait for it to be Ready
+    assert desired.problems == (
+        "statefulset spark-executor has podManagementPolicy OrderedReady: it creates spark-executor-1 only once "
+        "spark-executor-0 is Ready, and no pod of the gang is placed before 5 exist, but only 2 ever will: the gang "
+        "never forms. Set podManagementPolicy: Parallel (it cannot change on a live StatefulSet: recreate it)",
+        "the native backend cannot express subgroups (spark-executor 4, standalone 1): the gang only needs "
+        "minMember 5 pods in all, whichever workloads they belong to")
     actual = cache.podgroups.of(WORKLOADS, "seed002b/spark-job/spark-gang")
     assert WORKLOADS.min_member(actual) == 5 and plan_writes(desired, actual, SETTINGS) == []
     assert "seed002b/spark-job/spark-gang" in set(cache.podgroups)
+
+
+def test_parallel_executors_form_the_gang():
+    objs = _spark()
+    objs[1]["spec"]["podManagementPolicy"] = "Parallel"
+    desired = desired_group(_cache(*objs), "seed002b/spark-job/spark-gang")
+    assert not any("OrderedReady" in p for p in desired.problems)
+
+
+def test_an_ordered_ready_statefulset_that_only_needs_its_first_pod_is_fine():
+    objs = _spark(replicas=1)
+    assert not any("OrderedReady" in p for p in desired_group(_cache(*objs), "seed002b/spark-job/spark-gang").problems)
 
 
 def test_a_shared_gang_whose_workload_is_too_small_is_said_not_changed():

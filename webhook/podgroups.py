@@ -65,7 +65,7 @@ class PodGroups:
         self.missing_ttl = missing_ttl
         self.max_size = max_size
         self.clock = clock
-        self._seen: OrderedDict[tuple[str, str, str], tuple[float, Existence]] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str, str], tuple[float, Existence, str]] = OrderedDict()
         self._inflight: dict[tuple[str, str, str], asyncio.Future] = {}
 
     def is_managed(self, podgroup: Any) -> bool:
@@ -120,11 +120,12 @@ class PodGroups:
 
     async def exists(self, namespace: str, name: str, backend: Backend, *,
                      timeout: float | None = None) -> tuple[Existence, str]:
-        """Whether ``backend``'s PodGroup ``name`` exists (cached briefly; concurrent checks share one call)."""
+        """Whether ``backend``'s PodGroup ``name`` exists (cached briefly; concurrent checks share one call),
+        and what is wrong (a missing group: the backend's words, e.g. a 1.35 Workload without that pod group)."""
         key = (namespace, name, backend.name)
         seen = self._seen.get(key)
         if seen is not None and seen[0] > self.clock():
-            return seen[1], ""
+            return seen[1], seen[2]
         pending = self._inflight.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
@@ -146,26 +147,32 @@ class PodGroups:
         namespace, name, _ = key
         if self.api is None:
             return Existence.UNKNOWN, "no Kubernetes API access configured"
+        holder = backend.holder_name(name)  # a 1.35 Workload holds its gangs as pod groups
         try:
-            await self.api.get(backend.podgroup.path(namespace, name), timeout=timeout)
+            found = await self.api.get(backend.podgroup.path(namespace, holder), timeout=timeout)
         except NotFound as exc:
-            if exc.names(name):
-                self._remember(key, Existence.MISSING)
-                return Existence.MISSING, exc.message
+            if exc.names(holder):
+                missing = backend.missing_group(name, namespace, None)
+                self._remember(key, Existence.MISSING, missing)
+                return Existence.MISSING, missing
             self.metrics.api_error("get_podgroup", exc.status or None)
             return Existence.UNKNOWN, str(exc)
         except ApiError as exc:
             self.metrics.api_error("get_podgroup", exc.status or None)
             return Existence.UNKNOWN, str(exc)
+        if backend.gang_view(found, name) is None:
+            missing = backend.missing_group(name, namespace, found)
+            self._remember(key, Existence.MISSING, missing)
+            return Existence.MISSING, missing
         self._remember(key, Existence.EXISTS)
         return Existence.EXISTS, ""
 
-    def _remember(self, key: tuple[str, str, str], state: Existence) -> None:
+    def _remember(self, key: tuple[str, str, str], state: Existence, detail: str = "") -> None:
         ttl = self.exists_ttl if state is Existence.EXISTS else self.missing_ttl
         if ttl <= 0:
             self._seen.pop(key, None)
             return
-        self._seen[key] = (self.clock() + ttl, state)
+        self._seen[key] = (self.clock() + ttl, state, detail)
         self._seen.move_to_end(key)
         while len(self._seen) > self.max_size:
             self._seen.popitem(last=False)

@@ -232,6 +232,11 @@ class Backend(ABC):
         should hold it, when that exists)."""
         return f"{self.podgroup.kind} {group} not found in namespace {namespace}"
 
+    def refusals(self, podgroup: Any) -> list[str]:
+        """What the apiserver (or kubectl's strict validation) refuses in a PodGroup manifest
+        as written, in its words; empty when it would be created."""
+        return []
+
     def is_podgroup(self, obj: Any) -> bool:
         obj = as_dict(obj)
         return obj.get("kind") == self.podgroup.kind and obj.get("apiVersion") == self.podgroup.api_version
