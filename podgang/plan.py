@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import jsonpatch
 
 from podgang import kinds, rules
-from podgang.backends import Backend, GangSpec
+from podgang.backends import Backend, GangSpec, native
 from podgang.backends.base import PATCH
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
 from podgang.grouper.podgroups import Desired, desired_group, gang_options
@@ -523,6 +523,18 @@ def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:
     if resize.action != PATCH and not any(n.what == what for n in plan.notes):
         plan.notes.append(Finding(None, what, f"a live group keeps its size after a scale (say {group.namespace}/"
                                               f"{group.name} {size} → {size + 1}): {resize.why}"))
+
+
+def native_version_in(manifests: list[Manifest]) -> tuple[str, str] | None:
+    """The native API version the manifests are written for, and the first object that
+    says so (a 1.35 Workload, a pod or pod template setting ``spec.workloadRef``, a
+    ``scheduling.k8s.io`` PodGroup); None when none says."""
+    for m in manifests:
+        for obj in (m.obj, *(template for _, template in kinds.pod_templates(m.obj))):
+            version = native.written_for(obj)
+            if version is not None:
+                return version, f"{str(m.obj.get('kind')).lower()} {metadata(m.obj).get('name')} ({m.source})"
+    return None
 
 
 # ---------------------------------------------------------------------------

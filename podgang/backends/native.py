@@ -405,6 +405,19 @@ class NativeWorkloads(NativeBackend):
                 f"podGroups cannot change: recreate it with that pod group)")
 
 
+def written_for(obj: Any) -> str | None:
+    """The native API version an object is written for, when it says: a Workload or pod
+    ``workloadRef`` is 1.35's ``v1alpha1``, a ``scheduling.k8s.io`` PodGroup its own version."""
+    obj = as_dict(obj)
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if kind == "Workload" and api_version == f"{GROUP}/{V1ALPHA1}":
+        return V1ALPHA1
+    if kind == "PodGroup" and isinstance(api_version, str) and api_version.startswith(f"{GROUP}/"):
+        version = api_version.partition("/")[2]
+        return version if version in POD_GROUP_VERSIONS else None
+    return V1ALPHA1 if isinstance(spec(obj).get(WORKLOAD_REF), Mapping) else None
+
+
 def native_backend(version: str) -> NativeBackend:
     """The native backend for an API version discovery picked."""
     if version == V1ALPHA1:
