@@ -83,6 +83,8 @@ class Backend(ABC):
     pod_annotation_keys: tuple[str, ...] = ()
     #: pod spec fields the grouper must keep (membership in the spec, the priority class)
     pod_spec_keys: tuple[str, ...] = ()
+    #: the scheduler's verdict is read from the gang's pods (its PodGroup holds none)
+    verdict_on_pods: bool = False
 
     # -- pod membership -------------------------------------------------------
 

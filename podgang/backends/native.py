@@ -265,6 +265,7 @@ class NativeWorkloads(NativeBackend):
     verdict is on the pods alone (bound or not)."""
 
     pod_spec_keys = (WORKLOAD_REF,)
+    verdict_on_pods = True  # a Workload has no status
 
     def __init__(self) -> None:
         self.version = V1ALPHA1
