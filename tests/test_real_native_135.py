@@ -104,6 +104,12 @@ async def test_1_35_seed_002_gang_of_10_is_kept_whole_and_pending(cluster_135, p
     await gang_of_10_kept_whole(cluster_135, "1.35")
 
 
+async def test_1_35_seed_002_pytorch_gang_starts_together(cluster_135, podgang_135):
+    async with corner(cluster_135, "seed002-pytorch", nodes=1, labels=NATIVE_NAMESPACE_LABELS) as here:
+        await create_all(here, seed("12-seed002-pytorch.yaml", here, "1.35"))
+        await wait_bound(here, "pytorch", 4)
+
+
 async def test_1_35_seed_002_spark_shared_gang_is_bound_together(cluster_135, podgang_135):
     await spark_shared_gang(cluster_135, "1.35")
 
