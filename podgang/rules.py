@@ -519,7 +519,8 @@ def ordered_ready_problem(workload: Any, gang_size: int, others: int) -> str | N
     if policy != "OrderedReady" or not isinstance(replicas, int) or replicas < 2 or others + 1 >= gang_size:
         return None
     name = _dict(_dict(workload).get("metadata")).get("name") or "?"
-    return (f"statefulset {name} has podManagementPolicy OrderedReady{'' if spec.get('podManagementPolicy') else ' (the default)'}: "
+    default = "" if spec.get("podManagementPolicy") else " (the default)"
+    return (f"statefulset {name} has podManagementPolicy OrderedReady{default}: "
             f"it creates {name}-1 only once {name}-0 is Ready, and no pod of the gang is placed before "
             f"{gang_size} exist, but only {others + 1} ever will: the gang never forms. Set podManagementPolicy: "
             f"Parallel (it cannot change on a live StatefulSet: recreate it)")

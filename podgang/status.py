@@ -368,7 +368,8 @@ def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any,
     if actual is None:
         if desired.source == rules.HAND_MADE:
             backend = desired.backend or cache.settings.default_backend
-            missing = backend.missing_group(desired.name, desired.namespace, cache.podgroups.holder(backend, desired.key))
+            holder = cache.podgroups.holder(backend, desired.key)
+            missing = backend.missing_group(desired.name, desired.namespace, holder)
             gang.state, gang.state_text = MISSING, f"{missing}: its pods stay Pending"
         else:
             gang.state, gang.state_text = NOT_CREATED, (

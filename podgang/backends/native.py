@@ -353,7 +353,8 @@ class NativeWorkloads(NativeBackend):
                    for path in _unknown_fields(group)]
         if unknown:
             out.append(f'Workload in version "{V1ALPHA1}" cannot be handled as a Workload: strict decoding error: '
-                       f'{", ".join(unknown)} (remove them: a 1.35 pod group is a name and a policy, basic: {{}} or gang: {{minCount}})')
+                       f'{", ".join(unknown)} (remove them: a 1.35 pod group is a name and a policy, '
+                       f'basic: {{}} or gang: {{minCount}})')
         invalid = []
         count = len(as_list(spec(podgroup).get(POD_GROUPS)))
         if count > MAX_POD_GROUPS:
