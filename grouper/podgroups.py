@@ -175,10 +175,11 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         subgroups, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings)
         problems = _pin_problems([actual, *hand], settings) + subgroup_problems
         total = sum(value for _, value in contributions)
-        # (a StatefulSet's own gang is sized for OrderedReady by its kind: issue 18)
-        for w, (_, own) in zip(hand, contributions):  # the gang the scheduler waits for: the size in force
-            size = backend.min_member(actual) if backend is not None and actual is not None else None
-            ordered = rules.ordered_ready_problem(w, size or mm.value, total - own)
+        # the gang the scheduler waits for is the size in force (a StatefulSet's own gang is
+        # sized for OrderedReady by its kind: issue 18)
+        in_force = (backend.min_member(actual) if backend is not None and actual is not None else None) or mm.value
+        for w, (_, own) in zip(hand, contributions):
+            ordered = rules.ordered_ready_problem(w, in_force, total - own)
             if ordered:
                 problems += (ordered,)
         if actual is None:
