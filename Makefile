@@ -19,6 +19,9 @@ run: $(BIN)/.installed
 	@echo; echo '--- the other gang schedulers side by side: Volcano, native Kubernetes, coscheduling'; echo
 	$(BIN)/podgang plan examples/07-volcano-lws.yaml examples/08-native-training.yaml examples/09-coscheduling.yaml \
 		--backend volcano=volcano --backend default-scheduler=native --backend scheduler-plugins-scheduler=coscheduling
+	@echo; echo '--- seed 002 on Kubernetes 1.35: native gangs as Workloads (scheduling.k8s.io/v1alpha1)'; echo
+	$(BIN)/podgang plan examples/10-seed002-basic-gang.yaml examples/11-seed002-large-gang.yaml \
+		examples/12-seed002-pytorch.yaml examples/13-seed002-spark.yaml --backend default-scheduler=native
 
 # Every test, the real-cluster ones included (they start ../shared/kube-bin's control planes
 # and schedulers; on a clone without it they skip with one reason).

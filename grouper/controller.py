@@ -445,7 +445,7 @@ class Controller:
         namespace, name = split_key(key)
         backend = desired.backend or self.settings.default_backend
         d = backend.podgroup
-        path = d.path(namespace, name)
+        path = d.path(namespace, backend.holder_name(name))  # a 1.35 Workload holds its gangs by pod group
         try:
             if write.action == "create":
                 created = await self.api.create(d.path(namespace), write.body)
@@ -535,7 +535,7 @@ class Controller:
             self.metrics.conflicts.inc()
             log.info("write raced with another change: re-reading", extra={"fields": {
                 "group": key, "action": write.action, "reason": exc.reason, "status": exc.status}})
-            await self._reread(namespace, name, backend)
+            await self._reread(namespace, backend.holder_name(name), backend)
             return False
         self._warn_once((GROUP, key, "write"), (f"cannot {write.action} PodGroup {name}: {exc}",),
                         [actual] if actual else [], "PodGroupWriteFailed")
@@ -547,7 +547,7 @@ class Controller:
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            cached = self.cache.podgroups.of(backend, f"{namespace}/{name}")
+            cached = self.cache.podgroups.store(backend).get(f"{namespace}/{name}")
             if cached is not None:
                 self._forget(backend, cached)
             return

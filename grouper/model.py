@@ -311,20 +311,36 @@ class PodGroupStores(Mapping[str, Obj]):
 
     def backend_of(self, key: str) -> Backend | None:
         """The backend whose store holds PodGroup ``key``."""
-        return next((self.backends[n] for n, store in self.stores.items() if key in store), None)
+        return next((b for b in self.backends.values() if self.of(b, key) is not None), None)
+
+    def holder(self, backend: Backend | None, key: str) -> Obj | None:
+        """The object in ``backend``'s store that holds gang ``key`` (its PodGroup; a 1.35
+        Workload holds one gang per pod group), whether or not it holds that gang."""
+        if backend is None or backend.name not in self.stores:
+            return None
+        namespace, name = split_key(key)
+        return self.stores[backend.name].get(key_of(namespace, backend.holder_name(name)))
 
     def of(self, backend: Backend | None, key: str) -> Obj | None:
-        """PodGroup ``key`` in ``backend``'s store."""
-        return self.stores[backend.name].get(key) if backend is not None and backend.name in self.stores else None
+        """PodGroup ``key`` in ``backend``'s store (as that gang's own)."""
+        holder = self.holder(backend, key)
+        return backend.gang_view(holder, split_key(key)[1]) if holder is not None and backend is not None else None
 
     def __getitem__(self, key: str) -> Obj:
-        for store in self.stores.values():
-            if key in store:
-                return store[key]
+        for backend in self.backends.values():
+            found = self.of(backend, key)
+            if found is not None:
+                return found
         raise KeyError(key)
 
+    def keys_of(self, backend: Backend, obj: Mapping[str, Any]) -> list[str]:
+        """The gang keys one cached object of ``backend`` holds."""
+        namespace = _d(obj.get("metadata")).get("namespace") or ""
+        return [key_of(namespace, gang) for gang in backend.gangs_in(obj)]
+
     def __iter__(self) -> Iterator[str]:
-        return iter({k: None for store in self.stores.values() for k in store})
+        return iter({k: None for name, store in self.stores.items() for obj in store.values()
+                     for k in self.keys_of(self.backends[name], obj)})
 
     def __len__(self) -> int:
         return sum(len(store) for store in self.stores.values())
@@ -470,9 +486,12 @@ class Cache:
         may be None) and say what needs a look. The store itself is already updated."""
         if kind == "Pod":
             return self._apply_pod(old, new)
-        if self._podgroup_backend(kind) is not None:
+        backend = self._podgroup_backend(kind)
+        if backend is not None:
             changes = Changes(urgent=True)
-            changes.groups.add(obj_key(new or old or {}))
+            for obj in (old, new):
+                if obj is not None:
+                    changes.groups.update(self.podgroups.keys_of(backend, obj))
             return changes
         return self._apply_workload(kind, old, new)
 

@@ -179,9 +179,17 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
             by_subgroup[named or rules.STANDALONE] = by_subgroup.get(named or rules.STANDALONE, 0) + 1
         subgroups, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings)
         problems = _pin_problems([actual, *hand], settings) + subgroup_problems
+        total = sum(value for _, value in contributions)
+        # the gang the scheduler waits for is the size in force (a StatefulSet's own gang is
+        # sized for OrderedReady by its kind: issue 18)
+        in_force = (backend.min_member(actual) if backend is not None and actual is not None else None) or mm.value
+        for w, (_, own) in zip(hand, contributions):
+            ordered = rules.ordered_ready_problem(w, in_force, total - own)
+            if ordered:
+                problems += (ordered,)
         if actual is None:
             problems += (
-                f"PodGroup {name} not found in namespace {namespace}: "
+                f"{_missing(cache, group_key, backend)}: "
                 f"{', '.join(display_name(w) for w in hand)} name it in their pod templates and their pods "
                 f"stay Pending until it exists; create it (podgang keeps its minMember at {mm.value})",
             )
@@ -210,7 +218,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         problems: tuple[str, ...] = ()
         if actual is None:
             problems = (
-                f"PodGroup {name} not found in namespace {namespace}: pod {_md(probe).get('name')} names it "
+                f"{_missing(cache, group_key, backend)}: pod {_md(probe).get('name')} names it "
                 f"and stays Pending until it exists",
             )
         return Desired(namespace, name, HAND_MADE, None, None, False, members=tuple(members), problems=problems)
@@ -236,6 +244,15 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
         problems=_pin_problems([actual, top_obj], settings),
     )
+
+
+def _missing(cache: Cache, group_key: str, backend: Backend | None) -> str:
+    """``PodGroup x not found in namespace ns``, as the backend spells its groups (a 1.35
+    Workload that lacks the pod group a pod names)."""
+    namespace, name = split_key(group_key)
+    if backend is None:
+        return f"PodGroup {name} not found in namespace {namespace}"
+    return backend.missing_group(name, namespace, cache.podgroups.holder(backend, group_key))
 
 
 def _pin_problems(objs: list[Any], settings: Settings) -> tuple[str, ...]:

@@ -202,6 +202,8 @@ def _slim_deployment(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 
 def _slim_statefulset(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     out = _slim_replicas(s, slim_template)
+    if "podManagementPolicy" in s:  # OrderedReady makes one pod at a time: a gang of more may never form
+        out["podManagementPolicy"] = s["podManagementPolicy"]
     if "updateStrategy" in s:  # its type and partition: where a rollout ends
         strategy = as_dict(s["updateStrategy"])
         out["updateStrategy"] = {"type": strategy.get("type"), "rollingUpdate": {

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import jsonpatch
 
 from podgang import kinds, rules
-from podgang.backends import Backend, GangSpec
+from podgang.backends import Backend, GangSpec, native
 from podgang.backends.base import PATCH, gang_spec
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
 from podgang.grouper.podgroups import Desired, desired_group, gang_options
@@ -290,7 +290,11 @@ def build_plan(
         kind = obj.get("kind")
         backend = next((b for b in settings.enabled_backends if b.is_podgroup(obj)), None)
         if backend is not None and metadata(obj).get("name"):
-            defined[put(backend, obj)] = m
+            for refused in backend.refusals(obj):  # what the apiserver would not create
+                plan.denials.append(Finding(m.source, _what(obj, ns), refused))
+            holder = put(backend, obj)
+            for key in cache.podgroups.keys_of(backend, cache.store_for(backend)[holder]):
+                defined[key] = m  # a 1.35 Workload defines a gang per pod group
         elif kind == POD.kind:
             _admit_pod(plan, m.source, obj, ns, objects, settings, put, named_by_pods, random_names)
         elif kind in cache.workloads and metadata(obj).get("name"):
@@ -498,11 +502,12 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     elif desired.owner is not None:
         group.owner_text = f"{desired.owner.kind.lower()}/{desired.owner.name}"
     plan.groups[(ns, group.name)] = group
+    missing = backend.missing_group(name, ns, cache.podgroups.holder(backend, key))
     if desired.source == rules.HAND_MADE and actual is None:
         plan.warnings.append(Finding(named_by_pods.get(key) or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
-                                     rules.missing_group_warning(name, ns)))
+                                     rules.missing_group_warning(name, ns, missing)))
     for problem in desired.problems:
-        if actual is None and problem.startswith(f"PodGroup {name} not found"):
+        if actual is None and problem.startswith(missing):
             continue  # said once, as the webhook says it
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
     for problem in group.options.get("problems") or ():
@@ -520,6 +525,18 @@ def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:
     if resize.action != PATCH and not any(n.what == what for n in plan.notes):
         plan.notes.append(Finding(None, what, f"a live group keeps its size after a scale (say {group.namespace}/"
                                               f"{group.name} {size} → {size + 1}): {resize.why}"))
+
+
+def native_version_in(manifests: list[Manifest]) -> tuple[str, str] | None:
+    """The native API version the manifests are written for, and the first object that
+    says so (a 1.35 Workload, a pod or pod template setting ``spec.workloadRef``, a
+    ``scheduling.k8s.io`` PodGroup); None when none says."""
+    for m in manifests:
+        for obj in (m.obj, *(template for _, template in kinds.pod_templates(m.obj))):
+            version = native.written_for(obj)
+            if version is not None:
+                return version, f"{str(m.obj.get('kind')).lower()} {metadata(m.obj).get('name')} ({m.source})"
+    return None
 
 
 # ---------------------------------------------------------------------------

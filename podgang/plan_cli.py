@@ -11,6 +11,7 @@ says why it failed.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import re
 import sys
@@ -19,9 +20,11 @@ from typing import Any, Callable, TextIO
 import orjson
 import yaml
 
+from podgang import api
+from podgang.backends import native
 from podgang.manifests import ManifestError, read_manifests
 from podgang.options import add_backend_flags, add_flag, backends_from
-from podgang.plan import ScaleError, plan_with_scale, podgroup_manifests
+from podgang.plan import Finding, ScaleError, native_version_in, plan_with_scale, podgroup_manifests
 from podgang.settings import Settings
 
 OUTPUTS = ("text", "yaml", "json")
@@ -49,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", action="append", type=_scale, default=[], metavar="KIND/NAME=N",
                         help="show what minMember becomes after scaling a workload (repeatable)")
     add_backend_flags(parser)
+    add_flag(parser, "--native-version", choices=("auto", *native.VERSIONS), default="auto",
+             help="the native gang API to plan for: v1beta1 (Kubernetes 1.37), v1alpha2 (1.36), v1alpha1 (1.35's "
+                  "Workloads); auto (default): what API discovery picks with --kubeconfig, else what the "
+                  "manifests are written for, else v1alpha2")
+    parser.add_argument("--kubeconfig", help="with --native-version auto: ask this cluster's API discovery which "
+                                             "native version it serves (nothing else is read from it)")
     add_flag(parser, "--exclude-namespace", default=["kube-system"], repeat=True,
              help="namespaces podgang leaves alone (repeatable)")
     parser.add_argument("--namespace", default="default", help="namespace of manifests that name none (default: default)")
@@ -61,15 +70,25 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         backends=backends_from(args),
         excluded_namespaces=tuple(args.exclude_namespace),
     )
+    native_note = None
     try:
         manifests = read_manifests(args.paths)
+        if any(b.name == native.NATIVE.name for b in settings.enabled_backends):
+            version, why = _native_version(args, manifests)
+            settings = settings.with_changes(backends=tuple(
+                (name, native.native_backend(version) if b.name == native.NATIVE.name else b)
+                for name, b in settings.backends))
+            native_note = Finding(None, "native gangs", f"planned for {native.GROUP}/{version} "
+                                  f"(Kubernetes {native.KUBERNETES[version]}): {why}")
         plan = plan_with_scale(manifests, dict(args.scale), settings, args.namespace)
         problems = out_of_bounds(plan)
-    except (ManifestError, ScaleError) as exc:
+    except (ManifestError, ScaleError, NativeVersionError) as exc:
         problems = str(exc).splitlines()
     if problems:
         _report(err, [f"podgang plan: {problem}" for problem in problems])
         return 2
+    if native_note is not None:
+        plan.notes.insert(0, native_note)
     if args.output == "json":
         _write(out, lambda s: s.write(orjson.dumps(plan_as_dict(plan), option=orjson.OPT_INDENT_2).decode() + "\n"))
     elif args.output == "yaml":
@@ -79,6 +98,36 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if args.output != "text":  # stdout holds manifests or data: the findings go to the user on stderr
         _report(err, findings_text(plan))
     return 1 if plan.denials else 0
+
+
+class NativeVersionError(ValueError):
+    """--native-version auto could not ask the cluster it was given."""
+
+
+def _native_version(args: argparse.Namespace, manifests) -> tuple[str, str]:
+    """The native API version to plan for, and why."""
+    if args.native_version != "auto":
+        return args.native_version, "--native-version"
+    if args.kubeconfig:
+        return asyncio.run(_discovered_version(args.kubeconfig))
+    found = native_version_in(manifests)
+    if found is not None:
+        return found[0], f"{found[1]} is written for it (--native-version to plan for another)"
+    return native.V1ALPHA2, "the default (--native-version, or --kubeconfig to ask a cluster)"
+
+
+async def _discovered_version(kubeconfig: str) -> tuple[str, str]:
+    try:
+        client = await api.make_api_client(kubeconfig)
+    except Exception as exc:  # an unreadable kubeconfig: said, not a traceback
+        raise NativeVersionError(f"--kubeconfig {kubeconfig}: {exc}") from exc
+    try:
+        document = await api.Api(client, timeout=10).get(native.DISCOVERY_PATH)
+        return native.native_version(document), f"API discovery ({native.DISCOVERY_PATH}) of {kubeconfig}"
+    except (api.ApiError, ValueError) as exc:
+        raise NativeVersionError(f"cannot tell which native gang API the cluster serves: {exc}") from exc
+    finally:
+        await client.close()
 
 
 def _write(stream: TextIO, write: Callable[[TextIO], None]) -> None:

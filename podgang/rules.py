@@ -310,7 +310,7 @@ def hand_made_group(obj: Any, settings: Settings = DEFAULT) -> str | Denial | No
     if named is None or isinstance(named, Denial):
         return named
     name, key = named
-    if not is_valid_group_name(name):
+    if not all(is_valid_group_name(part) for part in _keys_of(obj, settings).name_parts(name)):
         return Denial(
             f"{key}={_q(name)} is not a valid PodGroup name: use lower-case letters, digits, '-' and '.', "
             f"starting and ending with a letter or digit, at most {MAX_NAME} characters"
@@ -378,9 +378,11 @@ def gang_for_pod(
     return Denial("the pod has neither metadata.name nor metadata.generateName")
 
 
-def missing_group_warning(name: str, namespace: str) -> str:
-    """What a user is told when a pod names a PodGroup that does not exist."""
-    return f"PodGroup {name} not found in namespace {namespace}: the pod stays Pending until it exists"
+def missing_group_warning(name: str, namespace: str, missing: str | None = None) -> str:
+    """What a user is told when a pod names a PodGroup that does not exist (``missing``:
+    what is missing, in the backend's words: :meth:`Backend.missing_group`)."""
+    missing = missing or f"PodGroup {name} not found in namespace {namespace}"
+    return f"{missing}: the pod stays Pending until it exists"
 
 
 def unlisted_subgroup_warning(subgroup: str, group: str, listed: Sequence[str]) -> str:
@@ -508,6 +510,27 @@ def template_subgroup(workload: Any, settings: Settings = DEFAULT) -> str | None
 def workload_subgroup(workload: Any, settings: Settings = DEFAULT) -> str:
     """A workload's subgroup: the one its pod template names, else the workload's name."""
     return template_subgroup(workload, settings) or str(metadata(workload).get("name") or "")
+
+
+def ordered_ready_problem(workload: Any, gang_size: int, others: int) -> str | None:
+    """Why a StatefulSet's gang can never form, or None. With ``podManagementPolicy:
+    OrderedReady`` (the default) its controller creates pod N+1 only once pod N is Ready,
+    and under a gang scheduler pod 0 is not placed before ``gang_size`` pods exist: only
+    ``others`` (the gang's other pods) and its pod 0 ever do (seed 002's Spark executors,
+    recorded on a real 1.35 control plane)."""
+    if _dict(workload).get("kind") != "StatefulSet":
+        return None
+    spec = _dict(_dict(workload).get("spec"))
+    policy = spec.get("podManagementPolicy") or "OrderedReady"  # the apiserver's default
+    replicas = spec.get("replicas", 1)
+    if policy != "OrderedReady" or not isinstance(replicas, int) or replicas < 2 or others + 1 >= gang_size:
+        return None
+    name = _dict(_dict(workload).get("metadata")).get("name") or "?"
+    default = "" if spec.get("podManagementPolicy") else " (the default)"
+    return (f"statefulset {name} has podManagementPolicy OrderedReady{default}: "
+            f"it creates {name}-1 only once {name}-0 is Ready, and no pod of the gang is placed before "
+            f"{gang_size} exist, but only {others + 1} ever will: the gang never forms. Set podManagementPolicy: "
+            f"Parallel (it cannot change on a live StatefulSet: recreate it)")
 
 
 def min_available(obj: Any, settings: Settings = DEFAULT) -> tuple[int | None, str | None]:

@@ -32,7 +32,7 @@ from podgang.grouper.podgroups import (
     with_owners,
 )
 from podgang.grouper.stale import format_duration
-from podgang.objects import as_dict, as_list, is_active, is_terminating, metadata, pod_phase, status
+from podgang.objects import as_dict, as_list, is_active, is_terminating, metadata, pod_phase, spec, status
 from podgang.settings import Settings
 
 # the grouper's events about a gang's staleness (grouper/controller.py)
@@ -143,6 +143,7 @@ class GangStatus:
     evicted_at: datetime | None = None
     scheduler: Verdict | None = None
     problems: list[str] = field(default_factory=list)
+    kind: str = "PodGroup"  # the object that holds the gang (1.35: a Workload, one per pod group)
     events: list[dict[str, Any]] = field(default_factory=list)  # the group's, oldest first
 
     @property
@@ -238,6 +239,21 @@ def scheduler_verdict(backend: Backend, podgroup: Mapping[str, Any] | None) -> V
     return None
 
 
+def pods_verdict(pods: list[Mapping[str, Any]], size: int | None) -> Verdict:
+    """The scheduler's verdict read from a gang's pods, where its group holds none (a 1.35
+    Workload has no status, and its waiting pods no condition): bound, or not yet."""
+    live = [p for p in pods if not is_terminating(p)]
+    placed = sum(1 for p in live if spec(p).get("nodeName"))
+    said = next((m for p in live if (m := pod_scheduling_message(p))), None)
+    if live and placed == len(live):
+        return Verdict("scheduled", f"{placed} of {len(live)} pods bound")
+    if said:
+        return Verdict("unschedulable", said)
+    need = f", {size} needed" if size else ""
+    return Verdict("waiting", f"{placed} of {len(live)} pods bound{need}; the scheduler says nothing on the pods "
+                              f"of a gang that waits (Kubernetes 1.35)")
+
+
 def pod_scheduling_message(pod: Mapping[str, Any]) -> str | None:
     """Why the scheduler has not placed a pod (its PodScheduled=False condition)."""
     for c in as_list(status(pod).get("conditions")):
@@ -307,7 +323,9 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
         actual is not None and is_managed(actual, settings), current, wanted, origin,
         owner=f"{desired.owner.kind.lower()}/{desired.owner.name}" if desired.owner is not None else "",
         scheduler=scheduler_verdict(backend, raw_group), problems=list(desired.problems),
-        events=events_about(snapshot.events, backend.podgroup.kind, desired.namespace, desired.name),
+        events=events_about(snapshot.events, backend.podgroup.kind, desired.namespace,
+                            backend.holder_name(desired.name)),  # a 1.35 Workload's events are its pod groups'
+        kind=backend.podgroup.kind,
     )
     for part in desired.subgroups:
         gang.subgroups[part.name] = SubgroupStatus(part.min_member, part.reason)
@@ -322,6 +340,8 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
         if subgroup:
             gang.subgroups.setdefault(subgroup, SubgroupStatus()).members[state] += 1
     gang.pending_pods.sort()
+    if backend.verdict_on_pods and actual is not None:
+        gang.scheduler = pods_verdict(counted, gang.min_member)
     _decide_state(gang, cache, desired, actual, snapshot.now, grace_default, bool(counted), snapshot.grouper)
     return gang
 
@@ -347,7 +367,10 @@ def _decide_state(gang: GangStatus, cache: Cache, desired: Desired, actual: Any,
         return
     if actual is None:
         if desired.source == rules.HAND_MADE:
-            gang.state, gang.state_text = MISSING, "the PodGroup does not exist: its pods stay Pending"
+            backend = desired.backend or cache.settings.default_backend
+            holder = cache.podgroups.holder(backend, desired.key)
+            missing = backend.missing_group(desired.name, desired.namespace, holder)
+            gang.state, gang.state_text = MISSING, f"{missing}: its pods stay Pending"
         else:
             gang.state, gang.state_text = NOT_CREATED, (
                 "the grouper has not created the PodGroup: no grouper is running" if grouper is not None
@@ -494,9 +517,10 @@ def waits_for(gang: GangStatus, pod: Mapping[str, Any], grouper: Grouper | None 
     """What stands between the gang and running, most direct first."""
     out: list[str] = []
     if gang.state == MISSING:
-        out.append(f"PodGroup {gang.name} to be created in namespace {gang.namespace} (pods naming it stay Pending)")
+        what = f"{gang.kind} {gang.name}" if gang.kind == "PodGroup" else f"the {gang.kind} that holds {gang.name}"
+        out.append(f"{what} to be created in namespace {gang.namespace} (pods naming it stay Pending)")
     elif gang.state == NOT_CREATED:
-        out.append(f"the grouper to create PodGroup {gang.name} (minMember {gang.wanted})")
+        out.append(f"the grouper to create {gang.kind} {gang.name} (minMember {gang.wanted})")
     elif gang.state in (WAITING, EVICTED):
         shown = ", ".join(gang.pending_pods[:5]) + (" …" if len(gang.pending_pods) > 5 else "")
         missing = (gang.min_member or 1) - gang.running

@@ -115,8 +115,8 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     api_client = await api.make_api_client(args.kubeconfig, context=args.context)
     try:
         client = api.Api(api_client, timeout=args.request_timeout)
-        reader = Reader(client, await discovered(client, settings),  # native: the version the cluster serves
-                        lease=args.grouper_lease)
+        settings = await discovered(client, settings)  # native: the version the cluster serves, for all below
+        reader = Reader(client, settings, lease=args.grouper_lease)
         looks = 0
         shown = failure = told = None
         code = OK
@@ -299,6 +299,7 @@ def gang_as_dict(gang: GangStatus) -> dict[str, Any]:
     return {
         "namespace": gang.namespace,
         "group": gang.name,
+        "kind": gang.kind,
         "backend": gang.backend,
         "state": gang.state,
         "message": gang.state_text,
@@ -418,6 +419,6 @@ def explanation_text(found: Explanation, now: datetime) -> str:
     lines.append(f"Events of pod {found.pod}:")
     lines += _event_lines(found.pod_events, now)
     if found.group is not None:
-        lines.append(f"Events of PodGroup {found.group}:")
+        lines.append(f"Events of {found.gang.kind if found.gang is not None else 'PodGroup'} {found.group}:")
         lines += _event_lines(found.group_events, now)
     return "\n".join(lines) + "\n"

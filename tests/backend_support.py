@@ -3,16 +3,25 @@ scheduler name it serves, and its PodGroup resource in the API emulator."""
 
 from __future__ import annotations
 
+import asyncio
+from contextlib import asynccontextmanager
 from typing import Any
 
-from podgang.backends import COSCHEDULING, NATIVE, VOLCANO
+import jsonpatch
+
+from podgang.backends import COSCHEDULING, NATIVE, VOLCANO, NativeWorkloads
 from podgang.backends.base import Backend
+from podgang.events import EventRecorder, EventSink
+from podgang.grouper.controller import Controller, Options
 from podgang.settings import Settings
-from tests.kube_emulator import ResourceType
+from tests.grouper_support import pod
+from tests.kube_emulator import KubeEmulator, ResourceType
 from tests.webhook_support import review
 
 SCHEDULERS = {"volcano": (VOLCANO, "volcano"), "coscheduling": (COSCHEDULING, "scheduler-plugins-scheduler"),
-              "native": (NATIVE, "default-scheduler")}
+              "native": (NATIVE, "default-scheduler"),
+              "native-1.35": (NativeWorkloads(), "default-scheduler")}  # seed 002's Workload API
+NS = "team"
 
 
 def settings_for(name: str) -> Settings:
@@ -40,3 +49,26 @@ def bare_pod_review(scheduler: str) -> dict:
     for c in pod["spec"]["containers"]:
         c.pop("resources", None)
     return doc
+
+
+def member(name: str, rs: dict, backend: Backend, scheduler: str, group: str | None) -> dict:
+    """A pod of ``rs`` carrying ``group`` as the webhook would have written it."""
+    p = pod(name, owner=rs, ns=NS, scheduler=scheduler, labels={"app": "web"})
+    return jsonpatch.apply_patch(p, backend.membership_patch(p, group)) if group else p
+
+
+@asynccontextmanager
+async def grouper(name: str):
+    backend, _ = SCHEDULERS[name]
+    async with KubeEmulator() as emu:
+        emu.register(resource(backend))
+        client = emu.api_client()
+        controller = Controller(client, settings_for(name), Options(resync_period=300.0, request_timeout=5.0),
+                                events=EventSink(EventRecorder(client, "podgang-grouper")))
+        task = asyncio.create_task(controller.run())
+        try:
+            yield emu, controller
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await client.close()

@@ -68,3 +68,23 @@ def podgang(cluster, tmp_path_factory):
         "excludedNamespaces": ["kube-system", realcluster.TEST_OWN_NAMESPACE]}).install()
     yield installed
     installed.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_135(tmp_path_factory):
+    """Kubernetes 1.35 (seed 002's Workload API): kube-scheduler does the gang work, no other scheduler."""
+    started = _start(tmp_path_factory, "1.35", ())
+    yield started
+    started.down()
+    _started.remove(started)
+
+
+@pytest.fixture(scope="session")
+def podgang_135(cluster_135, tmp_path_factory):
+    """podgang on ``cluster_135`` as the chart deploys it with default-scheduler=native (in the
+    namespaces labelled podgang.io/native=enabled); the grouper finds 1.35's Workloads by discovery."""
+    installed = realcluster.Podgang(cluster_135, tmp_path_factory.mktemp("podgang-135"), {
+        "backends": {"kai-scheduler": None, "default-scheduler": "native"},
+        "grouper": {"stalenessGracePeriod": "5s"}}).install()
+    yield installed
+    installed.stop()

@@ -6,7 +6,6 @@ backfilled (Volcano, coscheduling) or reported once as impossible (native)."""
 from __future__ import annotations
 
 import asyncio
-from contextlib import asynccontextmanager
 
 import jsonpatch
 import pytest
@@ -14,36 +13,10 @@ import pytest
 from podgang.backends.base import Backend, GangSpec
 from podgang.events import EventRecorder, EventSink
 from podgang.grouper.controller import Controller, Options
-from tests.backend_support import SCHEDULERS, podgroup_of, resource, settings_for
-from tests.grouper_support import deployment, events, owned_group, pod, replicaset, scale
+from tests.backend_support import NS, SCHEDULERS, grouper, member, podgroup_of, resource, settings_for
+from tests.grouper_support import deployment, events, owned_group, replicaset, scale
 from tests.kube_emulator import KubeEmulator
 from tests.webhook_support import eventually
-
-NS = "team"
-
-
-def member(name: str, rs: dict, backend: Backend, scheduler: str, group: str | None) -> dict:
-    """A pod of ``rs`` carrying ``group`` as the webhook would have written it."""
-    p = pod(name, owner=rs, ns=NS, scheduler=scheduler, labels={"app": "web"})
-    return jsonpatch.apply_patch(p, backend.membership_patch(p, group)) if group else p
-
-
-@asynccontextmanager
-async def grouper(name: str):
-    backend, _ = SCHEDULERS[name]
-    async with KubeEmulator() as emu:
-        emu.register(resource(backend))
-        client = emu.api_client()
-        controller = Controller(client, settings_for(name), Options(resync_period=300.0, request_timeout=5.0),
-                                events=EventSink(EventRecorder(client, "podgang-grouper")))
-        task = asyncio.create_task(controller.run())
-        try:
-            yield emu, controller
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            await client.close()
-
 
 @pytest.mark.parametrize("name", ["volcano", "coscheduling"])
 async def test_created_resized_and_backfilled(name):
@@ -88,7 +61,7 @@ async def test_native_creates_the_policy_and_reports_a_pod_it_cannot_backfill_on
         assert len(events(emu, "BackfillImpossible")) == 1 and emu.count("PATCH", r"/pods/") == 0
 
 
-@pytest.mark.parametrize("name", ["volcano", "coscheduling", "native"])
+@pytest.mark.parametrize("name", ["volcano", "coscheduling", "native", "native-1.35"])
 async def test_a_stale_gang_is_evicted_in_every_backend(name):
     """A satisfied gang of 3 loses a member with no rollout: after the grace period the
     rest is evicted, whatever scheduler spells the gang."""

@@ -695,6 +695,19 @@ def test_rbac_covers_only_the_enabled_backends_podgroups(backend):
     assert rule["apiGroups"] == [BACKEND_GROUPS[backend]]
 
 
+def test_native_rbac_covers_1_35_workloads_too():
+    """Which native API a cluster serves is found at start-up (1.35: Workloads, 1.36+:
+    PodGroups), so native grants both; no other backend grants Workloads."""
+    for values, granted in ((only("native", "default-scheduler"), True), (only("volcano"), False)):
+        docs = render(values)
+        for component, verbs in (("grouper", ("list", "watch", "create", "patch", "delete")),
+                                 ("webhook", ("get", "create"))):
+            rules = _rules_for(docs, f"{RELEASE}-{component}")
+            for verb in verbs:
+                assert _allowed(rules, "scheduling.k8s.io", "workloads", verb, namespace="team-a") is granted
+            assert not _allowed(rules, "scheduling.k8s.io", "workloads", "deletecollection", namespace="team-a")
+
+
 @pytest.mark.parametrize("backend", sorted(BACKEND_GROUPS))
 def test_the_crd_option_installs_each_enabled_backends_crd(backend):
     crds = {c["metadata"]["name"]: c for c in find(render(only(backend, crds={"install": True})),

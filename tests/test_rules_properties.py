@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from podgang import kinds, objects, rules
 from podgang.backends.base import Backend, GangSource
-from podgang.backends import BACKENDS, NativeBackend
+from podgang.backends import BACKENDS, NativeBackend, NativeWorkloads
 from podgang.kinds import OWNER_KINDS
 from podgang.objects import OwnerRef
 from podgang.rollouts import WorkloadPods
@@ -444,6 +444,7 @@ ARGS = {
     "unlisted_subgroup_warning": lambda d: (d.draw(st.text(max_size=300)), d.draw(st.text(max_size=300)),
                                             d.draw(st.lists(st.text(max_size=80), max_size=8))),
     "min_available": lambda d: (d.draw(anything),),
+    "ordered_ready_problem": lambda d: (d.draw(anything), d.draw(st.integers(-5, 2**31 - 1)), d.draw(st.integers(-5, 2**31 - 1))),
     "subgroup_min_member": lambda d: (d.draw(anything),),
     "shared_subgroups": lambda d: (d.draw(st.lists(anything, max_size=3)),
                                    d.draw(st.none() | st.dictionaries(st.text(max_size=70), st.integers(0, 10)))),
@@ -539,6 +540,12 @@ BACKEND_ARGS = {
     "configured": lambda d: (d.draw(st.fixed_dictionaries({}, optional={
         "default_queue": st.none() | st.text(max_size=20),
         "default_priority_classes": st.lists(st.tuples(st.text(max_size=10), st.text(max_size=10)), max_size=2)})),),
+    "holder_name": lambda d: (d.draw(st.text(max_size=300)),),
+    "refusals": lambda d: (d.draw(anything),),
+    "name_parts": lambda d: (d.draw(st.text(max_size=300)),),
+    "gangs_in": lambda d: (d.draw(anything),),
+    "gang_view": lambda d: (d.draw(anything), d.draw(st.text(max_size=300))),
+    "missing_group": lambda d: (d.draw(st.text(max_size=300)), d.draw(st.text(max_size=70)), d.draw(anything)),
 }
 
 
@@ -547,8 +554,8 @@ def test_every_backend_method_is_covered():
     assert sorted(BACKEND_ARGS) == sorted(methods - {"podgroup_metadata", "build_podgroup"})
 
 
-#: every registered backend, and native in both of its API versions
-EVERY_BACKEND = {**BACKENDS, "native-v1beta1": NativeBackend("v1beta1")}
+#: every registered backend, and native in each of its API versions
+EVERY_BACKEND = {**BACKENDS, "native-v1beta1": NativeBackend("v1beta1"), "native-v1alpha1": NativeWorkloads()}
 
 
 @pytest.mark.parametrize("backend", sorted(EVERY_BACKEND))

@@ -352,7 +352,7 @@ async def test_json_output_schema(emu, kubeconfig):
     assert set(doc) == {"time", "gangs", "staleGangs", "kindsNotServed", "grouper"}
     assert set(doc["grouper"]) == {"lease", "running", "holder", "renewTime", "message"}
     assert isinstance(doc["time"], str) and doc["staleGangs"] == 0 and doc["kindsNotServed"] == []
-    types = {"namespace": str, "group": str, "backend": str, "state": str, "message": str, "exists": bool,
+    types = {"namespace": str, "group": str, "kind": str, "backend": str, "state": str, "message": str, "exists": bool,
              "managedByPodgang": bool, "minMemberFrom": str, "members": dict, "pendingPods": list, "problems": list,
              "subgroups": dict}
     nullable = {"source": str, "owner": str, "minMember": int, "wantedMinMember": int, "stale": dict,

@@ -484,7 +484,7 @@ class Admission:
                                verdict: Verdict) -> None:
         state, detail = await self.podgroups.exists(namespace, name, backend, timeout=self._left(deadline))
         if state is Existence.MISSING:
-            verdict.warnings.append(rules.missing_group_warning(name, namespace))
+            verdict.warnings.append(rules.missing_group_warning(name, namespace, detail or None))
             verdict.reason += "; the PodGroup does not exist yet"
         elif state is Existence.UNKNOWN:
             verdict.reason += f"; could not check that the PodGroup exists: {detail}"

@@ -68,7 +68,7 @@ class PodGroups:
         self.missing_ttl = missing_ttl
         self.max_size = max_size
         self.clock = clock
-        self._seen: OrderedDict[tuple[str, str, str], tuple[float, Existence]] = OrderedDict()
+        self._seen: OrderedDict[tuple[str, str, str], tuple[float, Existence, str]] = OrderedDict()
         # the subgroups an existing group lists, as last read (empty: none)
         self._subgroups: dict[tuple[str, str, str], frozenset[str]] = {}
         self._inflight: dict[tuple[str, str, str], asyncio.Future] = {}
@@ -132,11 +132,12 @@ class PodGroups:
 
     async def exists(self, namespace: str, name: str, backend: Backend, *,
                      timeout: float | None = None) -> tuple[Existence, str]:
-        """Whether ``backend``'s PodGroup ``name`` exists (cached briefly; concurrent checks share one call)."""
+        """Whether ``backend``'s PodGroup ``name`` exists (cached briefly; concurrent checks share one call),
+        and what is wrong (a missing group: the backend's words, e.g. a 1.35 Workload without that pod group)."""
         key = (namespace, name, backend.name)
         seen = self._seen.get(key)
         if seen is not None and seen[0] > self.clock():
-            return seen[1], ""
+            return seen[1], seen[2]
         pending = self._inflight.get(key)
         if pending is not None:
             return await asyncio.shield(pending)
@@ -158,19 +159,25 @@ class PodGroups:
         namespace, name, _ = key
         if self.api is None:
             return Existence.UNKNOWN, "no Kubernetes API access configured"
+        holder = backend.holder_name(name)  # a 1.35 Workload holds its gangs as pod groups
         try:
-            found = await self.api.get(backend.podgroup.path(namespace, name), timeout=timeout)
+            found = await self.api.get(backend.podgroup.path(namespace, holder), timeout=timeout)
         except NotFound as exc:
-            if exc.names(name):
-                self._remember(key, Existence.MISSING)
-                return Existence.MISSING, exc.message
+            if exc.names(holder):
+                missing = backend.missing_group(name, namespace, None)
+                self._remember(key, Existence.MISSING, missing)
+                return Existence.MISSING, missing
             self.metrics.api_error("get_podgroup", exc.status or None)
             return Existence.UNKNOWN, str(exc)
         except ApiError as exc:
             self.metrics.api_error("get_podgroup", exc.status or None)
             return Existence.UNKNOWN, str(exc)
+        if backend.gang_view(found, name) is None:
+            missing = backend.missing_group(name, namespace, found)
+            self._remember(key, Existence.MISSING, missing)
+            return Existence.MISSING, missing
         listed = backend.subgroups_of(found) if backend.subgroup_key is not None else None
-        self._remember(key, Existence.EXISTS, frozenset(listed or ()))
+        self._remember(key, Existence.EXISTS, subgroups=frozenset(listed or ()))
         return Existence.EXISTS, ""
 
     def listed_subgroups(self, namespace: str, name: str, backend: Backend) -> frozenset[str] | None:
@@ -178,14 +185,14 @@ class PodGroups:
         None when it was not found or not read."""
         return self._subgroups.get((namespace, name, backend.name))
 
-    def _remember(self, key: tuple[str, str, str], state: Existence,
+    def _remember(self, key: tuple[str, str, str], state: Existence, detail: str = "",
                   subgroups: frozenset[str] | None = None) -> None:
         ttl = self.exists_ttl if state is Existence.EXISTS else self.missing_ttl
         if ttl <= 0:
             self._seen.pop(key, None)
             self._subgroups.pop(key, None)
             return
-        self._seen[key] = (self.clock() + ttl, state)
+        self._seen[key] = (self.clock() + ttl, state, detail)
         self._seen.move_to_end(key)
         if subgroups is not None:
             self._subgroups[key] = subgroups

@@ -133,6 +133,8 @@ class Backend(ABC):
     pod_annotation_keys: tuple[str, ...] = ()
     #: pod spec fields the grouper must keep (membership in the spec, the priority class)
     pod_spec_keys: tuple[str, ...] = ()
+    #: the scheduler's verdict is read from the gang's pods (its PodGroup holds none)
+    verdict_on_pods: bool = False
 
     # -- pod membership -------------------------------------------------------
 
@@ -278,6 +280,37 @@ class Backend(ABC):
         """What the scheduler last said about placing the gang (from the PodGroup's
         status), or None when it says nothing podgang can read."""
         return None
+
+    # -- an object that holds several gangs (a 1.35 Workload's pod groups) -------
+    # Every other scheduler's PodGroup is one gang of the same name: these defaults.
+
+    def holder_name(self, group: str) -> str:
+        """The name of the object that holds gang ``group``."""
+        return group
+
+    def name_parts(self, group: str) -> tuple[str, ...]:
+        """The object names gang ``group`` is made of (each must be a valid name)."""
+        return (group,)
+
+    def gangs_in(self, podgroup: Any) -> tuple[str, ...]:
+        """The gangs one PodGroup object holds, by name."""
+        name = metadata(podgroup).get("name")
+        return (name,) if isinstance(name, str) and name else ()
+
+    def gang_view(self, holder: Any, group: str) -> Any | None:
+        """``holder`` (the object :meth:`holder_name` names) as gang ``group``'s PodGroup,
+        None when it does not hold that gang."""
+        return holder
+
+    def missing_group(self, group: str, namespace: str, holder: Any | None) -> str:
+        """What is said of gang ``group`` when it does not exist (``holder``: the object that
+        should hold it, when that exists)."""
+        return f"{self.podgroup.kind} {group} not found in namespace {namespace}"
+
+    def refusals(self, podgroup: Any) -> list[str]:
+        """What the apiserver (or kubectl's strict validation) refuses in a PodGroup manifest
+        as written, in its words; empty when it would be created."""
+        return []
 
     def is_podgroup(self, obj: Any) -> bool:
         obj = as_dict(obj)
