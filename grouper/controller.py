@@ -670,15 +670,18 @@ class Controller:
             subgroups=subgroups,
         ))
         action = verdict.action
+        evictor = desired.backend.evicts_itself(actual) if desired.backend is not None else None
         if action == stale.STALE:
             self.metrics.stale_gangs.inc()
-            self.events.emit(actual, "GangStale", verdict.message)
+            self.events.emit(actual, "GangStale", f"{verdict.message}; {evictor}" if evictor else verdict.message)
             self._decision(key, "stale", verdict.message, started, active=counts.active, minMember=min_member,
                            grace=grace_why)
         elif action == stale.RECOVERED:
             self.metrics.recovered_gangs.inc()
             self.events.emit(actual, "GangRecovered", verdict.message)
             self._decision(key, "recovered", verdict.message, started, active=counts.active, minMember=min_member)
+        elif action == stale.EVICT and evictor:
+            self._decision(key, "leave-to-scheduler", f"{verdict.message}; {evictor}", started)
         elif action == stale.EVICT:
             if key not in self._evicting:
                 self._evicting[key] = asyncio.create_task(self._evict(key, verdict.message), name=f"evict {key}")

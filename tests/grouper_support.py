@@ -98,7 +98,9 @@ def pod(name: str, *, owner: dict | None = None, group: str | None = None, ns: s
 
 
 def podgroup(name: str, min_member: int, *, ns: str = NS, managed: bool = False, owner: dict | None = None,
-             annotations: dict | None = None) -> dict:
+             annotations: dict | None = None, kai_evicts: bool = False) -> dict:
+    """A KAI PodGroup. A hand-made one leaves eviction to podgang (stalenessGracePeriod -1s,
+    as the tests of podgang's eviction need) unless ``kai_evicts``: then KAI does it itself."""
     md: dict[str, Any] = {"name": name, "namespace": ns}
     if managed:
         md["labels"] = dict(MANAGED)
@@ -106,7 +108,10 @@ def podgroup(name: str, min_member: int, *, ns: str = NS, managed: bool = False,
         md["ownerReferences"] = [owner_ref(owner)]
     if annotations:
         md["annotations"] = annotations
-    return {"apiVersion": PG[0], "kind": PG[1], "metadata": md, "spec": {"minMember": min_member}}
+    spec: dict[str, Any] = {"minMember": min_member}
+    if not managed and not kai_evicts:
+        spec["stalenessGracePeriod"] = "-1s"
+    return {"apiVersion": PG[0], "kind": PG[1], "metadata": md, "spec": spec}
 
 
 def owned_group(obj: dict) -> str:

@@ -798,6 +798,23 @@ async def test_seed_003_standalone_pods_member_deleted_from_a_running_gang(emu):
         assert podgroup_writes(emu) == []
 
 
+async def test_a_hand_made_kai_group_that_kai_evicts_itself_is_left_to_kai(emu, caplog):
+    """KAI v0.17 evicts a stale gang after its stalenessGracePeriod unless that is negative:
+    one evictor per gang, so podgang says so and evicts nothing."""
+    emu.put(podgroup("app-with-models", 3, kai_evicts=True))
+    for name in ("app-server", "model-1", "model-2"):
+        emu.put(pod(name, group="app-with-models"))
+    caplog.set_level("INFO", logger="podgang.grouper")
+    async with running_grouper(emu, staleness_grace_period=0.2):
+        emu.delete("pods", NS, "model-1")
+        await wait_event(emu, "GangStale", "KAI evicts the rest itself")
+        # the grace period ends: where podgang would evict, it leaves the gang to KAI
+        await emu.wait_for(lambda: "leave-to-scheduler" in caplog.text, 4.0)
+        assert not emu.find_requests("POST", r"/eviction$")
+        assert {p["metadata"]["name"] for p in emu.list("pods", NS)} == {"app-server", "model-2"}
+        assert not events(emu, "GangEvicted")
+
+
 async def test_seed_003_a_member_deleted_while_the_grouper_restarts_is_still_a_stale_gang(emu):
     emu.put(podgroup("app-with-models", 3))
     for name in ("app-server", "model-2"):  # model-1 was deleted while no grouper ran

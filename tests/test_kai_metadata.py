@@ -145,3 +145,16 @@ def test_every_pod_in_a_kai_gang_tells_kais_pod_grouper_to_leave_it_alone():
         "kai.scheduler/podgroup": "g"}}})
     assert not KAI.needs_backfill({"metadata": {"annotations": {"pod-group-name": "g", "kai.scheduler/skip-podgrouper":
                                                                 "true"}, "labels": {"kai.scheduler/podgroup": "g"}}})
+
+
+@pytest.mark.parametrize("spec, evictor", [
+    ({"minMember": 3}, "its default grace period (60s)"),
+    ({"minMember": 3, "stalenessGracePeriod": "5m"}, "stalenessGracePeriod 5m"),
+    ({"minMember": 3, "stalenessGracePeriod": "-1s"}, None),
+])
+def test_one_evictor_per_gang(spec, evictor):
+    """KAI v0.17 evicts a stale gang itself unless its grace period is negative: podgang
+    then leaves the gang to KAI (and says so) instead of evicting it too."""
+    said = KAI.evicts_itself({"metadata": {"name": "g"}, "spec": spec})
+    assert said is None if evictor is None else evictor in said
+    assert KAI.slim_podgroup_spec(spec).get("stalenessGracePeriod") == spec.get("stalenessGracePeriod")

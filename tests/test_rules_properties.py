@@ -533,6 +533,7 @@ BACKEND_ARGS = {
     "subgroups_of": lambda d: (d.draw(anything),),
     "subgroups_patch": lambda d: (d.draw(anything), d.draw(st.dictionaries(st.text(max_size=70), st.integers(0, 10)))),
     "for_discovery": lambda d: (d.draw(st.none() | st.dictionaries(st.text(max_size=12), json_any)),),
+    "evicts_itself": lambda d: (d.draw(anything),),
     "settings_drift": lambda d: (d.draw(anything), d.draw(st.dictionaries(
         st.sampled_from(["queue", "origins", "problems"]), anything))),
     "cluster_facts": lambda d: (d.draw(st.dictionaries(st.sampled_from(["PriorityClass", "Queue"]),

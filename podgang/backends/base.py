@@ -240,6 +240,11 @@ class Backend(ABC):
         list of objects, or None when that kind could not be read)."""
         return ClusterFacts()
 
+    def evicts_itself(self, podgroup: Any) -> str | None:
+        """Why the scheduler itself evicts what is left of this stale gang (and podgang
+        must not as well), or None when podgang is the one evictor."""
+        return None
+
     def settings_drift(self, podgroup: Any, options: Mapping[str, Any]) -> list[str]:
         """What differs between a live group podgang made and the settings it would give
         it now, that is never changed on a live group (KAI's queue); said, not written."""

@@ -180,10 +180,22 @@ class KaiBackend(MinMemberPodGroups):
                 f"a live PodGroup's queue is never moved (KAI's own pod-grouper does not either); the next group made "
                 f"for this workload takes the new queue"]
 
+    def evicts_itself(self, podgroup: Any) -> str | None:
+        """KAI (v0.17 and later) evicts a stale gang after ``spec.stalenessGracePeriod``
+        (its global default when unset) unless that is negative. podgang's own groups say
+        -1s; a group that does not (hand-made, or made by an older podgang) is left to KAI."""
+        value = spec(podgroup).get(STALENESS_GRACE_PERIOD)
+        if isinstance(value, str) and value.strip().startswith("-"):
+            return None
+        when = f"stalenessGracePeriod {value}" if isinstance(value, str) else "its default grace period (60s)"
+        return (f"KAI evicts the rest itself after {when}, so podgang does not (set "
+                f"spec.{STALENESS_GRACE_PERIOD}: -1s on the group to leave it to podgang)")
+
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         kept = super().slim_podgroup_spec(spec)
-        if isinstance(spec.get("queue"), str):
-            kept["queue"] = spec["queue"]
+        for key in ("queue", STALENESS_GRACE_PERIOD):
+            if isinstance(spec.get(key), str):
+                kept[key] = spec[key]
         return kept
 
     def _queue(self, top: Any, pods: list[Any]) -> tuple[str, str]:
