@@ -118,6 +118,7 @@ class Controller:
         self._orphan_seen: dict[str, float] = {}
         self._warned: dict[Hashable, frozenset[str]] = {}
         self._evicting: dict[str, asyncio.Task] = {}
+        self._woken: dict[str, float] = {}  # group key -> when its held gang was last woken
         self._failures: dict[Hashable, int] = {}
         self._tasks: list[asyncio.Task] = []
         self.reconciles = 0
@@ -418,7 +419,36 @@ class Controller:
         held = size_held(desired, actual, self.settings)
         self._warn_once((GROUP, key, "size"), (held,) if held else (), [actual] if held and actual else [],
                         "MinMemberHeld")
+        await self._wake_held_gang(key, desired, actual)
         self._observe(key, desired, started)
+
+    async def _wake_held_gang(self, key: str, desired: Desired, actual: Obj | None) -> None:
+        """A scheduler that retries a gang it held whole only on its own events (the
+        Coscheduling plugin: a pod added, its PodGroup added or updated — never a node)
+        leaves it waiting minutes after room appears. While every member of such a gang
+        waits unbound, podgang touches its PodGroup once per the backend's interval: the
+        scheduler then tries the gang again at once."""
+        backend = desired.backend
+        interval = backend.wake_interval if backend is not None else None
+        if interval is None or actual is None or not is_managed(actual, self.settings) or not desired.members:
+            self._woken.pop(key, None)
+            return
+        if any(p.get("spec", {}).get("nodeName") or is_terminating(p) for p in desired.members):
+            self._woken.pop(key, None)
+            return
+        now = self.clock()
+        last = self._woken.get(key)
+        if last is None:
+            self._woken[key] = now  # the scheduler has its first try: wake it only if it keeps waiting
+        elif now - last >= interval:
+            self._woken[key] = now
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.wall()))
+            try:
+                await self.api.merge_patch(backend.podgroup.path(*split_key(key)),
+                                           {"metadata": {"annotations": {WOKEN_ANNOTATION: stamp}}})
+            except ApiError as exc:
+                log.info("could not wake a held gang", extra={"fields": {"group": key, "error": str(exc)}})
+        self.queue.add((GROUP, key), max(interval - (now - self._woken[key]), 0.0) + 0.01)
 
     def _problems(self, key: str, desired: Desired) -> None:
         actual = self._actual(key, desired)
@@ -810,6 +840,10 @@ def _namespace_name(raw: Any) -> Obj:
     """A selected namespace, as the selector's store keeps it: its name."""
     md = raw.get("metadata") or {}
     return {"metadata": {"name": md.get("name"), "namespace": "", "resourceVersion": md.get("resourceVersion")}}
+
+
+#: the annotation podgang touches on a held gang's PodGroup to have its scheduler try it again
+WOKEN_ANNOTATION = "podgang.io/woken-at"
 
 
 def _fact(raw: Mapping[str, Any]) -> Obj:

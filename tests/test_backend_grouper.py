@@ -118,3 +118,35 @@ async def test_a_group_two_workloads_share_gets_their_subgroups_or_the_sum(name,
             await emu.wait_for(lambda: [e["message"] for e in events(emu, "PodGroupProblem", ns=NS)] == [said], 5)
         else:
             assert events(emu, "PodGroupProblem", ns=NS) == []
+
+
+async def test_a_coscheduling_gang_held_whole_is_woken_until_it_is_bound(monkeypatch):
+    """The Coscheduling plugin tries a gang it rejected again only on a pod added or its
+    PodGroup added or updated — not on a node added: while every member waits unbound,
+    the grouper touches the PodGroup once per interval; a bound gang is left alone."""
+    backend, scheduler = SCHEDULERS["coscheduling"]
+    monkeypatch.setattr(backend, "wake_interval", 0.3)
+    async with grouper("coscheduling") as (emu, controller):
+        dep = emu.put(deployment("web", 2, ns=NS, scheduler=scheduler))
+        rs = emu.put(replicaset(dep))
+        group = owned_group(dep)
+        pods = []
+        for i in range(2):
+            p = member(f"web-{i}", rs, backend, scheduler, group)
+            p["spec"].pop("nodeName", None)
+            p["status"] = {"phase": "Pending"}
+            pods.append(emu.put(p))
+
+        def woken():
+            got = podgroup_of(emu, backend, NS, group)
+            return ((got or {}).get("metadata", {}).get("annotations") or {}).get("podgang.io/woken-at")
+        await emu.wait_for(woken, 10, "the held gang's PodGroup was not touched")
+        for p in pods:  # the scheduler binds the gang
+            emu.patch_object("pods", NS, p["metadata"]["name"], {"spec": {"nodeName": "node-1"},
+                                                                 "status": {"phase": "Running"}})
+        key = f"{NS}/{group}"
+        await emu.wait_for(lambda: key not in controller._woken, 10, "the grouper kept waking a bound gang")
+        await asyncio.wait_for(controller.queue.wait_idle(), 10)
+        touched = emu.count("PATCH", r"/podgroups/")
+        await asyncio.wait_for(controller.queue.wait_idle(), 10)  # nothing is queued to wake it again
+        assert emu.count("PATCH", r"/podgroups/") == touched and key not in controller._woken

@@ -240,6 +240,10 @@ class Backend(ABC):
         list of objects, or None when that kind could not be read)."""
         return ClusterFacts()
 
+    #: seconds after which a gang held whole with every member unbound gets its PodGroup
+    #: touched, for a scheduler that does not try it again when room appears (None: never)
+    wake_interval: float | None = None
+
     def evicts_itself(self, podgroup: Any) -> str | None:
         """Why the scheduler itself evicts what is left of this stale gang (and podgang
         must not as well), or None when podgang is the one evictor."""

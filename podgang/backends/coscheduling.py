@@ -66,6 +66,11 @@ class CoschedulingBackend(OneKeyBackend):
             f"{GROUP_LABEL}=<that name> on the pod template"
         )
 
+    #: the Coscheduling plugin tries a group it rejected again only when one of its pods is
+    #: added or its PodGroup is added or updated (its EventsToRegister), else after
+    #: kube-scheduler's unschedulable-pod timeout (5 minutes): a node added is not enough
+    wake_interval = 20.0
+
     def gang_options(self, source: GangSource) -> dict[str, Any]:
         text = first_annotation(source.nearest_first, TIMEOUT_ANNOTATION)
         seconds = timeout_seconds(text) if text else None
