@@ -197,15 +197,17 @@ class Controller:
             elif kind in self.cache.workloads:
                 self._warned.pop(("w", old["metadata"].get("uid")), None)
                 self._warned.pop(("partial", old["metadata"].get("uid")), None)
+                self._warned.pop(("staged", old["metadata"].get("uid")), None)
         if new is not None and kind in self.cache.workloads:
             named = rules.template_group(new, self.settings)
             if isinstance(named, rules.Denial) or (old is not None and ("w", old["metadata"].get("uid")) in self._warned):
                 problems = (named.message,) if isinstance(named, rules.Denial) else ()
                 self._warn_once(("w", new["metadata"].get("uid")), problems, [new], "InvalidPodGroupReference")
-            partial = rules.partial_scope_problem(new, None, self.settings)
-            if partial or (old is not None and ("partial", old["metadata"].get("uid")) in self._warned):
-                self._warn_once(("partial", new["metadata"].get("uid")), (partial,) if partial else (), [new],
-                                "GangNeverComplete")
+            for tag, problem, reason in (
+                    ("partial", rules.partial_scope_problem(new, None, self.settings), "GangNeverComplete"),
+                    ("staged", rules.staged_problem(new, self.settings), "GangStaged")):
+                if problem or (old is not None and (tag, old["metadata"].get("uid")) in self._warned):
+                    self._warn_once((tag, new["metadata"].get("uid")), (problem,) if problem else (), [new], reason)
         delay = 0.0 if changes.urgent else self.options.pod_debounce
         for key in changes.groups:
             self.queue.add((GROUP, key), delay)

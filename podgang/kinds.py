@@ -68,6 +68,10 @@ class WorkloadKind:
     status_fields: tuple[str, ...] = ()
     #: status conditions the grouper keeps (type, status, reason), besides the finished ones
     kept_conditions: tuple[str, ...] = ()
+    #: why its controller makes its pods in stages (a pod only once others are Ready or
+    #: running), so that its gang counts only the stage it is in, and what makes it one
+    #: gang; None when it makes them all at once. :func:`size` already counts the stage.
+    stages: Callable[[Any], str | None] = lambda obj: None
 
     @property
     def kind(self) -> str:
@@ -111,6 +115,23 @@ def job_size(job_spec: Any, job_status: Any = EMPTY) -> tuple[int, str]:
 def _replicas_size(obj: Any) -> tuple[int, str]:
     replicas = max(as_int(spec(obj).get("replicas"), 1), 0)
     return replicas, f"spec.replicas {replicas}"
+
+
+def _statefulset_stages(obj: Any) -> str | None:
+    replicas = max(as_int(spec(obj).get("replicas"), 1), 0)
+    policy = spec(obj).get("podManagementPolicy") or "OrderedReady"
+    if policy == "Parallel" or replicas <= 1:
+        return None
+    return (f"podManagementPolicy {policy}{' (the default)' if policy == 'OrderedReady' else ''} makes its "
+            f"{replicas} pods one at a time, each only once the one before is Ready; "
+            f"podManagementPolicy: Parallel makes them one gang")
+
+
+def _statefulset_size(obj: Any) -> tuple[int, str]:
+    replicas, why = _replicas_size(obj)
+    if _statefulset_stages(obj) is None:
+        return replicas, why
+    return 1, f"{why}, made one at a time (OrderedReady): a gang of 1"
 
 
 def _job_kind_size(obj: Any) -> tuple[int, str]:
@@ -202,6 +223,8 @@ def _slim_deployment(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 
 def _slim_statefulset(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     out = _slim_replicas(s, slim_template)
+    if "podManagementPolicy" in s:  # OrderedReady makes its pods one at a time: the gang's size
+        out["podManagementPolicy"] = s["podManagementPolicy"]
     if "updateStrategy" in s:  # its type and partition: where a rollout ends
         strategy = as_dict(s["updateStrategy"])
         out["updateStrategy"] = {"type": strategy.get("type"), "rollingUpdate": {
@@ -266,9 +289,9 @@ DEPLOYMENT = WorkloadKind(
     rolling_out=rollouts.deployment_rollout, status_fields=_REPLICATED_STATUS, kept_conditions=("Progressing",),
 )
 STATEFUL_SET = WorkloadKind(
-    Resource("apps", "v1", "statefulsets", "StatefulSet"), _replicas_size, _spec_template, _slim_statefulset,
+    Resource("apps", "v1", "statefulsets", "StatefulSet"), _statefulset_size, _spec_template, _slim_statefulset,
     aliases=("statefulset", "statefulsets", "sts"), scale_path=("spec", "replicas"),
-    rolling_out=rollouts.statefulset_rollout, status_fields=_REPLICATED_STATUS,
+    rolling_out=rollouts.statefulset_rollout, status_fields=_REPLICATED_STATUS, stages=_statefulset_stages,
 )
 JOB = WorkloadKind(
     Resource("batch", "v1", "jobs", "Job"), _job_kind_size, _spec_template, _slim_job,
@@ -341,6 +364,13 @@ def desired_size(obj: Any) -> tuple[int, str]:
     if entry is None:
         return 1, f"{kind or 'unknown kind'}: one pod at a time"
     return entry.size(obj)
+
+
+def stages(obj: Any) -> str | None:
+    """Why a workload's controller makes its pods in stages (its gang counts only the
+    stage it is in) and what makes it one gang, or None."""
+    entry = workload_kind(obj)
+    return entry.stages(obj) if entry is not None else None
 
 
 def rolling_out(obj: Any, seen: rollouts.WorkloadPods = rollouts.NO_PODS) -> str | None:

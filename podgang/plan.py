@@ -398,9 +398,9 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     if not templates or all(problems):
         member.skipped = next((p for p in problems if p), "no pod template")
         return
-    partial = rules.partial_scope_problem(obj, ns, settings)
-    if partial:
-        plan.warnings.append(Finding(member.source, member.what, partial))
+    for problem in (rules.partial_scope_problem(obj, ns, settings), rules.staged_problem(obj, settings)):
+        if problem:
+            plan.warnings.append(Finding(member.source, member.what, problem))
     for path, template in templates:
         gpu = rules.gpu_problem(template, settings)
         if gpu:

@@ -19,7 +19,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from podgang.backends import Backend, kai
-from podgang.kinds import RUN_OWNERS, desired_size, pod_templates, replica_suffix, resource_for
+from podgang.kinds import RUN_OWNERS, desired_size, pod_templates, replica_suffix, resource_for, stages
 from podgang.objects import (
     Denial,
     OwnerRef,
@@ -451,6 +451,24 @@ def min_member_for(
     if size < 1:
         return MinMember(1, f"{kind_name(workload)} {why}; a gang is never smaller than 1", idle=True)
     return MinMember(size, f"{kind_name(workload)} {why}")
+
+
+def staged_problem(workload: Any, settings: Settings = DEFAULT) -> str | None:
+    """What a user is told about a workload whose controller makes its pods in stages
+    (an OrderedReady StatefulSet), or None: its gang counts only the stage it is in, and a
+    ``podgang.io/min-member`` above that stage is a gang that never forms."""
+    note = stages(workload)
+    if note is None or next_owner(workload) is not None:  # an owned one is part of its owner's gang
+        return None
+    namespace = metadata(workload).get("namespace")
+    if all(scope_problem(t, namespace, settings) for _, t in pod_templates(workload)):
+        return None
+    size, _ = desired_size(workload)
+    pinned, _problem = pinned_min_member(workload, settings)
+    if pinned is not None and pinned > size:
+        return (f"{kind_name(workload)}: {settings.min_member_annotation}={pinned} waits for pods its controller "
+                f"makes only in stages, a gang that never forms: {note}")
+    return f"{kind_name(workload)} is not one gang (its gang counts {size}): {note}"
 
 
 def shared_min_member(

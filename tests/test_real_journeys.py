@@ -23,7 +23,6 @@ from tests.realcluster import (ROOT, WORKLOAD_CRDS, Corner, FakeKubelet, NATIVE_
                                until)
 
 ISSUE_17 = "issue 17: podgang's KAI PodGroups have no queue, and KAI's pod-grouper rewrites podgang's pods"
-ISSUE_18 = "issue 18: an OrderedReady StatefulSet's gang waits for pods its controller makes only one by one"
 
 
 @dataclass(frozen=True)
@@ -186,19 +185,35 @@ async def _all_running(here: Corner, app: str, count: int) -> bool:
     return len(pods) == count and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
 
 
-@pytest.mark.parametrize("flavor", [pytest.param(f, id=f.backend, marks=pytest.mark.xfail(
-    strict=True, reason=ISSUE_18 + ("; " + f.fails_because if f.fails_because else "")))
-    for f in (KAI, VOLCANO, COSCHEDULING, NATIVE)])
+@pytest.mark.parametrize("flavor", FLAVORS)
 async def test_a_default_statefulset_gang_starts(cluster, podgang, flavor):
     """A StatefulSet as most users write it (podManagementPolicy OrderedReady, the default):
-    its controller makes pod 1 only once pod 0 is Ready."""
+    its controller makes pod 1 only once pod 0 is Ready, so its gang is sized 1 and the
+    StatefulSet is told why (GangStaged)."""
     async with corner(cluster, f"sts-{flavor.backend}", nodes=1, labels=flavor.namespace_labels) as here:
         async with FakeKubelet(here):
-            await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/statefulsets", {
+            sts = await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/statefulsets", {
                 "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "etcd", "namespace": here.namespace},
                 "spec": {"replicas": 3, "serviceName": "etcd", "selector": {"matchLabels": {"app": "etcd"}},
                          "template": pod_template(here, flavor, "etcd")}})
+            await wait_size(here, flavor, owned_group(sts), 1)
+            await here.wait_events("GangStaged", "podManagementPolicy: Parallel makes them one gang")
             await until(lambda: _all_running(here, "etcd", 3), "the StatefulSet's three pods running")
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_a_parallel_statefulset_that_does_not_fit_stays_whole(cluster, podgang, flavor):
+    """podManagementPolicy Parallel makes every pod at once: a real gang of its replicas."""
+    async with corner(cluster, f"psts-{flavor.backend}", nodes=1, labels=flavor.namespace_labels) as here:
+        sts = await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/statefulsets", {
+            "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "ring", "namespace": here.namespace},
+            "spec": {"replicas": 3, "serviceName": "ring", "podManagementPolicy": "Parallel",
+                     "selector": {"matchLabels": {"app": "ring"}},
+                     "template": pod_template(here, flavor, "ring", gpus=2)}})  # 6 GPUs, the one node has 4
+        await wait_size(here, flavor, owned_group(sts), 3)
+        await wait_held_whole(here, "ring", 3)
+        await here.add_node()
+        await wait_bound(here, "ring", 3)
 
 
 # ---------------------------------------------------------------------------

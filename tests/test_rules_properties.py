@@ -416,6 +416,8 @@ ARGS = {
     "is_skipped": lambda d: (d.draw(anything),),
     "scope_problem": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),
     "partial_scope_problem": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),
+    "staged_problem": lambda d: (d.draw(anything),),
+    "stages": lambda d: (d.draw(anything),),
     "owner_skip_problem": lambda d: (d.draw(st.lists(anything, max_size=3)),),
     "in_scope": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),
     "is_valid_group_name": lambda d: (d.draw(json_any),),

@@ -29,7 +29,7 @@ from podgang.backends import Backend
 from podgang.events import EventSink
 from podgang.settings import Settings
 
-from podgang.webhook.owners import OwnerCache, OwnerLookupFailed
+from podgang.webhook.owners import NOTE, OwnerCache, OwnerLookupFailed
 from podgang.webhook.podgroups import Existence, Outcome, PodGroups
 
 log = logging.getLogger("podgang.webhook")
@@ -379,6 +379,7 @@ class Admission:
         if unfit:
             return await self._deny_in_scope(review, deny(unfit), chain, deadline)
         verdict = Verdict(True, "patched", gang.reason, group=gang.name)
+        verdict.warnings.extend(o[NOTE] for o in chain if isinstance(o.get(NOTE), str))
         if gang.hand_made:
             await self._check_hand_made(gang.name, review.namespace, backend, deadline, verdict)
         elif gang.owner_less and not review.dry_run:
