@@ -354,3 +354,67 @@ async def test_volcano_leaderworkerset_groups_are_each_bound_together(cluster, p
 
 async def _count_bound(here: Corner, app: str, count: int) -> bool:
     return len(bound(await here.pods(app=app))) == count
+
+
+# ---------------------------------------------------------------------------
+# the jobs AI teams run: the operators are played as play_leaderworkerset plays the LWS one
+
+
+async def play_operator_pods(here: Corner, flavor: Flavor, owner: dict[str, Any], app: str,
+                             roles: list[tuple[str, int, dict[str, str], int]]) -> None:
+    """The pods an operator makes for ``owner``: per role (pod name stem, count, the labels
+    the operator sets, GPUs per pod), owned by ``owner`` as its controller. No controller
+    for these kinds runs here, so none fights the test over them."""
+    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+           "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    for stem, count, labels, gpus in roles:
+        for i in range(count):
+            template = pod_template(here, flavor, app, gpus=gpus, labels=labels)
+            await here.api.create(f"/api/v1/namespaces/{here.namespace}/pods", {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {**template["metadata"], "name": f"{stem}-{i}", "ownerReferences": [ref]},
+                "spec": template["spec"]})
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_a_pytorchjob_is_placed_all_at_once_or_not_at_all(cluster, podgang, flavor):
+    """A master and three workers of 2 GPUs each (8 GPUs; one node has 4): none is bound until
+    a second node makes room for all of them."""
+    async with corner(cluster, f"pytorch-{flavor.backend}", nodes=1, labels=flavor.namespace_labels) as here:
+        job = await here.api.create(f"/apis/kubeflow.org/v1/namespaces/{here.namespace}/pytorchjobs", {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "resnet"},
+            "spec": {"pytorchReplicaSpecs": {
+                rtype: {"replicas": count, "template": pod_template(here, flavor, "resnet", gpus=2)}
+                for rtype, count in (("Master", 1), ("Worker", 3))}}})
+        await wait_size(here, flavor, owned_group(job), 4)
+        if flavor.backend == "volcano":
+            group = await podgroup(here, flavor, owned_group(job))
+            assert group["spec"]["minTaskMember"] == {"master": 1, "worker": 3}
+        labels = {"training.kubeflow.org/job-name": "resnet", "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+        await play_operator_pods(here, flavor, job, "resnet", [
+            ("resnet-master", 1, {**labels, "training.kubeflow.org/replica-type": "master"}, 2),
+            ("resnet-worker", 3, {**labels, "training.kubeflow.org/replica-type": "worker"}, 2)])
+        await wait_held_whole(here, "resnet", 4)
+        await here.add_node()
+        await wait_bound(here, "resnet", 4)
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_a_raycluster_is_placed_all_at_once_or_not_at_all(cluster, podgang, flavor):
+    """A head and a worker group of three 2-GPU workers (6 GPUs; one node has 4)."""
+    async with corner(cluster, f"ray-{flavor.backend}", nodes=1, labels=flavor.namespace_labels) as here:
+        ray = await here.api.create(f"/apis/ray.io/v1/namespaces/{here.namespace}/rayclusters", {
+            "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "ray"},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": pod_template(here, flavor, "ray")},
+                     "workerGroupSpecs": [{"groupName": "gpu", "replicas": 3, "minReplicas": 0, "maxReplicas": 3,
+                                           "template": pod_template(here, flavor, "ray", gpus=2)}]}})
+        await wait_size(here, flavor, owned_group(ray), 4)
+        if flavor.backend == "volcano":
+            group = await podgroup(here, flavor, owned_group(ray))
+            assert group["spec"]["minTaskMember"] == {"gpu": 3, "headgroup": 1}
+        await play_operator_pods(here, flavor, ray, "ray", [
+            ("ray-head", 1, {"ray.io/cluster": "ray", "ray.io/group": "headgroup", "ray.io/node-type": "head"}, 0),
+            ("ray-gpu-worker", 3, {"ray.io/cluster": "ray", "ray.io/group": "gpu", "ray.io/node-type": "worker"}, 2)])
+        await wait_held_whole(here, "ray", 4)
+        await here.add_node()
+        await wait_bound(here, "ray", 4)

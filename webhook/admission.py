@@ -390,6 +390,8 @@ class Admission:
             if gang.hand_made:
                 subgroup = await self._subgroup(pod, gang, chain, review.namespace, backend, deadline)
                 verdict.patch = backend.with_subgroup(pod, verdict.patch, subgroup)
+            elif gang.source == rules.OWNED and gang.subgroup:  # its role in its workload's gang
+                verdict.patch = backend.with_subgroup(pod, verdict.patch, gang.subgroup)
         if not verdict.patch and verdict.verdict == "patched":
             verdict.verdict = "allowed"
         if key is not None and gang.source == rules.OWNED and verdict.group is not None:
