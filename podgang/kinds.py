@@ -575,6 +575,75 @@ def _ray_job_finished(obj: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------
+# Spark operator: a SparkApplication's driver, then its executors (owned by the driver pod)
+
+SPARK_ROLE_LABEL = "spark-role"
+_SPARK_DRIVER_RUNS = ("RUNNING",)
+_SPARK_DONE = ("COMPLETED", "FAILED", "SUBMISSION_FAILED")
+
+
+def _spark_state(obj: Any) -> str:
+    return str(as_dict(status(obj).get("applicationState")).get("state") or "")
+
+
+def _spark_template(part: Any) -> Obj:
+    """A driver's or executor's pod as a pod template: its own template (if any) with the
+    labels, annotations and schedulerName the SparkApplication sets on top."""
+    part = as_dict(part)
+    base = as_dict(part.get("template"))
+    md, pod_spec = as_dict(base.get("metadata")), as_dict(base.get("spec"))
+    scheduler = part.get("schedulerName") or pod_spec.get("schedulerName")
+    return {"metadata": {"labels": {**as_dict(md.get("labels")), **as_dict(part.get("labels"))},
+                         "annotations": {**as_dict(md.get("annotations")), **as_dict(part.get("annotations"))}},
+            "spec": {**pod_spec, **({"schedulerName": scheduler} if scheduler else {})}}
+
+
+def _spark_executors(obj: Any) -> tuple[int, str]:
+    dynamic = as_dict(spec(obj).get("dynamicAllocation"))
+    if dynamic.get("enabled") is True:
+        count = max(as_int(dynamic.get("minExecutors"), 0), 0)
+        return count, f"dynamicAllocation.minExecutors {count}"
+    count = max(as_int(as_dict(spec(obj).get("executor")).get("instances"), 1), 0)
+    return count, f"executor.instances {count}"
+
+
+def _spark_roles(obj: Any) -> list[Role]:
+    """The driver; its executors once it runs (the driver makes them: a gang that counted them
+    from the start would wait for ever for pods that come only after it runs)."""
+    parts = [Role("driver", 1, "the driver", _spark_template(spec(obj).get("driver")), "spec.driver")]
+    if _spark_state(obj) in _SPARK_DRIVER_RUNS:
+        count, why = _spark_executors(obj)
+        parts.append(Role("executor", count, why, _spark_template(spec(obj).get("executor")), "spec.executor"))
+    return [r for r in parts if r.size > 0]
+
+
+def _spark_size(obj: Any) -> tuple[int, str]:
+    parts = _spark_roles(obj)
+    listed = " + ".join(f"{r.name} {r.size}" for r in parts)
+    if _spark_state(obj) not in _SPARK_DRIVER_RUNS:
+        count, why = _spark_executors(obj)
+        listed += f"; the executors ({why}) join once the driver runs: the driver makes them"
+    return sum(r.size for r in parts), listed
+
+
+def _spark_templates(obj: Any) -> list[tuple[str, Template]]:
+    return [(f"spec.{part}", _spark_template(spec(obj).get(part))) for part in ("driver", "executor")]
+
+
+def _slim_spark(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+    s = as_dict(s)
+    out: Obj = {part: {"template": slim_template(_spark_template(s.get(part)))} for part in ("driver", "executor")}
+    if "instances" in as_dict(s.get("executor")):
+        out["executor"]["instances"] = as_dict(s.get("executor"))["instances"]
+    dynamic = as_dict(s.get("dynamicAllocation"))
+    if dynamic:
+        out["dynamicAllocation"] = {k: dynamic[k] for k in ("enabled", "minExecutors") if k in dynamic}
+    if "suspend" in s:
+        out["suspend"] = s["suspend"]
+    return out
+
+
+# ---------------------------------------------------------------------------
 # the registry
 
 _REPLICATED_STATUS = ("observedGeneration", "replicas", "updatedReplicas", "currentRevision", "updateRevision")
@@ -650,6 +719,14 @@ RAY_SERVICE = WorkloadKind(
     _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), layout=ONE_PER_RUN, runs=("RayCluster",),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
 )
+#: a staged gang: the driver, then (once spark-operator says it runs) the driver and the
+#: executors it makes, which Spark owns by the driver pod
+SPARK_APPLICATION = WorkloadKind(
+    Resource("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", optional=True),
+    _spark_size, _spark_templates, _slim_spark, aliases=("sparkapplication", "sparkapplications", "sparkapp"),
+    status_fields=("applicationState",), roles=_spark_roles, role_labels=(SPARK_ROLE_LABEL,),
+    finished=lambda obj: _spark_state(obj) in _SPARK_DONE,
+)
 DAEMON_SET = WorkloadKind(
     Resource("apps", "v1", "daemonsets", "DaemonSet"), _per_node, _spec_template, _slim_template_only,
     aliases=("daemonset", "daemonsets", "ds"), followed=False,
@@ -659,7 +736,7 @@ DAEMON_SET = WorkloadKind(
 WORKLOADS: dict[str, WorkloadKind] = {
     k.kind: k for k in (DEPLOYMENT, REPLICA_SET, STATEFUL_SET, JOB, CRON_JOB, LEADER_WORKER_SET, JOB_SET, DAEMON_SET,
                         PYTORCH_JOB, TF_JOB, MPI_JOB, XGBOOST_JOB, JAX_JOB, PADDLE_JOB, TRAIN_JOB, RAY_CLUSTER, RAY_JOB,
-                        RAY_SERVICE)
+                        RAY_SERVICE, SPARK_APPLICATION)
 }
 
 #: the pod labels that name a pod's role, of every kind

@@ -163,6 +163,7 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
     *(_r("ray.io", "v1", plural, kind, status=True, crd=True) for plural, kind in (
         ("rayclusters", "RayCluster"), ("rayjobs", "RayJob"), ("rayservices", "RayService"))),
     _r("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", status=True, crd=True),
+    _r("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", status=True, crd=True),
 )
 OPTIONAL_CRDS = tuple(r.qualified for r in DEFAULT_RESOURCES if r.crd)
 # Status the apiserver writes on create (required, non-omitempty fields serialise as 0).

@@ -146,7 +146,8 @@ def test_suspended_and_finished_are_what_the_operator_says(kind):
     assert not kinds.is_finished(training_job(kind, {"Worker": 2}))
 
 
-@pytest.mark.parametrize("name", ["10-pytorchjob.yaml", "11-mpijob.yaml", "12-raycluster.yaml"])
+@pytest.mark.parametrize("name", ["10-pytorchjob.yaml", "11-mpijob.yaml", "12-raycluster.yaml",
+                                  "13-sparkapplication.yaml"])
 def test_the_examples_are_what_the_operators_accept(name):
     for doc in yaml.safe_load_all((ROOT / "examples" / name).read_text()):
         crd_valid(doc)
