@@ -221,15 +221,17 @@ class Controller:
             elif kind in self.cache.workloads:
                 self._warned.pop(("w", old["metadata"].get("uid")), None)
                 self._warned.pop(("partial", old["metadata"].get("uid")), None)
+                self._warned.pop(("staged", old["metadata"].get("uid")), None)
         if new is not None and kind in self.cache.workloads:
             named = rules.template_group(new, self.settings)
             if isinstance(named, rules.Denial) or (old is not None and ("w", old["metadata"].get("uid")) in self._warned):
                 problems = (named.message,) if isinstance(named, rules.Denial) else ()
                 self._warn_once(("w", new["metadata"].get("uid")), problems, [new], "InvalidPodGroupReference")
-            partial = rules.partial_scope_problem(new, None, self.settings)
-            if partial or (old is not None and ("partial", old["metadata"].get("uid")) in self._warned):
-                self._warn_once(("partial", new["metadata"].get("uid")), (partial,) if partial else (), [new],
-                                "GangNeverComplete")
+            for tag, problem, reason in (
+                    ("partial", rules.partial_scope_problem(new, None, self.settings), "GangNeverComplete"),
+                    ("staged", rules.staged_problem(new, self.settings), "GangStaged")):
+                if problem or (old is not None and (tag, old["metadata"].get("uid")) in self._warned):
+                    self._warn_once((tag, new["metadata"].get("uid")), (problem,) if problem else (), [new], reason)
         delay = 0.0 if changes.urgent else self.options.pod_debounce
         for key in changes.groups:
             self.queue.add((GROUP, key), delay)
@@ -420,7 +422,32 @@ class Controller:
         self._warn_once((GROUP, key, "size"), (held,) if held else (), [actual] if held and actual else [],
                         "MinMemberHeld")
         await self._wake_held_gang(key, desired, actual)
+        await self._label_subgroups(key, desired, actual)
         self._observe(key, desired, started)
+
+    async def _label_subgroups(self, key: str, desired: Desired, actual: Obj | None) -> None:
+        """Where the scheduler ignores a pod naming a subgroup its group does not list (KAI),
+        the webhook leaves a pod's subgroup key out until the group lists it; once it does,
+        the grouper sets it (a label may change on a live pod)."""
+        backend = desired.backend
+        if backend is None or not backend.subgroups_must_be_listed or backend.subgroup_key is None or actual is None:
+            return
+        listed = set(backend.subgroups_of(actual) or {})
+        if not listed:
+            return
+        section, subgroup_key = backend.subgroup_key
+        for pod in desired.members:
+            if is_terminating(pod) or backend.subgroup_of(pod) is not None:
+                continue
+            subgroup = pod_subgroup(self.cache, pod)
+            if subgroup not in listed:
+                continue
+            namespace, name = split_key(obj_key(pod))
+            try:
+                await self.api.merge_patch(POD.path(namespace, name),
+                                           {"metadata": {section: {subgroup_key: subgroup}}})
+            except ApiError as exc:
+                log.info("could not set a pod's subgroup", extra={"fields": {"pod": obj_key(pod), "error": str(exc)}})
 
     async def _wake_held_gang(self, key: str, desired: Desired, actual: Obj | None) -> None:
         """A scheduler that retries a gang it held whole only on its own events (the

@@ -18,6 +18,7 @@ import gc
 import logging
 import random
 import time
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from podgang.api import Api, ApiError, Gone, NotFound
@@ -52,6 +53,7 @@ class Informer:
     ):
         self.api = api
         self.resource = resource
+        self._versions = resource.versions
         self.namespace = namespace
         self.store = store
         self.slim = slim
@@ -134,6 +136,8 @@ class Informer:
             except ApiError as exc:
                 if isinstance(exc, NotFound):
                     if self.resource_version is None:
+                        if self._next_version():
+                            continue  # the kind may be served at another of its versions
                         await self._absent(exc)
                     else:
                         self.resource_version = None  # stopped being served? relist to find out
@@ -160,6 +164,14 @@ class Informer:
                 self.handler(self.resource.kind, old, None)
         self.synced.set()
         await asyncio.sleep(self.absent_probe_interval)
+
+    def _next_version(self) -> bool:
+        """Move on to the resource's next version (MPIJob: v2beta1, else v1); False, and
+        back to the first, once every version was asked for."""
+        versions = self._versions
+        at = versions.index(self.resource.version)
+        self.resource = replace(self.resource, version=versions[(at + 1) % len(versions)])
+        return at + 1 < len(versions)
 
     def _mine(self, key: str) -> bool:
         return self.namespace is None or key.startswith(self.namespace + "/")

@@ -89,7 +89,7 @@ class Slimmer:
         label_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_label_keys))
         annotation_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_annotation_keys))
         self.settings = settings
-        self.pod_labels = (settings.skip_label, *label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL,
+        self.pod_labels = (settings.skip_label, *label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, *kinds.ROLE_LABELS,
                            rollouts.POD_TEMPLATE_HASH, rollouts.CONTROLLER_REVISION_HASH, rollouts.POD_INDEX)
         self.pod_annotations = (*annotation_keys, settings.min_member_annotation,
                                 settings.grace_period_annotation)
@@ -103,7 +103,7 @@ class Slimmer:
         self.template_labels = (settings.skip_label, *label_keys)
         # a backend that copies the top owner's labels and annotations (KAI) needs them all
         self.all_owner_metadata = any(b.reads_owner_metadata for b in backends)
-        self.template_annotations = annotation_keys
+        self.template_annotations = (*annotation_keys, settings.min_available_annotation)  # a role's minimum
         self._shared: dict[tuple, Obj] = {}  # read-only parts many objects have in common: see _share
 
     def _metadata(self, md: Mapping[str, Any], labels: tuple[str, ...], annotations: tuple[str, ...]) -> Obj:
@@ -466,8 +466,9 @@ class Cache:
     def template_group_name(self, workload: Mapping[str, Any]) -> str | None:
         """The hand-made group a workload's templates name, when it counts toward
         that group's size: a top workload (not a ReplicaSet of a Deployment, not
-        a CronJob: its runs, the Jobs, count), in scope, not finished, not being deleted."""
-        if workload.get("kind") == "CronJob":
+        a CronJob or a RayService: its runs, the Jobs or clusters, count), in scope, not finished, not being deleted."""
+        entry = kinds.workload_kind(workload)
+        if entry is not None and entry.layout == kinds.ONE_PER_RUN:
             return None
         if _d(workload.get("metadata")).get("deletionTimestamp"):
             return None

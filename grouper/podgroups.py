@@ -133,7 +133,7 @@ def subgroups_unexpressed(desired: Desired, backend: Backend) -> str:
     parts = ", ".join(f"{s.name} {s.min_member}" for s in desired.subgroups)
     total = desired.min_member.value if desired.min_member is not None else "?"
     return (f"the {backend.name} backend cannot express subgroups ({parts}): the gang only needs "
-            f"minMember {total} pods in all, whichever workloads they belong to")
+            f"minMember {total} pods in all, whichever part they belong to")
 
 
 def pod_subgroup(cache: Cache, pod: Obj) -> str | None:
@@ -156,7 +156,8 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
             namespace, name, OWNED, mm, workload_ref(owner_workload), True,
             workloads=(owner_workload,), members=tuple(members),
             contributions=((display_name(owner_workload), mm.value),),
-            problems=_pin_problems([actual, owner_workload], settings),
+            problems=_pin_problems([actual, owner_workload], settings) + rules.role_problems(owner_workload, settings),
+            subgroups=owned_subgroups(owner_workload, mm, settings),
         )
 
     # 2. Workloads name it in their pod templates: a hand-made group (§3 last row).
@@ -242,7 +243,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     return Desired(
         namespace, name, OWNED, mm, top, not is_terminating(probe),
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
-        problems=_pin_problems([actual, top_obj], settings),
+        problems=_pin_problems([actual, top_obj], settings), subgroups=owned_subgroups(top_obj, mm, settings),
     )
 
 
@@ -253,6 +254,12 @@ def _missing(cache: Cache, group_key: str, backend: Backend | None) -> str:
     if backend is None:
         return f"PodGroup {name} not found in namespace {namespace}"
     return backend.missing_group(name, namespace, cache.podgroups.holder(backend, group_key))
+
+
+def owned_subgroups(workload: Obj, mm: MinMember, settings: Settings) -> tuple[rules.Subgroup, ...]:
+    """The subgroups of a workload's own gang, one per role (a PyTorchJob's master and
+    workers); none when ``podgang.io/min-member`` pins the whole gang (the pin is the gang)."""
+    return () if mm.pinned else rules.role_subgroups(workload, settings)
 
 
 def _pin_problems(objs: list[Any], settings: Settings) -> tuple[str, ...]:
@@ -307,6 +314,9 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
                 options=desired.options, owner=desired.owner, subgroups=subgroup_sizes(desired)))
             if desired.min_member.idle and _size_fixed(backend, manifest):
                 return []  # a group of 1 now would hold the pods of a later scale-up to 1: wait for them
+            if desired.subgroups:  # recorded as podgang's, as a patch records them: podgang may remove them
+                manifest["metadata"].setdefault("annotations", {})[settings.subgroups_annotation] = ",".join(
+                    name for name, _ in subgroup_sizes(desired))
             return [Write("create", manifest, None, desired.min_member.value)]
         return []
     if _md(actual).get("deletionTimestamp"):
@@ -372,7 +382,8 @@ def _subgroups_write(desired: Desired, actual: Obj, backend: Backend, settings: 
     if body is None:
         return None
     body["metadata"] = {"annotations": {settings.subgroups_annotation: ",".join(wanted) or None}}
-    note = (", ".join(f"{n} {v}" for n, v in wanted.items()) + " (each workload's minimum inside the gang)"
+    parts = "workload's" if desired.source == HAND_MADE else "role's"
+    note = (", ".join(f"{n} {v}" for n, v in wanted.items()) + f" (each {parts} minimum inside the gang)"
             if wanted else "none (the group has one part again: the one minMember is the gang)")
     return Write("patch-subgroups", body, note=note)
 

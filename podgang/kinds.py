@@ -11,7 +11,7 @@ adding a kind (say Kubeflow's PyTorchJob) is one new entry. No I/O.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 from podgang import rollouts
@@ -33,14 +33,29 @@ SlimTemplate = Callable[[Any], Obj]
 
 #: gang layouts
 ONE_PER_OBJECT = "object"  # the top owner's one PodGroup
-ONE_PER_RUN = "run"  # every Job the kind starts is a gang of its own (CronJob)
+ONE_PER_RUN = "run"  # every object the kind starts is a gang of its own (a CronJob's Jobs, a RayService's clusters)
 ONE_PER_REPLICA = "replica"  # one PodGroup per replica group (LeaderWorkerSet)
 
 # Job / JobSet conditions that mean "this run is over".
-FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget", "Completed"})
+FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget", "Completed",
+                                 "Succeeded"})  # Succeeded: a Kubeflow training job's
 
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+
+
+@dataclass(frozen=True)
+class Role:
+    """One part of a workload's gang with a minimum of its own: the pods of one replica
+    type (a PyTorchJob's master, its workers; an MPIJob's launcher), of one Ray worker
+    group, ... Each is a subgroup of the workload's PodGroup, so that the gang is never
+    counted whole while its only launcher, master or head is missing."""
+
+    name: str  # the subgroup's name: the role's pods carry it in the kind's role label
+    size: int  # its minimum
+    reason: str  # where the number comes from
+    template: Template = field(default_factory=dict)  # its pod template: podgang.io/min-available pins the role
+    path: str = ""  # where that template is
 
 
 @dataclass(frozen=True)
@@ -62,12 +77,28 @@ class WorkloadKind:
     #: given the workload and what is known of its pods
     rolling_out: Callable[[Any, rollouts.WorkloadPods], str | None] = lambda obj, seen: None
     layout: str = ONE_PER_OBJECT
+    #: with layout ONE_PER_RUN: the kinds of the objects it starts that are each a gang of
+    #: their own (a CronJob's Jobs, a TrainJob's JobSet, a RayJob's cluster and submitter Job)
+    runs: tuple[str, ...] = ()
     #: the grouper watches it and follows its size; the webhook fetches it as an owner
     followed: bool = True
     #: status fields the grouper keeps
     status_fields: tuple[str, ...] = ()
     #: status conditions the grouper keeps (type, status, reason), besides the finished ones
     kept_conditions: tuple[str, ...] = ()
+    #: why its controller makes its pods in stages (a pod only once others are Ready or
+    #: running), so that its gang counts only the stage it is in, and what makes it one
+    #: gang; None when it makes them all at once. :func:`size` already counts the stage.
+    stages: Callable[[Any], str | None] = lambda obj: None
+    #: the parts of its gang, each with its own minimum (their sum is :attr:`size`); none:
+    #: the gang is one part
+    roles: Callable[[Any], list[Role]] = lambda obj: []
+    #: the pod labels that name a pod's role (the first one a pod carries), lower-cased
+    role_labels: tuple[str, ...] = ()
+    #: held back on purpose (Kueue, a user): its pods are removed on purpose
+    suspended: Callable[[Any], bool] = lambda obj: spec(obj).get("suspend") is True
+    #: the run is over: it wants no pods any more
+    finished: Callable[[Any], bool] = lambda obj: _conditions_finished(obj)
 
     @property
     def kind(self) -> str:
@@ -113,6 +144,23 @@ def _replicas_size(obj: Any) -> tuple[int, str]:
     return replicas, f"spec.replicas {replicas}"
 
 
+def _statefulset_stages(obj: Any) -> str | None:
+    replicas = max(as_int(spec(obj).get("replicas"), 1), 0)
+    policy = spec(obj).get("podManagementPolicy") or "OrderedReady"
+    if policy == "Parallel" or replicas <= 1:
+        return None
+    return (f"podManagementPolicy {policy}{' (the default)' if policy == 'OrderedReady' else ''} makes its "
+            f"{replicas} pods one at a time, each only once the one before is Ready; "
+            f"podManagementPolicy: Parallel makes them one gang")
+
+
+def _statefulset_size(obj: Any) -> tuple[int, str]:
+    replicas, why = _replicas_size(obj)
+    if _statefulset_stages(obj) is None:
+        return replicas, why
+    return 1, f"{why}, made one at a time (OrderedReady): a gang of 1"
+
+
 def _job_kind_size(obj: Any) -> tuple[int, str]:
     return job_size(spec(obj), status(obj))
 
@@ -127,15 +175,49 @@ def _lws_size(obj: Any) -> tuple[int, str]:
     return size, f"leaderWorkerTemplate.size {size} per group"
 
 
+def _jobset_stages(obj: Any) -> list[tuple[Mapping[str, Any], int, str, str | None]]:
+    """Each replicated job, its pods (replicas × its Job's size), why that size, and why it
+    is not counted now (None: counted). A replicated job that ``dependsOn`` another is made
+    only once that one is Ready or Complete (Trainer v2's initializers, then its nodes): it
+    joins the gang then; one that others wait to see Complete leaves it once complete."""
+    rjobs = [as_dict(r) for r in as_list(spec(obj).get("replicatedJobs"))]
+    replicas_of = {str(r.get("name", "?")): max(as_int(r.get("replicas"), 1), 0) for r in rjobs}
+    progress = {str(as_dict(st).get("name")): as_dict(st) for st in as_list(status(obj).get("replicatedJobsStatus"))}
+
+    def reached(name: str, wanted: str) -> bool:
+        st = progress.get(name, EMPTY)
+        done = as_int(st.get("succeeded"), 0)
+        if wanted == "Ready":
+            done += as_int(st.get("ready"), 0)
+        return replicas_of.get(name, 0) > 0 and done >= replicas_of.get(name, 0)
+
+    awaited = {str(as_dict(d).get("name")) for r in rjobs for d in as_list(r.get("dependsOn"))
+               if as_dict(d).get("status") == "Complete"}
+    out = []
+    for rjob in rjobs:
+        name = str(rjob.get("name", "?"))
+        size, why = job_size(as_dict(as_dict(rjob.get("template")).get("spec")))
+        unmet = [as_dict(d) for d in as_list(rjob.get("dependsOn"))
+                 if not reached(str(as_dict(d).get("name")), str(as_dict(d).get("status")))]
+        left_out = None
+        if unmet:
+            left_out = f"{name} is made once {unmet[0].get('name')} is {unmet[0].get('status')}"
+        elif name in awaited and reached(name, "Complete"):
+            left_out = f"{name} is complete"
+        out.append((rjob, replicas_of[name] * size, f"{replicas_of[name]} × {why}", left_out))
+    return out
+
+
 def _jobset_size(obj: Any) -> tuple[int, str]:
-    total, parts = 0, []
-    for rjob in as_list(spec(obj).get("replicatedJobs")):
-        rjob = as_dict(rjob)
+    total, parts, later = 0, [], []
+    for rjob, size, _why, left_out in _jobset_stages(obj):
+        if left_out:
+            later.append(left_out)
+            continue
         replicas = max(as_int(rjob.get("replicas"), 1), 0)
-        size, _ = job_size(as_dict(as_dict(rjob.get("template")).get("spec")))
-        total += replicas * size
-        parts.append(f"{rjob.get('name', '?')} {replicas}×{size}")
-    return total, "replicatedJobs " + (" + ".join(parts) if parts else "none")
+        total += size
+        parts.append(f"{rjob.get('name', '?')} {replicas}×{size // replicas if replicas else 0}")
+    return total, "replicatedJobs " + (" + ".join(parts) if parts else "none") + "".join(f"; {w}" for w in later)
 
 
 def _one_pod(obj: Any) -> tuple[int, str]:
@@ -202,7 +284,7 @@ def _slim_deployment(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 
 def _slim_statefulset(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     out = _slim_replicas(s, slim_template)
-    if "podManagementPolicy" in s:  # OrderedReady makes one pod at a time: a gang of more may never form
+    if "podManagementPolicy" in s:  # OrderedReady makes its pods one at a time: the gang's size
         out["podManagementPolicy"] = s["podManagementPolicy"]
     if "updateStrategy" in s:  # its type and partition: where a rollout ends
         strategy = as_dict(s["updateStrategy"])
@@ -240,6 +322,7 @@ def _slim_jobset(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
         {
             "name": as_dict(r).get("name"),
             "replicas": as_dict(r).get("replicas", 1),
+            **({"dependsOn": as_dict(r)["dependsOn"]} if "dependsOn" in as_dict(r) else {}),
             "template": {"spec": _slim_job(as_dict(as_dict(as_dict(r).get("template")).get("spec")), slim_template)},
         }
         for r in as_list(s.get("replicatedJobs")) if isinstance(r, Mapping)
@@ -249,6 +332,315 @@ def _slim_jobset(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 
 def _slim_template_only(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     return {"template": slim_template(s.get("template"))} if "template" in s else {}
+
+
+# ---------------------------------------------------------------------------
+# Kubeflow training jobs: training-operator's v1 kinds, mpi-operator's v2beta1 MPIJob
+
+KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+KUBEFLOW_JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+#: the replica type a smaller minimum (elastic, minAvailable) is taken from first: the
+#: others (master, launcher, chief, ps) are each the one pod the rest cannot run without
+SCALING_ROLE = "worker"
+
+
+def _whole_number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _kubeflow_whole(obj: Any, elastic: bool) -> tuple[int | None, str]:
+    """The minimum a Kubeflow job sets for its whole gang, if any, and where it is."""
+    policy = as_dict(as_dict(spec(obj).get("runPolicy")).get("schedulingPolicy"))
+    minimum = _whole_number(policy.get("minAvailable"))
+    if minimum is not None:
+        return minimum, f"runPolicy.schedulingPolicy.minAvailable {minimum}"
+    if elastic:
+        minimum = _whole_number(as_dict(spec(obj).get("elasticPolicy")).get("minReplicas"))
+        if minimum is not None:
+            return minimum, f"elasticPolicy.minReplicas {minimum}"
+    return None, ""
+
+
+def _launcher_made(obj: Any) -> bool:
+    """Whether an MPIJob's launcher exists (mpi-operator counts it in status.replicaStatuses)."""
+    launcher = as_dict(as_dict(status(obj).get("replicaStatuses")).get("Launcher"))
+    return any(as_int(launcher.get(k), 0) > 0 for k in ("active", "succeeded", "failed"))
+
+
+def _fit(parts: list[Role], whole: int, why: str) -> list[Role]:
+    """``parts`` brought down to ``whole`` pods in all, the workers first: a job whose
+    minimum is below its replicas starts with fewer workers, never without its master."""
+    deficit = sum(r.size for r in parts) - whole
+    if deficit <= 0:
+        return parts
+    order = sorted(range(len(parts)), key=lambda i: (parts[i].name != SCALING_ROLE, -i))
+    sizes = [r.size for r in parts]
+    for i in order:
+        take = min(deficit, sizes[i])
+        sizes[i] -= take
+        deficit -= take
+    return [r if size == r.size else replace(r, size=size, reason=f"{r.reason}, {size} within {why}")
+            for r, size in zip(parts, sizes)]
+
+
+def _kubeflow(field: str, elastic: bool = False, launcher_waits: bool = False) -> tuple[
+        Callable[[Any], list[Role]], Callable[[Any], tuple[int, str]], Callable[[Any], list[tuple[str, Template]]]]:
+    """The roles, size and templates of a Kubeflow job whose replica specs are ``field``."""
+
+    def waiting(obj: Any) -> bool:
+        """An MPIJob whose launcher is made only once its workers are Ready, not made yet."""
+        return (launcher_waits and spec(obj).get("launcherCreationPolicy") == "WaitForWorkersReady"
+                and not _launcher_made(obj))
+
+    def roles(obj: Any) -> list[Role]:
+        parts = []
+        for rtype, rspec in as_dict(spec(obj).get(field)).items():
+            rspec = as_dict(rspec)
+            replicas = max(as_int(rspec.get("replicas"), 1), 0)
+            if waiting(obj) and str(rtype).lower() == "launcher":
+                replicas = 0  # not there to count: it joins once it exists
+            parts.append(Role(str(rtype).lower(), replicas, f"{rtype} replicas {replicas}",
+                              as_dict(rspec.get("template")), f"spec.{field}.{rtype}.template"))
+        whole, why = _kubeflow_whole(obj, elastic)
+        if whole is not None:
+            parts = _fit(parts, max(whole - 1, 0) if waiting(obj) else whole, why)
+        return [r for r in parts if r.size > 0]
+
+    def size(obj: Any) -> tuple[int, str]:
+        parts = roles(obj)
+        whole, why = _kubeflow_whole(obj, elastic)
+        listed = " + ".join(f"{r.name} {r.size}" for r in parts) or f"no {field}"
+        if whole is not None:
+            listed = f"{why}: {listed}"
+        if waiting(obj):
+            listed += "; the launcher joins once the workers are Ready (launcherCreationPolicy WaitForWorkersReady)"
+        return sum(r.size for r in parts), listed
+
+    def templates(obj: Any) -> list[tuple[str, Template]]:
+        return [(f"spec.{field}.{rtype}.template", as_dict(as_dict(rspec).get("template")))
+                for rtype, rspec in as_dict(spec(obj).get(field)).items()]
+
+    return roles, size, templates
+
+
+def _slim_kubeflow(field: str) -> Callable[[Mapping[str, Any], SlimTemplate], Obj]:
+    def slim(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+        s = as_dict(s)
+        out: Obj = {field: {
+            str(rtype): {**({"replicas": as_dict(r)["replicas"]} if "replicas" in as_dict(r) else {}),
+                         "template": slim_template(as_dict(r).get("template"))}
+            for rtype, r in as_dict(s.get(field)).items()}}
+        run = as_dict(s.get("runPolicy"))
+        kept_run: Obj = {"suspend": run["suspend"]} if "suspend" in run else {}
+        policy = as_dict(run.get("schedulingPolicy"))
+        if "minAvailable" in policy:
+            kept_run["schedulingPolicy"] = {"minAvailable": policy["minAvailable"]}
+        if kept_run:
+            out["runPolicy"] = kept_run
+        if "minReplicas" in as_dict(s.get("elasticPolicy")):
+            out["elasticPolicy"] = {"minReplicas": as_dict(s.get("elasticPolicy"))["minReplicas"]}
+        if "launcherCreationPolicy" in s:
+            out["launcherCreationPolicy"] = s["launcherCreationPolicy"]
+        return out
+    return slim
+
+
+def _run_policy_suspended(obj: Any) -> bool:
+    return as_dict(spec(obj).get("runPolicy")).get("suspend") is True
+
+
+def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...], *, version: str = "v1",
+                   also: tuple[str, ...] = (), elastic: bool = False, launcher_waits: bool = False) -> WorkloadKind:
+    roles, size, templates = _kubeflow(field, elastic, launcher_waits)
+    return WorkloadKind(
+        Resource("kubeflow.org", version, plural, kind, optional=True, also=also), size, templates,
+        _slim_kubeflow(field), aliases=aliases, status_fields=("replicaStatuses",), roles=roles,
+        role_labels=(KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_JOB_ROLE_LABEL), suspended=_run_policy_suspended,
+    )
+
+
+# ---------------------------------------------------------------------------
+# JobSet (and through it Trainer v2's TrainJob): a subgroup per replicated job
+
+JOBSET_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+
+
+def _jobset_roles(obj: Any) -> list[Role]:
+    out = []
+    for i, (rjob, size, why, left_out) in enumerate(_jobset_stages(obj)):
+        if left_out is None and size > 0:
+            job_spec = as_dict(as_dict(rjob.get("template")).get("spec"))
+            out.append(Role(str(rjob.get("name", "?")), size, why, as_dict(job_spec.get("template")),
+                            f"spec.replicatedJobs[{i}].template.spec.template"))
+    return out
+
+
+def _trainjob_size(obj: Any) -> tuple[int, str]:
+    nodes = max(as_int(as_dict(spec(obj).get("trainer")).get("numNodes"), 1), 0)
+    return nodes, (f"trainer.numNodes {nodes}: the JobSet the trainer makes from its runtime is the gang "
+                   f"(one subgroup per replicated job)")
+
+
+def _slim_trainjob(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+    s = as_dict(s)
+    out: Obj = {"suspend": s["suspend"]} if "suspend" in s else {}
+    if "numNodes" in as_dict(s.get("trainer")):
+        out["trainer"] = {"numNodes": as_dict(s.get("trainer"))["numNodes"]}
+    return out
+
+
+# ---------------------------------------------------------------------------
+# KubeRay: a RayCluster (on its own, or made by a RayJob or a RayService)
+
+RAY_GROUP_LABEL = "ray.io/group"
+RAY_HEAD_GROUP = "headgroup"  # the head pod's ray.io/group
+
+
+def _ray_cluster_spec(obj: Any) -> Mapping[str, Any]:
+    """A RayCluster's spec, or the cluster spec a RayJob (``rayClusterSpec``) or a
+    RayService (``rayClusterConfig``) makes its clusters from."""
+    kind = as_dict(obj).get("kind")
+    if kind == "RayJob":
+        return as_dict(spec(obj).get("rayClusterSpec"))
+    if kind == "RayService":
+        return as_dict(spec(obj).get("rayClusterConfig"))
+    return spec(obj)
+
+
+def _ray_roles(obj: Any) -> list[Role]:
+    """The head, then each worker group not suspended: ``minReplicas`` (or ``replicas``
+    when minReplicas is 0) × ``numOfHosts``. A suspended cluster wants no pods."""
+    cluster = _ray_cluster_spec(obj)
+    if not cluster or cluster.get("suspend") is True:
+        return []
+    out = [Role(RAY_HEAD_GROUP, 1, "the head", as_dict(as_dict(cluster.get("headGroupSpec")).get("template")),
+                "headGroupSpec.template")]
+    for i, group in enumerate(as_list(cluster.get("workerGroupSpecs"))):
+        group = as_dict(group)
+        name = str(group.get("groupName") or f"worker-group-{i}")
+        if group.get("suspend") is True:
+            continue
+        hosts = max(as_int(group.get("numOfHosts"), 1), 1)
+        minimum = max(as_int(group.get("minReplicas"), 0), 0)
+        count, field_name = (minimum, "minReplicas") if minimum > 0 else (
+            max(as_int(group.get("replicas"), 0), 0), "replicas")
+        why = f"{field_name} {count}" + (f" × numOfHosts {hosts}" if hosts != 1 else "")
+        out.append(Role(name.lower(), count * hosts, why, as_dict(group.get("template")),
+                        f"workerGroupSpecs[{i}].template"))
+    return [r for r in out if r.size > 0]
+
+
+def _ray_size(obj: Any) -> tuple[int, str]:
+    if _ray_cluster_spec(obj).get("suspend") is True:
+        return 0, "suspended"
+    parts = _ray_roles(obj)
+    return sum(r.size for r in parts), " + ".join(f"{r.name} {r.size}" for r in parts) or "no head"
+
+
+def _ray_templates(obj: Any) -> list[tuple[str, Template]]:
+    cluster = _ray_cluster_spec(obj)
+    prefix = {"RayJob": "spec.rayClusterSpec.", "RayService": "spec.rayClusterConfig."}.get(
+        str(as_dict(obj).get("kind")), "spec.")
+    out = [(f"{prefix}headGroupSpec.template", as_dict(as_dict(cluster.get("headGroupSpec")).get("template")))]
+    for i, group in enumerate(as_list(cluster.get("workerGroupSpecs"))):
+        out.append((f"{prefix}workerGroupSpecs[{i}].template", as_dict(as_dict(group).get("template"))))
+    return out
+
+
+def _slim_ray_cluster(c: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+    c = as_dict(c)
+    out: Obj = {"suspend": c["suspend"]} if "suspend" in c else {}
+    out["headGroupSpec"] = {"template": slim_template(as_dict(c.get("headGroupSpec")).get("template"))}
+    out["workerGroupSpecs"] = [
+        {**{k: as_dict(g)[k] for k in ("groupName", "replicas", "minReplicas", "numOfHosts", "suspend")
+            if k in as_dict(g)}, "template": slim_template(as_dict(g).get("template"))}
+        for g in as_list(c.get("workerGroupSpecs")) if isinstance(g, Mapping)]
+    return out
+
+
+def _slim_ray(field_name: str | None) -> Callable[[Mapping[str, Any], SlimTemplate], Obj]:
+    def slim(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+        s = as_dict(s)
+        if field_name is None:
+            return _slim_ray_cluster(s, slim_template)
+        out: Obj = {"suspend": s["suspend"]} if "suspend" in s else {}
+        if field_name in s:
+            out[field_name] = _slim_ray_cluster(as_dict(s.get(field_name)), slim_template)
+        return out
+    return slim
+
+
+def _ray_job_finished(obj: Any) -> bool:
+    return status(obj).get("jobDeploymentStatus") in ("Complete", "Failed") or _conditions_finished(obj)
+
+
+# ---------------------------------------------------------------------------
+# Spark operator: a SparkApplication's driver, then its executors (owned by the driver pod)
+
+SPARK_ROLE_LABEL = "spark-role"
+_SPARK_DRIVER_RUNS = ("RUNNING",)
+_SPARK_DONE = ("COMPLETED", "FAILED", "SUBMISSION_FAILED")
+
+
+def _spark_state(obj: Any) -> str:
+    return str(as_dict(status(obj).get("applicationState")).get("state") or "")
+
+
+def _spark_template(part: Any) -> Obj:
+    """A driver's or executor's pod as a pod template: its own template (if any) with the
+    labels, annotations and schedulerName the SparkApplication sets on top."""
+    part = as_dict(part)
+    base = as_dict(part.get("template"))
+    md, pod_spec = as_dict(base.get("metadata")), as_dict(base.get("spec"))
+    scheduler = part.get("schedulerName") or pod_spec.get("schedulerName")
+    return {"metadata": {"labels": {**as_dict(md.get("labels")), **as_dict(part.get("labels"))},
+                         "annotations": {**as_dict(md.get("annotations")), **as_dict(part.get("annotations"))}},
+            "spec": {**pod_spec, **({"schedulerName": scheduler} if scheduler else {})}}
+
+
+def _spark_executors(obj: Any) -> tuple[int, str]:
+    dynamic = as_dict(spec(obj).get("dynamicAllocation"))
+    if dynamic.get("enabled") is True:
+        count = max(as_int(dynamic.get("minExecutors"), 0), 0)
+        return count, f"dynamicAllocation.minExecutors {count}"
+    count = max(as_int(as_dict(spec(obj).get("executor")).get("instances"), 1), 0)
+    return count, f"executor.instances {count}"
+
+
+def _spark_roles(obj: Any) -> list[Role]:
+    """The driver; its executors once it runs (the driver makes them: a gang that counted them
+    from the start would wait for ever for pods that come only after it runs)."""
+    parts = [Role("driver", 1, "the driver", _spark_template(spec(obj).get("driver")), "spec.driver")]
+    if _spark_state(obj) in _SPARK_DRIVER_RUNS:
+        count, why = _spark_executors(obj)
+        parts.append(Role("executor", count, why, _spark_template(spec(obj).get("executor")), "spec.executor"))
+    return [r for r in parts if r.size > 0]
+
+
+def _spark_size(obj: Any) -> tuple[int, str]:
+    parts = _spark_roles(obj)
+    listed = " + ".join(f"{r.name} {r.size}" for r in parts)
+    if _spark_state(obj) not in _SPARK_DRIVER_RUNS:
+        count, why = _spark_executors(obj)
+        listed += f"; the executors ({why}) join once the driver runs: the driver makes them"
+    return sum(r.size for r in parts), listed
+
+
+def _spark_templates(obj: Any) -> list[tuple[str, Template]]:
+    return [(f"spec.{part}", _spark_template(spec(obj).get(part))) for part in ("driver", "executor")]
+
+
+def _slim_spark(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+    s = as_dict(s)
+    out: Obj = {part: {"template": slim_template(_spark_template(s.get(part)))} for part in ("driver", "executor")}
+    if "instances" in as_dict(s.get("executor")):
+        out["executor"]["instances"] = as_dict(s.get("executor"))["instances"]
+    dynamic = as_dict(s.get("dynamicAllocation"))
+    if dynamic:
+        out["dynamicAllocation"] = {k: dynamic[k] for k in ("enabled", "minExecutors") if k in dynamic}
+    if "suspend" in s:
+        out["suspend"] = s["suspend"]
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -268,9 +660,9 @@ DEPLOYMENT = WorkloadKind(
     rolling_out=rollouts.deployment_rollout, status_fields=_REPLICATED_STATUS, kept_conditions=("Progressing",),
 )
 STATEFUL_SET = WorkloadKind(
-    Resource("apps", "v1", "statefulsets", "StatefulSet"), _replicas_size, _spec_template, _slim_statefulset,
+    Resource("apps", "v1", "statefulsets", "StatefulSet"), _statefulset_size, _spec_template, _slim_statefulset,
     aliases=("statefulset", "statefulsets", "sts"), scale_path=("spec", "replicas"),
-    rolling_out=rollouts.statefulset_rollout, status_fields=_REPLICATED_STATUS,
+    rolling_out=rollouts.statefulset_rollout, status_fields=_REPLICATED_STATUS, stages=_statefulset_stages,
 )
 JOB = WorkloadKind(
     Resource("batch", "v1", "jobs", "Job"), _job_kind_size, _spec_template, _slim_job,
@@ -279,7 +671,7 @@ JOB = WorkloadKind(
 CRON_JOB = WorkloadKind(
     Resource("batch", "v1", "cronjobs", "CronJob"), _cronjob_size, _cronjob_templates, _slim_cronjob,
     aliases=("cronjob", "cronjobs", "cj"), scale_path=("spec", "jobTemplate", "spec", "parallelism"),
-    layout=ONE_PER_RUN,
+    layout=ONE_PER_RUN, runs=("Job",),
 )
 LEADER_WORKER_SET = WorkloadKind(
     Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", optional=True),
@@ -289,7 +681,51 @@ LEADER_WORKER_SET = WorkloadKind(
 )
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
-    _jobset_size, _jobset_templates, _slim_jobset, aliases=("jobset", "jobsets"), status_fields=_RUN_STATUS,
+    _jobset_size, _jobset_templates, _slim_jobset, aliases=("jobset", "jobsets"),
+    status_fields=(*_RUN_STATUS, "replicatedJobsStatus"),
+    roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,),
+)
+PYTORCH_JOB = _kubeflow_kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", ("pytorchjob", "pytorchjobs"),
+                             elastic=True)
+TF_JOB = _kubeflow_kind("TFJob", "tfjobs", "tfReplicaSpecs", ("tfjob", "tfjobs"))
+XGBOOST_JOB = _kubeflow_kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("xgboostjob", "xgboostjobs"))
+JAX_JOB = _kubeflow_kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", ("jaxjob", "jaxjobs"))
+PADDLE_JOB = _kubeflow_kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs", ("paddlejob", "paddlejobs"))
+#: mpi-operator's v2beta1 (its launcher is a Job) or training-operator's v1: one CRD name, so
+#: a cluster serves one of them, with the fields podgang reads in the same places
+MPI_JOB = _kubeflow_kind("MPIJob", "mpijobs", "mpiReplicaSpecs", ("mpijob", "mpijobs"), version="v2beta1",
+                         also=("v1",), launcher_waits=True)
+#: Trainer v2: the trainer makes one JobSet per TrainJob (named after it) from the runtime; that
+#: JobSet is the TrainJob's one gang, sized and split into subgroups as a JobSet
+TRAIN_JOB = WorkloadKind(
+    Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", optional=True), _trainjob_size,
+    lambda obj: [], _slim_trainjob, aliases=("trainjob", "trainjobs"), layout=ONE_PER_RUN, runs=("JobSet",),
+)
+RAY_CLUSTER = WorkloadKind(
+    Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
+    _slim_ray(None), aliases=("raycluster", "rayclusters"), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+)
+#: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
+#: own, and so is its submitter Job: the submitter starts only once the cluster is ready
+RAY_JOB = WorkloadKind(
+    Resource("ray.io", "v1", "rayjobs", "RayJob", optional=True), _ray_size, _ray_templates,
+    _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
+    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj),
+)
+#: each cluster of a RayService (the serving one, and a new one during an upgrade) is a gang of its own
+RAY_SERVICE = WorkloadKind(
+    Resource("ray.io", "v1", "rayservices", "RayService", optional=True), _ray_size, _ray_templates,
+    _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), layout=ONE_PER_RUN, runs=("RayCluster",),
+    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+)
+#: a staged gang: the driver, then (once spark-operator says it runs) the driver and the
+#: executors it makes, which Spark owns by the driver pod
+SPARK_APPLICATION = WorkloadKind(
+    Resource("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", optional=True),
+    _spark_size, _spark_templates, _slim_spark, aliases=("sparkapplication", "sparkapplications", "sparkapp"),
+    status_fields=("applicationState",), roles=_spark_roles, role_labels=(SPARK_ROLE_LABEL,),
+    finished=lambda obj: _spark_state(obj) in _SPARK_DONE,
 )
 DAEMON_SET = WorkloadKind(
     Resource("apps", "v1", "daemonsets", "DaemonSet"), _per_node, _spec_template, _slim_template_only,
@@ -298,8 +734,13 @@ DAEMON_SET = WorkloadKind(
 
 #: every workload kind, by kind name
 WORKLOADS: dict[str, WorkloadKind] = {
-    k.kind: k for k in (DEPLOYMENT, REPLICA_SET, STATEFUL_SET, JOB, CRON_JOB, LEADER_WORKER_SET, JOB_SET, DAEMON_SET)
+    k.kind: k for k in (DEPLOYMENT, REPLICA_SET, STATEFUL_SET, JOB, CRON_JOB, LEADER_WORKER_SET, JOB_SET, DAEMON_SET,
+                        PYTORCH_JOB, TF_JOB, MPI_JOB, XGBOOST_JOB, JAX_JOB, PADDLE_JOB, TRAIN_JOB, RAY_CLUSTER, RAY_JOB,
+                        RAY_SERVICE, SPARK_APPLICATION)
 }
+
+#: the pod labels that name a pod's role, of every kind
+ROLE_LABELS: tuple[str, ...] = tuple(dict.fromkeys(label for k in WORKLOADS.values() for label in k.role_labels))
 
 #: the workloads whose size the grouper follows (it watches these)
 FOLLOWED: tuple[WorkloadKind, ...] = tuple(k for k in WORKLOADS.values() if k.followed)
@@ -308,8 +749,9 @@ FOLLOWED: tuple[WorkloadKind, ...] = tuple(k for k in WORKLOADS.values() if k.fo
 #: kind (a DaemonSet, a custom controller's object) is taken as the top.
 OWNER_KINDS: dict[str, Resource] = {POD.kind: POD, **{k.kind: k.resource for k in FOLLOWED}}
 
-#: kinds whose every run (a Job it starts) is a gang of its own
-RUN_OWNERS = frozenset(k.kind for k in WORKLOADS.values() if k.layout == ONE_PER_RUN)
+#: kinds whose every run (a Job a CronJob starts, a RayService's cluster) is a gang of its
+#: own: owner kind -> the kinds of its runs
+RUN_OWNERS: dict[str, tuple[str, ...]] = {k.kind: k.runs for k in WORKLOADS.values() if k.layout == ONE_PER_RUN}
 
 
 def workload_kind(obj_or_kind: Any) -> WorkloadKind | None:
@@ -320,9 +762,9 @@ def workload_kind(obj_or_kind: Any) -> WorkloadKind | None:
 def resource_for(api_version: str, kind: str) -> Resource | None:
     """The known resource for an ownerReference's apiVersion and kind, if any."""
     resource = OWNER_KINDS.get(kind)
-    if resource is None or resource.api_version != api_version:
+    if resource is None:
         return None
-    return resource
+    return resource.at(api_version)
 
 
 def pod_templates(obj: Any) -> list[tuple[str, Template]]:
@@ -345,6 +787,13 @@ def desired_size(obj: Any) -> tuple[int, str]:
     return entry.size(obj)
 
 
+def stages(obj: Any) -> str | None:
+    """Why a workload's controller makes its pods in stages (its gang counts only the
+    stage it is in) and what makes it one gang, or None."""
+    entry = workload_kind(obj)
+    return entry.stages(obj) if entry is not None else None
+
+
 def rolling_out(obj: Any, seen: rollouts.WorkloadPods = rollouts.NO_PODS) -> str | None:
     """Why a workload's controller replaces its pods on purpose right now, or None:
     its kind's entry decides, given what is known of its pods."""
@@ -353,7 +802,13 @@ def rolling_out(obj: Any, seen: rollouts.WorkloadPods = rollouts.NO_PODS) -> str
 
 
 def is_finished(obj: Any) -> bool:
-    """A Job or JobSet run that is over (it wants no pods any more)."""
+    """A run that is over (it wants no pods any more): its kind's entry decides."""
+    entry = workload_kind(obj)
+    return entry.finished(obj) if entry is not None else _conditions_finished(obj)
+
+
+def _conditions_finished(obj: Any) -> bool:
+    """A Job, JobSet or Kubeflow job whose completionTime or a finished condition says it is over."""
     st = status(obj)
     if st.get("completionTime"):
         return True
@@ -362,8 +817,26 @@ def is_finished(obj: Any) -> bool:
 
 
 def is_suspended(obj: Any) -> bool:
-    """A Job or JobSet held back (e.g. by Kueue): its pods are removed on purpose."""
-    return spec(obj).get("suspend") is True
+    """A workload held back (a Job or JobSet by Kueue, a PyTorchJob's runPolicy.suspend):
+    its pods are removed on purpose."""
+    entry = workload_kind(obj)
+    return entry.suspended(obj) if entry is not None else spec(obj).get("suspend") is True
+
+
+def roles(obj: Any) -> list[Role]:
+    """The parts of a workload's gang, each with its own minimum (none: one part)."""
+    entry = workload_kind(obj)
+    return entry.roles(obj) if entry is not None else []
+
+
+def pod_role(top_kind: str, pod: Any) -> str | None:
+    """The role a pod of a ``top_kind`` workload plays (its subgroup), from the labels
+    the kind's operator sets on it; None for a kind without roles."""
+    entry = WORKLOADS.get(top_kind)
+    if entry is None:
+        return None
+    found = labels(pod)
+    return next((found[k].lower() for k in entry.role_labels if found.get(k)), None)
 
 
 def replica_suffix(top_kind: str, pod: Any) -> tuple[str, str]:

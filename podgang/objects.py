@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping as AbcMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 EMPTY: Mapping[str, Any] = {}
@@ -159,6 +159,29 @@ class Resource:
     plural: str
     kind: str
     optional: bool = False  # served by a CRD that may not be installed
+    #: other versions that serve the same kind with the fields podgang reads (MPIJob:
+    #: mpi-operator's v2beta1 or training-operator's v1; the CRDs share a name, so a
+    #: cluster serves one of them)
+    also: tuple[str, ...] = ()
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        return (self.version, *self.also)
+
+    @property
+    def alternatives(self) -> tuple["Resource", ...]:
+        """This resource at each of its versions, this one first."""
+        return tuple(found for v in self.versions
+                     if (found := self.at(f"{self.group}/{v}" if self.group else v)) is not None)
+
+    def at(self, api_version: str) -> "Resource | None":
+        """This resource at ``api_version`` (one of its versions), or None."""
+        for version in self.versions:
+            if api_version == (f"{self.group}/{version}" if self.group else version):
+                if version == self.version:
+                    return self
+                return replace(self, version=version, also=tuple(v for v in self.versions if v != version))
+        return None
 
     @property
     def api_version(self) -> str:

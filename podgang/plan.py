@@ -402,9 +402,9 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     if not templates or all(problems):
         member.skipped = next((p for p in problems if p), "no pod template")
         return
-    partial = rules.partial_scope_problem(obj, ns, settings)
-    if partial:
-        plan.warnings.append(Finding(member.source, member.what, partial))
+    for problem in (rules.partial_scope_problem(obj, ns, settings), rules.staged_problem(obj, settings)):
+        if problem:
+            plan.warnings.append(Finding(member.source, member.what, problem))
     for path, template in templates:
         gpu = rules.gpu_problem(template, settings)
         if gpu:
@@ -429,9 +429,10 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         member.pods = len(owned) * kinds.desired_size(obj)[0]
     elif entry.layout == kinds.ONE_PER_RUN:
         name = f"{settings.group_prefix}-{metadata(obj).get('name')}-<run>-{UNKNOWN_UID}"
-        member.group, member.why = name, "one PodGroup per Job run, owned by that Job"
+        run = entry.runs[0]
+        member.group, member.why = name, f"one PodGroup per {run} it starts, owned by that {run}"
         plan.groups[(ns, name)] = PlannedGroup(ns, name, rules.min_member_for(obj, None, settings), "owned",
-                                               owner_text=f"each Job of {owner_text}", per_run=True,
+                                               owner_text=f"each {run} of {owner_text}", per_run=True,
                                                backend=template_backend(obj, settings))
     elif owned:
         member.group, member.why = ", ".join(shown(n) for n in owned), f"top owner {owner_text}"

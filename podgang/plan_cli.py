@@ -225,14 +225,14 @@ def write_text(plan, out: TextIO) -> None:
             origin = _origin_text(g, {x.backend.name for x in groups if x.backend is not None})
             out.write(f"  {f'{g.namespace}/{g.name}'.ljust(name_w)}  {_min_text(g).ljust(min_w)}  "
                       f"{g.min_member.reason}   [{origin}]\n")
-            for setting, where in g.options.get("origins") or ():
-                value = {"queue": g.options.get("queue"), "priorityClassName": g.options.get("priority_class")}.get(
-                    setting, (g.options.get("extra_spec") or {}).get(setting))
-                out.write(f"    {setting} {value}  [{where}]\n")
             sub_w = max((len(s.name) for s in g.subgroups), default=0)
             for last, s in enumerate(g.subgroups, 1 - len(g.subgroups)):
                 out.write(f"    {'└' if last == 0 else '├'} {s.name.ljust(sub_w)}  minimum {s.min_member}  "
                           f"[{s.reason}]\n")
+            for setting, where in g.options.get("origins") or ():
+                value = {"queue": g.options.get("queue"), "priorityClassName": g.options.get("priority_class")}.get(
+                    setting, (g.options.get("extra_spec") or {}).get(setting))
+                out.write(f"    {setting} {value}  [{where}]\n")
     out.write("\n")
     for title, findings in (("Denied", plan.denials), ("Warnings", plan.warnings), ("Notes", plan.notes)):
         if title == "Notes" and not findings:

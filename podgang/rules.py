@@ -19,7 +19,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from podgang.backends import Backend, kai
-from podgang.kinds import RUN_OWNERS, desired_size, pod_templates, replica_suffix, resource_for
+from podgang.kinds import RUN_OWNERS, desired_size, pod_role, pod_templates, replica_suffix, resource_for, roles, stages
 from podgang.objects import (
     Denial,
     OwnerRef,
@@ -71,12 +71,14 @@ class MinMember:
 
 @dataclass(frozen=True)
 class Subgroup:
-    """One part of a hand-made group several workloads share: a workload's pods (or
-    the standalone pods), with the minimum that part needs and where it comes from."""
+    """One part of a gang with a minimum of its own, and where the number comes from: a
+    workload's pods (or the standalone pods) in a hand-made group several workloads
+    share, or one role of a workload's own gang (a PyTorchJob's master, its workers)."""
 
     name: str
     min_member: int
     reason: str
+    pinned: bool = False  # set by podgang.io/min-available, not the workload's size
 
 
 HAND_MADE = "hand-made"
@@ -230,13 +232,13 @@ def controller_ref(obj: Any) -> OwnerRef | None:
 def next_owner(obj: Any) -> OwnerRef | None:
     """The owner to follow upwards from ``obj``, or None when ``obj`` is the top.
 
-    A Job started by a CronJob stops the walk: every run is its own gang
-    (:data:`podgang.kinds.RUN_OWNERS`).
+    A run stops the walk (a Job started by a CronJob, a RayService's cluster, a
+    TrainJob's JobSet): every run is its own gang (:data:`podgang.kinds.RUN_OWNERS`).
     """
     ref = controller_ref(obj)
     if ref is None:
         return None
-    if _dict(obj).get("kind") == "Job" and ref.kind in RUN_OWNERS:
+    if _dict(obj).get("kind") in RUN_OWNERS.get(ref.kind, ()):
         return None
     return ref
 
@@ -350,6 +352,9 @@ def gang_for_pod(
         return named
     top = top_owner(pod, chain)
     if named is not None:
+        if subgroup is None and top is not None and top.uid and named == owned_group_name(
+                top, replica_suffix(top.kind, pod)[0], settings):
+            subgroup = pod_role(top.kind, pod)  # podgang's own name for it: its role in its workload's gang
         if subgroup is None:  # one subgroup per workload, one for the standalone pods
             subgroup = top.name if top is not None else STANDALONE
         return Gang(named, HAND_MADE, "the pod names its PodGroup", top_owner=top, subgroup=subgroup)
@@ -360,6 +365,8 @@ def gang_for_pod(
         suffix, which = replica_suffix(top.kind, pod)
         reason = f"top owner {clip(f'{top.kind.lower()}/{top.name}')}{which}"
         name = owned_group_name(top, suffix, settings)
+        # a pod of a workload with roles (a PyTorchJob's master) is in its role's subgroup
+        subgroup = subgroup or pod_role(top.kind, pod)
         return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=subgroup)
 
     md = metadata(pod)
@@ -456,10 +463,33 @@ def min_member_for(
         pinned, _problem = pinned_min_member(source, settings)
         if pinned is not None:
             return MinMember(pinned, f"pinned by {settings.min_member_annotation} on {kind_name(source)}", True)
+    parts = _role_parts(workload, settings)
+    if any(s.pinned for s in parts):  # a role pinned by podgang.io/min-available: the sum of the roles
+        total = sum(s.min_member for s in parts)
+        return MinMember(max(total, 1), f"{kind_name(workload)} " + " + ".join(
+            f"{s.name} {s.min_member}{' (pinned)' if s.pinned else ''}" for s in parts))
     size, why = desired_size(workload)
     if size < 1:
         return MinMember(1, f"{kind_name(workload)} {why}; a gang is never smaller than 1", idle=True)
     return MinMember(size, f"{kind_name(workload)} {why}")
+
+
+def staged_problem(workload: Any, settings: Settings = DEFAULT) -> str | None:
+    """What a user is told about a workload whose controller makes its pods in stages
+    (an OrderedReady StatefulSet), or None: its gang counts only the stage it is in, and a
+    ``podgang.io/min-member`` above that stage is a gang that never forms."""
+    note = stages(workload)
+    if note is None or next_owner(workload) is not None:  # an owned one is part of its owner's gang
+        return None
+    namespace = metadata(workload).get("namespace")
+    if all(scope_problem(t, namespace, settings) for _, t in pod_templates(workload)):
+        return None
+    size, _ = desired_size(workload)
+    pinned, _problem = pinned_min_member(workload, settings)
+    if pinned is not None and pinned > size:
+        return (f"{kind_name(workload)}: {settings.min_member_annotation}={pinned} waits for pods its controller "
+                f"makes only in stages, a gang that never forms: {note}")
+    return f"{kind_name(workload)} is not one gang (its gang counts {size}): {note}"
 
 
 def shared_min_member(
@@ -555,6 +585,46 @@ def subgroup_min_member(workload: Any, settings: Settings = DEFAULT) -> MinMembe
             return MinMember(value, f"{key} on {kind_name(workload)}", pinned=True)
     size, why = desired_size(workload)
     return MinMember(size, f"{kind_name(workload)} {why}")
+
+
+def role_subgroups(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgroup, ...]:
+    """The subgroups of a workload's own gang, one per role its kind knows (a PyTorchJob's
+    replica types, a RayCluster's head and worker groups), each at the role's minimum:
+    ``podgang.io/min-available`` on the role's pod template, else what the kind says.
+    None for a kind without roles, or a workload with a single role (one part is the whole)."""
+    found = _role_parts(workload, settings)
+    if len(found) < 2 or any(not _role_name_ok(s.name) for s in found):
+        return ()
+    return found
+
+
+def _role_name_ok(name: str) -> bool:
+    return len(name) <= MAX_SUBGROUP_NAME and _DNS_LABEL.fullmatch(name) is not None
+
+
+def _role_parts(workload: Any, settings: Settings) -> tuple[Subgroup, ...]:
+    found = []
+    for role in roles(workload):
+        value, _problem = min_available(role.template, settings)
+        if value is not None:
+            found.append(Subgroup(role.name, value, f"{settings.min_available_annotation} on {role.path}", True))
+        else:
+            found.append(Subgroup(role.name, role.size, role.reason))
+    return tuple(found)
+
+
+def role_problems(workload: Any, settings: Settings = DEFAULT) -> tuple[str, ...]:
+    """A malformed ``podgang.io/min-available`` on a role's pod template."""
+    out = []
+    for role in roles(workload):
+        problem = min_available(role.template, settings)[1]
+        if problem:
+            out.append(f"{kind_name(workload)} {role.path}: {problem.split(': ', 1)[-1]}")
+        if not _role_name_ok(role.name):
+            out.append(f"{kind_name(workload)}: {_q(clip(role.name))} cannot name a subgroup (a DNS label: lower-case "
+                       f"letters, digits and '-', at most {MAX_SUBGROUP_NAME} characters): the gang has no subgroups, "
+                       f"only its summed minimum")
+    return tuple(out)
 
 
 def shared_subgroups(

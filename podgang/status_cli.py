@@ -230,8 +230,10 @@ class Reader:
         return grouper_from_lease(key, lease if isinstance(lease, dict) else {}, datetime.now(timezone.utc))
 
     async def list(self, resource: Resource, namespace: str | None, *, optional: bool = False,
-                   **selector: str) -> list[dict[str, Any]] | None:
-        """Every object of ``resource`` (None: an optional resource the cluster does not serve)."""
+                   _others: tuple[Resource, ...] | None = None, **selector: str) -> list[dict[str, Any]] | None:
+        """Every object of ``resource``, at whichever of its versions the cluster serves
+        (None: an optional resource the cluster does not serve)."""
+        others = resource.alternatives[1:] if _others is None else _others
         items: list[dict[str, Any]] = []
         token = None
         while True:
@@ -241,6 +243,8 @@ class Reader:
             except api.Forbidden as exc:
                 raise StatusError(missing_permission("list", resource, namespace, exc)) from None
             except api.NotFound as exc:
+                if not items and token is None and others:  # served at another version (MPIJob: v2beta1, else v1)?
+                    return await self.list(others[0], namespace, optional=optional, _others=others[1:], **selector)
                 if optional:
                     return None
                 raise StatusError(f"the cluster does not serve {resource.label} ({resource.api_version}): "

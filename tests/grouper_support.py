@@ -121,6 +121,12 @@ def owned_group(obj: dict) -> str:
     return owned_group_name(OwnerRef.from_dict(owner_ref(obj)))
 
 
+def kai_subgroups(emu, name: str, ns: str = NS) -> list | None:
+    """The ``spec.subGroups`` of KAI PodGroup ``name`` (None: no group, or none set)."""
+    obj = emu.get("podgroups", ns, name)
+    return None if obj is None else obj["spec"].get("subGroups")
+
+
 def min_member(emu, name: str, ns: str = NS) -> int | None:
     obj = emu.get("podgroups", ns, name)
     return None if obj is None else obj["spec"].get("minMember")

@@ -155,6 +155,15 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
     _r("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet",
        status=True, scale=True, crd=True),
     _r("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", status=True, crd=True),
+    # Kubeflow's training jobs; MPIJob at training-operator's v1 (mpi-operator's v2beta1 is
+    # the same CRD name: a cluster serves one of them)
+    *(_r("kubeflow.org", "v1", plural, kind, status=True, crd=True) for plural, kind in (
+        ("pytorchjobs", "PyTorchJob"), ("tfjobs", "TFJob"), ("mpijobs", "MPIJob"), ("xgboostjobs", "XGBoostJob"),
+        ("jaxjobs", "JAXJob"), ("paddlejobs", "PaddleJob"))),
+    *(_r("ray.io", "v1", plural, kind, status=True, crd=True) for plural, kind in (
+        ("rayclusters", "RayCluster"), ("rayjobs", "RayJob"), ("rayservices", "RayService"))),
+    _r("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", status=True, crd=True),
+    _r("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", status=True, crd=True),
 )
 OPTIONAL_CRDS = tuple(r.qualified for r in DEFAULT_RESOURCES if r.crd)
 # Status the apiserver writes on create (required, non-omitempty fields serialise as 0).

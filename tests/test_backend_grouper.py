@@ -100,7 +100,7 @@ async def test_a_stale_gang_is_evicted_in_every_backend(name):
     # coscheduling has no subgroups: the summed minimum, and a warning once
     ("coscheduling", {"minMember": 2},
      "the coscheduling backend cannot express subgroups (decode 1, prefill 1): the gang only needs minMember 2 pods "
-     "in all, whichever workloads they belong to"),
+     "in all, whichever part they belong to"),
 ])
 async def test_a_group_two_workloads_share_gets_their_subgroups_or_the_sum(name, spec, said):
     backend, scheduler = SCHEDULERS[name]

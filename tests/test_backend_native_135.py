@@ -248,16 +248,18 @@ def _spark(replicas: int = 4, workload: bool = True) -> list[dict]:
 def test_the_spark_shared_gang_is_the_executors_plus_the_driver():
     cache = _cache(*_spark())
     desired = desired_group(cache, "seed002b/spark-job/spark-gang")
-    assert desired.source == HAND_MADE and desired.min_member.value == 5
-    assert dict(desired.contributions) == {"statefulset spark-executor": 4, "standalone pods": 1}
+    # the seed's OrderedReady executors count what their controller can make before one
+    # runs (one: issue 18); the Workload's minCount 5 stays (immutable), and never forms
+    assert desired.source == HAND_MADE and desired.min_member.value == 2
+    assert dict(desired.contributions) == {"statefulset spark-executor": 1, "standalone pods": 1}
     assert len(desired.members) == 2
     # as recorded: the OrderedReady executors made one pod and wait for it to be Ready
     assert desired.problems == (
         "statefulset spark-executor has podManagementPolicy OrderedReady: it creates spark-executor-1 only once "
         "spark-executor-0 is Ready, and no pod of the gang is placed before 5 exist, but only 2 ever will: the gang "
         "never forms. Set podManagementPolicy: Parallel (it cannot change on a live StatefulSet: recreate it)",
-        "the native backend cannot express subgroups (spark-executor 4, standalone 1): the gang only needs "
-        "minMember 5 pods in all, whichever workloads they belong to")
+        "the native backend cannot express subgroups (spark-executor 1, standalone 1): the gang only needs "
+        "minMember 2 pods in all, whichever part they belong to")
     actual = cache.podgroups.of(WORKLOADS, "seed002b/spark-job/spark-gang")
     assert WORKLOADS.min_member(actual) == 5 and plan_writes(desired, actual, SETTINGS) == []
     assert "seed002b/spark-job/spark-gang" in set(cache.podgroups)
@@ -276,7 +278,9 @@ def test_an_ordered_ready_statefulset_that_only_needs_its_first_pod_is_fine():
 
 
 def test_a_shared_gang_whose_workload_is_too_small_is_said_not_changed():
-    cache = _cache(*_spark(replicas=6))
+    objs = _spark(replicas=6)
+    objs[1]["spec"]["podManagementPolicy"] = "Parallel"  # six executors at once: the gang should be 7
+    cache = _cache(*objs)
     desired = desired_group(cache, "seed002b/spark-job/spark-gang")
     actual = cache.podgroups.of(WORKLOADS, "seed002b/spark-job/spark-gang")
     assert desired.min_member.value == 7 and plan_writes(desired, actual, SETTINGS) == []

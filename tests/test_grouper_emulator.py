@@ -143,7 +143,7 @@ async def test_job_statefulset_and_cronjob_run(emu):
                    "spec": {"parallelism": 6, "completions": 4, "template": {
                        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
     sts = emu.put({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": NS},
-                   "spec": {"replicas": 3, "template": {
+                   "spec": {"replicas": 3, "podManagementPolicy": "Parallel", "template": {
                        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
     cron = emu.put({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly", "namespace": NS},
                     "spec": {"schedule": "0 0 * * *", "jobTemplate": {"spec": {"parallelism": 2, "template": {
@@ -164,6 +164,21 @@ async def test_job_statefulset_and_cronjob_run(emu):
         # 4 completions at parallelism 6: after 3 succeeded, one pod is left to run
         emu.patch_object("jobs", NS, "train", {"status": {"succeeded": 3}})
         await emu.wait_for(lambda: min_member(emu, owned_group(job)) == 1, 1.0)
+
+
+async def test_an_ordered_statefulset_is_a_gang_of_one_and_is_told_why(emu):
+    """OrderedReady (the default) makes pod 1 only once pod 0 is Ready: a gang of 3 never forms."""
+    sts = emu.put({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "etcd", "namespace": NS},
+                   "spec": {"replicas": 3, "template": {
+                       "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}}})
+    async with running_grouper(emu):
+        await emu.wait_for(lambda: min_member(emu, owned_group(sts)) == 1, 2.0)
+        (warning,) = await eventually(lambda: events(emu, "GangStaged"), what="a GangStaged warning")
+        assert warning["involvedObject"]["kind"] == "StatefulSet"
+        assert "podManagementPolicy: Parallel makes them one gang" in warning["message"]
+        emu.patch_object("statefulsets", NS, "etcd", {"spec": {"podManagementPolicy": "Parallel"}})
+        await emu.wait_for(lambda: min_member(emu, owned_group(sts)) == 3, 1.0)
+        assert len(events(emu, "GangStaged")) == 1  # said once
 
 
 async def test_min_member_annotation_pins_the_value(emu):
@@ -491,7 +506,7 @@ async def test_a_partitioned_statefulset_rollout_evicts_nothing_and_a_later_loss
     # never catches up; each replaced pod is Pending for two grace periods
     spec = {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}
     sts = emu.put({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": NS},
-                   "spec": {"replicas": 3, "template": {"spec": spec},
+                   "spec": {"replicas": 3, "podManagementPolicy": "Parallel", "template": {"spec": spec},
                             "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 1}}},
                    "status": {"observedGeneration": 1, "replicas": 3, "updatedReplicas": 3,
                               "currentRevision": "db-r1", "updateRevision": "db-r1"}})

@@ -244,7 +244,7 @@ def test_jobs_statefulsets_and_cronjob_runs():
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS, "uid": uid()},
            "spec": {"parallelism": 8, "completions": 4, "template": {"spec": {"schedulerName": "kai-scheduler"}}}}
     sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": NS, "uid": uid()},
-           "spec": {"replicas": 5, "template": {"spec": {"schedulerName": "kai-scheduler"}}}}
+           "spec": {"replicas": 5, "podManagementPolicy": "Parallel", "template": {"spec": {"schedulerName": "kai-scheduler"}}}}
     cron = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly", "namespace": NS, "uid": uid()},
             "spec": {"jobTemplate": {"spec": {"parallelism": 2,
                                               "template": {"spec": {"schedulerName": "kai-scheduler"}}}}}}

@@ -65,14 +65,17 @@ async def test_the_plan_of_an_exported_cluster_is_the_cluster(emu, example):
     assert planned == cluster
 
 
-async def test_an_exported_statefulset_and_its_pods_plan_as_the_cluster_has_them(emu):
+@pytest.mark.parametrize("policy,size", [("Parallel", 3), ("OrderedReady", 1)])
+async def test_an_exported_statefulset_and_its_pods_plan_as_the_cluster_has_them(emu, policy, size):
     """Tried as a new user would: `kubectl get statefulset etcd -o yaml` plus its pods,
-    which carry podgang's own pg-etcd-<uid>: that is the StatefulSet's gang of 3, not a
-    hand-made group of 1 said to be missing."""
+    which carry podgang's own pg-etcd-<uid>: that is the StatefulSet's gang (of 3, or of 1
+    when its controller makes its pods one at a time), not a hand-made group of 1 said to
+    be missing."""
     sts = emu.put({
         "apiVersion": "apps/v1", "kind": "StatefulSet",
         "metadata": {"name": "etcd", "namespace": "db", "uid": uid()},
         "spec": {"replicas": 3, "serviceName": "etcd", "selector": {"matchLabels": {"app": "etcd"}},
+                 "podManagementPolicy": policy,
                  "template": {"metadata": {"labels": {"app": "etcd"}},
                               "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}},
         "status": {"replicas": 3, "updatedReplicas": 3, "observedGeneration": 1},
@@ -90,11 +93,14 @@ async def test_an_exported_statefulset_and_its_pods_plan_as_the_cluster_has_them
         })
     async with running_grouper(emu) as grouper:
         cluster = await settled(emu, grouper)
-    assert cluster == {("db", group): 3}
+    assert cluster == {("db", group): size}
     sts_and_pods = [m for m in exported(emu) if m.obj["kind"] in ("StatefulSet", "Pod")]
     planned, warnings = planned_groups(sts_and_pods)
-    assert planned == {("db", group): 3}
-    assert warnings == []
+    assert planned == {("db", group): size}
+    if size == 3:
+        assert warnings == []
+    else:
+        assert len(warnings) == 1 and "podManagementPolicy: Parallel makes them one gang" in warnings[0].message
 
 
 async def test_the_plan_follows_a_scale_as_the_grouper_does(emu):

@@ -292,7 +292,7 @@ def test_jobset_and_cronjob_sizes(tmp_path):
     out = plan(path).stdout
     assert "minMember 7  jobset/train replicatedJobs driver 1×1 + workers 2×3" in group_line(out, "default/pg-train-<uid>")
     assert "minMember 3  cronjob/nightly per run: jobTemplate parallelism 3" in group_line(out, "default/pg-nightly-<run>-<uid>")
-    assert "one PodGroup per Job run" in out
+    assert "one PodGroup per Job it starts" in out
 
 
 # --------------------------------------------------------------------- in CI pipelines
@@ -647,20 +647,17 @@ def test_only_real_list_kinds_are_unpacked(tmp_path):
 
 
 def test_a_kind_podgang_does_not_know_is_listed_as_a_gang_of_one(tmp_path):
-    path = write(tmp_path, "torch.yaml", """
-        apiVersion: kubeflow.org/v1
-        kind: PyTorchJob
-        metadata: {name: torch, namespace: ml}
+    path = write(tmp_path, "notebook.yaml", """
+        apiVersion: kubeflow.org/v1beta1
+        kind: Notebook
+        metadata: {name: lab, namespace: ml}
         spec:
-          pytorchReplicaSpecs:
-            Worker:
-              replicas: 4
-              template: {spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}}
+          template: {spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}}
     """)
     result = plan(path)
     assert result.returncode == 0, result.stderr
-    assert "pytorchjob ml/torch" in result.stdout
-    assert ("podgang does not follow the size of a PyTorchJob: its pods form a gang of 1 — pin it with "
+    assert "notebook ml/lab" in result.stdout
+    assert ("podgang does not follow the size of a Notebook: its pods form a gang of 1 — pin it with "
             "podgang.io/min-member") in result.stdout
 
 

@@ -20,7 +20,6 @@ from podgang.api import AlreadyExists, NotFound
 from tests.realcluster import (KAI_TEAM_QUEUE, KAI_TEAMS_QUEUE, Corner, FakeKubelet, NATIVE_NAMESPACE_LABELS, bound,
                                corner, create_all, example, kai_queue, scheduler_caught_up, until)
 
-ISSUE_18 = "issue 18: an OrderedReady StatefulSet's gang waits for pods its controller makes only one by one"
 
 
 @dataclass(frozen=True)
@@ -201,20 +200,36 @@ async def _all_running(here: Corner, app: str, count: int) -> bool:
     return len(pods) == count and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
 
 
-@pytest.mark.parametrize("flavor", [pytest.param(f, id=f.backend, marks=pytest.mark.xfail(
-    strict=True, reason=ISSUE_18 + ("; " + f.fails_because if f.fails_because else "")))
-    for f in (KAI, VOLCANO, COSCHEDULING, NATIVE)])
+@pytest.mark.parametrize("flavor", FLAVORS)
 async def test_a_default_statefulset_gang_starts(cluster, podgang, flavor):
     """A StatefulSet as most users write it (podManagementPolicy OrderedReady, the default):
-    its controller makes pod 1 only once pod 0 is Ready."""
+    its controller makes pod 1 only once pod 0 is Ready, so its gang is sized 1 and the
+    StatefulSet is told why (GangStaged)."""
     async with corner(cluster, f"sts-{flavor.backend}", nodes=1, labels=flavor.namespace_labels) as here:
         async with FakeKubelet(here):
-            await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/statefulsets", {
+            sts = await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/statefulsets", {
                 "apiVersion": "apps/v1", "kind": "StatefulSet",
                 "metadata": {"name": "etcd", "namespace": here.namespace, "labels": flavor.workload_labels},
                 "spec": {"replicas": 3, "serviceName": "etcd", "selector": {"matchLabels": {"app": "etcd"}},
                          "template": pod_template(here, flavor, "etcd")}})
+            await wait_size(here, flavor, owned_group(sts), 1)
+            await here.wait_events("GangStaged", "podManagementPolicy: Parallel makes them one gang")
             await until(lambda: _all_running(here, "etcd", 3), "the StatefulSet's three pods running")
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_a_parallel_statefulset_that_does_not_fit_stays_whole(cluster, podgang, flavor):
+    """podManagementPolicy Parallel makes every pod at once: a real gang of its replicas."""
+    async with corner(cluster, f"psts-{flavor.backend}", nodes=1, labels=flavor.namespace_labels) as here:
+        sts = await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/statefulsets", {
+            "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "ring", "namespace": here.namespace},
+            "spec": {"replicas": 3, "serviceName": "ring", "podManagementPolicy": "Parallel",
+                     "selector": {"matchLabels": {"app": "ring"}},
+                     "template": pod_template(here, flavor, "ring", gpus=2)}})  # 6 GPUs, the one node has 4
+        await wait_size(here, flavor, owned_group(sts), 3)
+        await wait_held_whole(here, "ring", 3)
+        await here.add_node()
+        await wait_bound(here, "ring", 3)
 
 
 # ---------------------------------------------------------------------------
@@ -370,3 +385,69 @@ async def test_kai_a_queue_that_does_not_exist_is_said_at_admission_and_on_the_w
 
 async def _event_kinds(here: Corner, reason: str, wanted: set[str]) -> bool:
     return wanted <= {e["involvedObject"]["kind"] for e in await here.events(reason)}
+
+
+# ---------------------------------------------------------------------------
+# the jobs AI teams run: the operators are played as play_leaderworkerset plays the LWS one
+
+
+async def play_operator_pods(here: Corner, flavor: Flavor, owner: dict[str, Any], app: str,
+                             roles: list[tuple[str, int, dict[str, str], int]]) -> None:
+    """The pods an operator makes for ``owner``: per role (pod name stem, count, the labels
+    the operator sets, GPUs per pod), owned by ``owner`` as its controller. No controller
+    for these kinds runs here, so none fights the test over them."""
+    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+           "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    for stem, count, labels, gpus in roles:
+        for i in range(count):
+            template = pod_template(here, flavor, app, gpus=gpus, labels=labels)
+            await here.api.create(f"/api/v1/namespaces/{here.namespace}/pods", {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {**template["metadata"], "name": f"{stem}-{i}", "ownerReferences": [ref]},
+                "spec": template["spec"]})
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_a_pytorchjob_is_placed_all_at_once_or_not_at_all(cluster, podgang, flavor):
+    """A master and three workers of 2 GPUs each (8 GPUs; one node has 4): none is bound until
+    a second node makes room for all of them."""
+    async with corner(cluster, f"pytorch-{flavor.backend}", nodes=1, labels=flavor.namespace_labels) as here:
+        job = await here.api.create(f"/apis/kubeflow.org/v1/namespaces/{here.namespace}/pytorchjobs", {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "resnet"},
+            "spec": {"pytorchReplicaSpecs": {
+                rtype: {"replicas": count, "template": pod_template(here, flavor, "resnet", gpus=2)}
+                for rtype, count in (("Master", 1), ("Worker", 3))}}})
+        await wait_size(here, flavor, owned_group(job), 4)
+        if flavor.backend == "volcano":
+            group = await podgroup(here, flavor, owned_group(job))
+            assert group["spec"]["minTaskMember"] == {"master": 1, "worker": 3}
+        labels = {"training.kubeflow.org/job-name": "resnet", "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+        await play_operator_pods(here, flavor, job, "resnet", [
+            ("resnet-master", 1, {**labels, "training.kubeflow.org/replica-type": "master"}, 2),
+            ("resnet-worker", 3, {**labels, "training.kubeflow.org/replica-type": "worker"}, 2)])
+        await wait_held_whole(here, "resnet", 4)
+        await here.add_node()
+        await wait_bound(here, "resnet", 4)
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_a_raycluster_is_placed_all_at_once_or_not_at_all(cluster, podgang, flavor):
+    """A head and a worker group of three workers, 2 GPUs each (8 GPUs; one node has 4). (With a
+    head that asks for nothing, coscheduling kept the gang waiting at Permit past the test's
+    90 s after a second node came: left open, see the README's Known limits.)"""
+    async with corner(cluster, f"ray-{flavor.backend}", nodes=1, labels=flavor.namespace_labels) as here:
+        ray = await here.api.create(f"/apis/ray.io/v1/namespaces/{here.namespace}/rayclusters", {
+            "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "ray"},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": pod_template(here, flavor, "ray", gpus=2)},
+                     "workerGroupSpecs": [{"groupName": "gpu", "replicas": 3, "minReplicas": 0, "maxReplicas": 3,
+                                           "template": pod_template(here, flavor, "ray", gpus=2)}]}})
+        await wait_size(here, flavor, owned_group(ray), 4)
+        if flavor.backend == "volcano":
+            group = await podgroup(here, flavor, owned_group(ray))
+            assert group["spec"]["minTaskMember"] == {"gpu": 3, "headgroup": 1}
+        await play_operator_pods(here, flavor, ray, "ray", [
+            ("ray-head", 1, {"ray.io/cluster": "ray", "ray.io/group": "headgroup", "ray.io/node-type": "head"}, 2),
+            ("ray-gpu-worker", 3, {"ray.io/cluster": "ray", "ray.io/group": "gpu", "ray.io/node-type": "worker"}, 2)])
+        await wait_held_whole(here, "ray", 4)
+        await here.add_node()
+        await wait_bound(here, "ray", 4)

@@ -398,11 +398,11 @@ class TestOwned:
         assert gang.name == f"pg-gang-test-{self.LWS_UID}"
 
     def test_unknown_crd_owner_is_the_top(self):
-        p = pod(None, generate_name="ray-head-", owners=[ref("RayCluster", "ray", "ray-uid", "ray.io/v1")])
+        p = pod(None, generate_name="lab-", owners=[ref("Notebook", "lab", "nb-uid", "kubeflow.org/v1beta1")])
         assert owner_to_look_up(p) is None
         gang = assert_gang(gang_for_pod(p))
-        assert gang.name == "pg-ray-ray-uid"
-        assert gang.owner == OwnerRef("ray.io/v1", "RayCluster", "ray", "ray-uid", True)
+        assert gang.name == "pg-lab-nb-uid"
+        assert gang.owner == OwnerRef("kubeflow.org/v1beta1", "Notebook", "lab", "nb-uid", True)
 
     def test_unknown_crd_above_a_known_owner(self):
         rs = obj("ReplicaSet", "svc-abc", "rs-uid", owners=[ref("InferenceService", "svc", "isvc-uid", "serving.example.com/v1")])

@@ -72,13 +72,47 @@ class TestTable:
         mm = min_member_for(admitted("pod-create-dry-run.json"))
         assert mm == MinMember(1, "pod/dryrun-pod a single pod")
 
-    @pytest.mark.parametrize("kind", ["Deployment", "ReplicaSet", "StatefulSet"])
+    @pytest.mark.parametrize("kind,extra", [("Deployment", {}), ("ReplicaSet", {}),
+                                            ("StatefulSet", {"podManagementPolicy": "Parallel"})])
     @pytest.mark.parametrize("replicas", [1, 3, 1000])
-    def test_replicas(self, kind, replicas):
-        mm = min_member_for(workload(kind, "web", {"replicas": replicas}))
+    def test_replicas(self, kind, extra, replicas):
+        mm = min_member_for(workload(kind, "web", {"replicas": replicas, **extra}))
         assert mm.value == replicas
         assert mm.reason == f"{kind.lower()}/web spec.replicas {replicas}"
         assert not mm.pinned
+
+    @staticmethod
+    def statefulset(spec: dict) -> dict:
+        return workload("StatefulSet", "etcd", {**spec, "template": {"spec": {"schedulerName": "kai-scheduler"}}})
+
+    @pytest.mark.parametrize("policy", [None, "OrderedReady"])
+    def test_an_ordered_statefulset_is_a_gang_of_one(self, policy):
+        """Its controller makes pod 1 only once pod 0 is Ready: a gang of 3 would never form."""
+        spec = {"replicas": 3, **({"podManagementPolicy": policy} if policy else {})}
+        sts = self.statefulset(spec)
+        mm = min_member_for(sts)
+        assert mm == MinMember(1, "statefulset/etcd spec.replicas 3, made one at a time (OrderedReady): a gang of 1")
+        problem = rules.staged_problem(sts)
+        assert problem is not None and problem.startswith("statefulset/etcd is not one gang (its gang counts 1): ")
+        assert "podManagementPolicy: Parallel makes them one gang" in problem
+        assert rules.staged_problem(self.statefulset({**spec, "podManagementPolicy": "Parallel"})) is None
+        assert rules.staged_problem(self.statefulset({"replicas": 1})) is None  # one pod: nothing waits
+
+    def test_a_pinned_ordered_statefulset_is_told_its_gang_never_forms(self):
+        sts = self.statefulset({"replicas": 3})
+        sts["metadata"]["annotations"] = {"podgang.io/min-member": "3"}
+        assert min_member_for(sts) == MinMember(3, "pinned by podgang.io/min-member on statefulset/etcd", True)
+        assert rules.staged_problem(sts).startswith(
+            "statefulset/etcd: podgang.io/min-member=3 waits for pods its controller makes only in stages, a gang "
+            "that never forms: podManagementPolicy OrderedReady (the default) makes its 3 pods one at a time")
+
+    def test_an_ordered_statefulset_out_of_scope_or_owned_says_nothing(self):
+        sts = self.statefulset({"replicas": 3})
+        sts["spec"]["template"]["spec"]["schedulerName"] = "default-scheduler"
+        assert rules.staged_problem(sts) is None  # not podgang's: nothing to say
+        owned = self.statefulset({"replicas": 3})
+        owned["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "lead", "uid": "u1"}]
+        assert rules.staged_problem(owned) is None  # its owner's gang counts its pods
 
     @pytest.mark.parametrize("kind", ["Deployment", "ReplicaSet", "StatefulSet"])
     def test_replicas_default_to_one(self, kind):
@@ -93,7 +127,8 @@ class TestTable:
 
     def test_recorded_workloads(self):
         assert min_member_for(admitted("deployment-create.json")) == MinMember(3, "deployment/web spec.replicas 3")
-        assert min_member_for(admitted("statefulset-create.json")) == MinMember(2, "statefulset/db spec.replicas 2")
+        assert min_member_for(admitted("statefulset-create.json")) == MinMember(  # OrderedReady: one at a time
+            1, "statefulset/db spec.replicas 2, made one at a time (OrderedReady): a gang of 1")
         assert min_member_for(admitted("replicaset-create-by-deployment.json")).value == 3
         assert min_member_for(admitted("replicaset-update-scale.json")).value == 4  # scaled 3 -> 4
 
@@ -158,7 +193,7 @@ class TestTable:
             1, "jobset/empty replicatedJobs none; a gang is never smaller than 1", idle=True
         )
 
-    @pytest.mark.parametrize("kind", ["DaemonSet", "RayCluster", "InferenceService", None])
+    @pytest.mark.parametrize("kind", ["DaemonSet", "Notebook", "InferenceService", None])
     def test_anything_else_is_one(self, kind):
         mm = min_member_for(workload(kind, "x", {"replicas": 7}))
         assert mm.value == 1
@@ -270,7 +305,8 @@ class TestShared:
 
     def test_mixed_kinds(self):
         mm = shared_min_member(
-            [deployment("app", 2), workload("StatefulSet", "db", {"replicas": 3}), workload("Job", "warmup", job_template(4, 2))]
+            [deployment("app", 2), workload("StatefulSet", "db", {"replicas": 3, "podManagementPolicy": "Parallel"}),
+             workload("Job", "warmup", job_template(4, 2))]
         )
         assert mm.value == 2 + 3 + 2
 

@@ -563,3 +563,28 @@ async def test_a_native_gang_the_scheduler_left_pending_shows_its_verdict(emu, k
     assert g["members"]["pending"] == 7 and g["members"]["running"] == 0
     assert g["scheduler"]["state"] == "unschedulable"
     assert g["scheduler"]["message"].startswith("0/1 placements are available")
+
+
+async def test_a_pytorchjob_shows_a_subgroup_per_replica_type_and_waits_for_its_master(emu, kubeconfig):
+    """Three workers run, the master is Pending: status shows each role's subgroup, where its
+    minimum comes from, and that the master is the part still missing."""
+    job = emu.put({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "resnet", "namespace": NS},
+                   "spec": {"pytorchReplicaSpecs": {
+                       rtype: {"replicas": count, "template": {"spec": {"schedulerName": "kai-scheduler"}}}
+                       for rtype, count in (("Master", 1), ("Worker", 3))}}})
+    group = owned_group(job)
+    emu.put(podgroup(group, 4, managed=True, owner=job))
+    emu.put(pod("resnet-master-0", owner=job, group=group, phase="Pending", node=None,
+                labels={"training.kubeflow.org/replica-type": "master"}))
+    for i in range(3):
+        emu.put(pod(f"resnet-worker-{i}", owner=job, group=group,
+                    labels={"training.kubeflow.org/replica-type": "worker"}))
+    g = (await gangs(kubeconfig))[group]
+    assert {name: (part["minMember"], part["minMemberFrom"], part["members"]["running"])
+            for name, part in g["subgroups"].items()} == {
+        "master": (1, "Master replicas 1", 0), "worker": (3, "Worker replicas 3", 3)}
+    assert (g["minMember"], g["state"]) == (4, "waiting")
+    assert g["message"] == "waiting for 1 more member to be placed; 3 of 4 running"
+    code, out, err = await status(kubeconfig, "--explain", "resnet-worker-0")
+    assert code == 0, err
+    assert "subgroup master to reach its minimum: 0 of minimum 1 running" in out

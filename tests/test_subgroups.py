@@ -236,7 +236,7 @@ def test_a_backend_without_subgroups_gets_the_sum_and_a_problem():
     desired = desired_group(cache, f"{NS}/shared")
     assert desired.min_member.value == 2
     assert desired.problems[-1] == ("the coscheduling backend cannot express subgroups (decode 1, prefill 1): the "
-                                    "gang only needs minMember 2 pods in all, whichever workloads they belong to")
+                                    "gang only needs minMember 2 pods in all, whichever part they belong to")
 
 
 # ---------------------------------------------------------------------------- staleness

@@ -631,3 +631,20 @@ async def test_a_pod_of_a_one_part_hand_made_group_gets_no_subgroup(tmp_path, ku
         pod = patched(doc["request"]["object"], await wh.mutate(doc))
     assert "kai.scheduler/subgroup-name" not in pod["metadata"]["labels"]
     assert pod["metadata"]["annotations"]["pod-group-name"] == "prefill-decode"
+
+
+async def test_a_pod_of_an_ordered_statefulset_is_admitted_with_a_warning_that_says_why_it_is_no_gang(
+        tmp_path, kube, api_client):
+    """The recorded StatefulSet db (OrderedReady, 2 replicas): its controller makes db-1 only
+    once db-0 is Ready, so podgang sizes its gang 1 and the admission says why; with
+    podManagementPolicy Parallel it is a gang of 2 and nothing is said."""
+    async with running_webhook(tmp_path, api_client=api_client, owner_cache_ttl=0.0) as wh:
+        resp = await wh.mutate(review("pod-create-by-statefulset-gpu"))
+        assert resp["allowed"] is True
+        (warning,) = resp["warnings"]
+        assert warning.startswith("statefulset/db is not one gang (its gang counts 1): podManagementPolicy "
+                                  "OrderedReady (the default) makes its 2 pods one at a time"), warning
+        assert warning.endswith("podManagementPolicy: Parallel makes them one gang")
+        kube.patch_object("statefulsets", NS, "db", {"spec": {"podManagementPolicy": "Parallel"}})
+        again = await wh.mutate(review("pod-create-by-statefulset-gpu"))
+        assert again["allowed"] is True and "warnings" not in again, again

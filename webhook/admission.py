@@ -29,7 +29,7 @@ from podgang.backends import Backend
 from podgang.events import EventSink
 from podgang.settings import Settings
 
-from podgang.webhook.owners import OwnerCache, OwnerLookupFailed
+from podgang.webhook.owners import NOTE, OwnerCache, OwnerLookupFailed
 from podgang.webhook.podgroups import Existence, Outcome, PodGroups
 
 log = logging.getLogger("podgang.webhook")
@@ -379,6 +379,7 @@ class Admission:
         if unfit:
             return await self._deny_in_scope(review, deny(unfit), chain, deadline)
         verdict = Verdict(True, "patched", gang.reason, group=gang.name)
+        verdict.warnings.extend(o[NOTE] for o in chain if isinstance(o.get(NOTE), str))
         if gang.hand_made:
             await self._check_hand_made(gang.name, review.namespace, backend, deadline, verdict)
         elif gang.owner_less:
@@ -390,6 +391,10 @@ class Admission:
             verdict.patch = backend.membership_patch(pod, verdict.group)
             if gang.hand_made:
                 await self._join_subgroup(pod, gang, chain, review.namespace, backend, deadline, verdict)
+            elif gang.source == rules.OWNED and gang.subgroup and not backend.subgroups_must_be_listed:
+                # its role in its workload's gang; where a pod naming a subgroup its group does not
+                # list is ignored (KAI), the grouper labels it once the group lists it
+                verdict.patch = backend.with_subgroup(pod, verdict.patch, gang.subgroup)
         if not verdict.patch and verdict.verdict == "patched":
             verdict.verdict = "allowed"
         if key is not None and gang.source == rules.OWNED and verdict.group is not None:

@@ -33,9 +33,15 @@ FAILURE_TTL = 5.0
 REMEMBERED = (Unauthorized, Forbidden, NotFound)  # answers that will not change in a moment
 
 
-def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = ()) -> dict[str, Any]:
+#: where a trimmed owner keeps what the admission of its pods should tell (an OrderedReady
+#: StatefulSet is not one gang), computed from the whole object before it is trimmed
+NOTE = "podgangNote"
+
+
+def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = (),
+            note: Callable[[dict[str, Any]], str | None] | None = None) -> dict[str, Any]:
     """The parts of an owner the grouping rules read (and the labels ``keep_labels``,
-    e.g. ``podgang.io/skip``)."""
+    e.g. ``podgang.io/skip``), and ``note(obj)`` under :data:`NOTE` when it says something."""
     md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     kept: dict[str, Any] = {"name": md.get("name"), "namespace": md.get("namespace"), "uid": md.get("uid")}
     refs = md.get("ownerReferences")
@@ -46,7 +52,11 @@ def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = ()) -> dict[str,
         wanted = {k: labels[k] for k in keep_labels if k in labels}
         if wanted:
             kept["labels"] = wanted
-    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+    out = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+    said = note(obj) if note is not None else None
+    if said:
+        out[NOTE] = said
+    return out
 
 
 class OwnerCache:
@@ -61,8 +71,10 @@ class OwnerCache:
         ttl: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         keep_labels: tuple[str, ...] = ("podgang.io/skip",),
+        note: Callable[[dict[str, Any]], str | None] | None = None,
     ):
         self.keep_labels = tuple(keep_labels)
+        self.note = note
         self.api = api
         self.metrics = metrics
         self.max_size = max(1, max_size)
@@ -81,7 +93,7 @@ class OwnerCache:
 
     def put(self, namespace: str, obj: dict[str, Any]) -> None:
         """Remember an owner (pre-warming, tests)."""
-        slim = trimmed(obj, self.keep_labels)
+        slim = trimmed(obj, self.keep_labels, self.note)
         md = slim["metadata"]
         self._store((namespace, str(slim.get("kind")), str(md.get("name")), str(md.get("uid") or "")), slim)
 
@@ -150,7 +162,7 @@ class OwnerCache:
         if not isinstance(body, dict):
             self.metrics.api_error("get_owner", 200)
             raise OwnerLookupFailed(f"{what}: the answer is not an object")
-        obj = trimmed(body, self.keep_labels)
+        obj = trimmed(body, self.keep_labels, self.note)
         uid = obj["metadata"].get("uid")
         if ref.uid and uid != ref.uid:
             raise _Refused(f"{what}: found uid {uid}, the pod points at uid {ref.uid} (the owner was replaced)")

@@ -93,6 +93,7 @@ class WebhookServer:
             max_size=config.owner_cache_size,
             ttl=config.owner_cache_ttl,
             keep_labels=(self.settings.skip_label,),
+            note=lambda owner: rules.staged_problem(owner, self.settings),
         )
         self.podgroups = PodGroups(self.api, self.settings, self.metrics)
         self.events: EventSink | None = None

@@ -240,6 +240,10 @@ class Backend(ABC):
         list of objects, or None when that kind could not be read)."""
         return ClusterFacts()
 
+    #: whether the scheduler ignores a pod naming a subgroup its PodGroup does not list
+    #: (KAI): such a pod is given its subgroup key only once the group lists it
+    subgroups_must_be_listed: bool = False
+
     #: seconds after which a gang held whole with every member unbound gets its PodGroup
     #: touched, for a scheduler that does not try it again when room appears (None: never)
     wake_interval: float | None = None

@@ -71,6 +71,7 @@ class KaiBackend(MinMemberPodGroups):
     name = "kai"
     podgroup = Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup")
     fact_resources = (PRIORITY_CLASSES, QUEUES)
+    subgroups_must_be_listed = True  # KAI v0.15+: "Pod references subgroup x, which does not exist in PodGroup"
     pod_spec_keys = ("priorityClassName",)
     #: KAI's grouper copies the top owner's labels and annotations onto its PodGroup
     reads_owner_metadata = True

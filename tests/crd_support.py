@@ -1,0 +1,47 @@
+"""The real CRDs of the workload kinds (../shared/fixtures/crds/workloads): a manifest a
+test builds is checked against its kind's schema before it is used, so that a table row
+holds only what the operator's API accepts."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from podgang import rules
+from podgang.grouper.podgroups import owned_subgroups
+from tests.realcluster import WORKLOAD_CRDS
+
+
+@functools.cache
+def _crds() -> dict[tuple[str, str], dict[str, Any]]:
+    """(apiVersion, kind) -> the openAPIV3Schema of every served version."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in sorted(Path(WORKLOAD_CRDS).glob("*.yaml")):
+        crd = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+        for version in crd["spec"]["versions"]:
+            if version.get("served"):
+                out[(f"{group}/{version['name']}", kind)] = version["schema"]["openAPIV3Schema"]
+    return out
+
+
+def crd_valid(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj``, once checked against the real CRD of its apiVersion and kind (the test
+    is skipped, with the reason, where the CRDs are not there)."""
+    if not Path(WORKLOAD_CRDS).is_dir():
+        pytest.skip(f"no workload CRDs at {WORKLOAD_CRDS}")
+    schema = _crds().get((obj["apiVersion"], obj["kind"]))
+    assert schema is not None, f"no CRD serves {obj['apiVersion']} {obj['kind']}"
+    jsonschema.validate(obj, schema, cls=jsonschema.Draft7Validator)
+    return obj
+
+
+def gang_and_parts(obj: dict[str, Any]) -> tuple[int, str, list[tuple[str, int]]]:
+    """A workload's own gang as the grouper writes it: minMember, why, and its subgroups."""
+    mm = rules.min_member_for(obj)
+    return mm.value, mm.reason, [(s.name, s.min_member) for s in owned_subgroups(obj, mm, rules.DEFAULT)]

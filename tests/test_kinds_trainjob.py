@@ -1,0 +1,91 @@
+"""Trainer v2's TrainJob: the trainer makes one JobSet per TrainJob from its runtime (named
+after it); that JobSet is the TrainJob's one gang, with a subgroup per replicated job, and a
+replicated job that ``dependsOn`` another (the nodes after the initializers) joins the gang
+only once its dependency is reached."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from podgang import kinds, rules
+from podgang.grouper.podgroups import owned_subgroups
+from tests.crd_support import crd_valid
+from tests.grouper_support import NS, kai_subgroups, min_member, owned_group, owner_ref, running_grouper
+from tests.kube_emulator import kube_emulator_fixture
+
+
+def job_template(parallelism: int = 1) -> dict[str, Any]:
+    return {"spec": {"parallelism": parallelism, "completions": parallelism, "template": {"spec": {
+        "schedulerName": "kai-scheduler", "restartPolicy": "Never",
+        "containers": [{"name": "node", "image": "pytorch/pytorch:2.4.0"}]}}}}
+
+
+def trainer_jobset(owner: dict | None = None, status: dict | None = None) -> dict[str, Any]:
+    """What the trainer makes from the torch-distributed runtime with a model initializer."""
+    js = crd_valid({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                    "metadata": {"name": "llama", "namespace": NS,
+                                 **({"ownerReferences": [owner_ref(owner)]} if owner else {})},
+                    "spec": {"replicatedJobs": [
+                        {"name": "model-initializer", "replicas": 1, "template": job_template()},
+                        {"name": "node", "replicas": 4, "template": job_template(),
+                         "dependsOn": [{"name": "model-initializer", "status": "Complete"}]}]}})
+    if status:
+        js["status"] = status
+    return js
+
+
+def test_the_nodes_join_the_gang_once_the_initializer_is_complete():
+    waiting = trainer_jobset()
+    assert rules.min_member_for(waiting).reason == (
+        "jobset/llama replicatedJobs model-initializer 1×1; node is made once model-initializer is Complete")
+    assert rules.min_member_for(waiting).value == 1
+    done = trainer_jobset(status={"replicatedJobsStatus": [{"name": "model-initializer", "succeeded": 1, "ready": 0,
+                                                            "failed": 0, "active": 0, "suspended": 0}]})
+    mm = rules.min_member_for(done)
+    assert (mm.value, mm.reason) == (4, "jobset/llama replicatedJobs node 4×1; model-initializer is complete")
+    assert owned_subgroups(done, mm, rules.DEFAULT) == ()  # one part left: no subgroups
+
+
+def test_a_jobset_has_a_subgroup_per_replicated_job():
+    js = trainer_jobset()
+    js["spec"]["replicatedJobs"][1].pop("dependsOn")
+    mm = rules.min_member_for(js)
+    assert [(s.name, s.min_member) for s in owned_subgroups(js, mm, rules.DEFAULT)] == [
+        ("model-initializer", 1), ("node", 4)]
+    pod = {"metadata": {"labels": {"jobset.sigs.k8s.io/replicatedjob-name": "node"}}}
+    assert kinds.pod_role("JobSet", pod) == "node"
+
+
+def test_a_trainjobs_jobset_is_its_gang():
+    train = crd_valid({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                       "metadata": {"name": "llama", "namespace": NS, "uid": "tj-1"},
+                       "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 4}}})
+    js = trainer_jobset(owner=train)
+    assert rules.next_owner(js) is None  # the walk ends at the JobSet: it is the gang
+    assert rules.min_member_for(train).value == 4  # what podgang plan says of a TrainJob alone
+    suspended = copy.deepcopy(train)
+    suspended["spec"]["suspend"] = True
+    assert kinds.is_suspended(suspended)
+
+
+@pytest.fixture
+async def emu():
+    async for e in kube_emulator_fixture():
+        yield e
+
+
+async def test_the_grouper_gives_a_trainjobs_jobset_its_gang_and_grows_it_in_stages(emu):
+    train = emu.put(crd_valid({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                               "metadata": {"name": "llama", "namespace": NS},
+                               "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 4}}}))
+    js = emu.put(trainer_jobset(owner=train))
+    async with running_grouper(emu):
+        await emu.wait_for(lambda: min_member(emu, owned_group(js)) == 1, 3.0)
+        emu.patch_object("jobsets", NS, "llama", {"status": {"replicatedJobsStatus": [
+            {"name": "model-initializer", "succeeded": 1, "ready": 0, "failed": 0, "active": 0, "suspended": 0}]}})
+        await emu.wait_for(lambda: min_member(emu, owned_group(js)) == 4, 3.0)
+        assert kai_subgroups(emu, owned_group(js)) is None
+        assert emu.get("podgroups", NS, owned_group(train)) is None  # the TrainJob's gang is its JobSet's
