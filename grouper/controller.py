@@ -433,21 +433,38 @@ class Controller:
         if backend is None or not backend.subgroups_must_be_listed or backend.subgroup_key is None or actual is None:
             return
         listed = set(backend.subgroups_of(actual) or {})
-        if not listed:
-            return
         section, subgroup_key = backend.subgroup_key
         for pod in desired.members:
-            if is_terminating(pod) or backend.subgroup_of(pod) is not None:
+            if is_terminating(pod):
                 continue
-            subgroup = pod_subgroup(self.cache, pod)
-            if subgroup not in listed:
+            current = backend.subgroup_of(pod)
+            if current is None:
+                wanted = pod_subgroup(self.cache, pod)
+                value = wanted if wanted in listed else None
+            elif current not in listed and self._podgang_set_subgroup(pod, current):
+                # an earlier podgang labelled every pod of a hand-made group (KAI then ignored
+                # the pods of a group without subGroups): take its label off again
+                wanted, value = None, None
+            else:
+                continue
+            if value is None and current is None:
                 continue
             namespace, name = split_key(obj_key(pod))
             try:
-                await self.api.merge_patch(POD.path(namespace, name),
-                                           {"metadata": {section: {subgroup_key: subgroup}}})
+                await self.api.merge_patch(POD.path(namespace, name), {"metadata": {section: {subgroup_key: value}}})
             except ApiError as exc:
                 log.info("could not set a pod's subgroup", extra={"fields": {"pod": obj_key(pod), "error": str(exc)}})
+
+    def _podgang_set_subgroup(self, pod: Obj, value: str) -> bool:
+        """Whether a pod's subgroup key is one podgang gave it (its workload's name, or
+        ``standalone``) rather than one its own template names."""
+        chain, complete = self.cache.owner_chain(pod)
+        if not complete:
+            return False
+        top = chain[-1] if chain else None
+        if top is not None and rules.template_subgroup(top, self.settings) is not None:
+            return False
+        return value == (str(top["metadata"].get("name")) if top is not None else rules.STANDALONE)
 
     async def _wake_held_gang(self, key: str, desired: Desired, actual: Obj | None) -> None:
         """A scheduler that retries a gang it held whole only on its own events (the

@@ -26,6 +26,7 @@ from tests.grouper_support import (
     pod,
     podgroup,
     podgroup_writes,
+    replicaset,
     revisioned,
     running_grouper,
     scale,
@@ -1028,3 +1029,25 @@ async def test_a_workload_only_partly_in_scope_is_warned_about_once(emu):
         (warning,) = await eventually(lambda: events(emu, "GangNeverComplete"), what="a GangNeverComplete warning")
     assert warning["type"] == "Warning" and warning["involvedObject"]["kind"] == "LeaderWorkerSet"
     assert "its gang can never be complete" in warning["message"]
+
+
+async def test_subgroup_labels_an_earlier_podgang_gave_the_pods_of_a_one_part_group_are_taken_off(emu):
+    """An earlier podgang labelled every pod of a hand-made group with a subgroup (its
+    workload's name, or standalone), also where the group lists none — and KAI ignores such
+    a pod (seed 003 never started). The grouper takes those labels off; a label the pod's
+    own template sets is the user's and stays."""
+    emu.put(podgroup("app-with-models", 3))
+    for name in ("app-server", "model-1"):
+        emu.put(pod(name, group="app-with-models", labels={"kai.scheduler/subgroup-name": "standalone"}))
+    emu.put(podgroup("other", 1))
+    dep = deployment("model-2", 1, group="other")
+    dep["spec"]["template"]["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "mine"
+    dep = emu.put(dep)
+    rs = emu.put(replicaset(dep))
+    emu.put(pod("model-2-abc12-0", owner=rs, group="other", labels={"kai.scheduler/subgroup-name": "mine"}))
+    async with running_grouper(emu) as g:
+        for name in ("app-server", "model-1"):
+            await emu.wait_for(lambda name=name: "kai.scheduler/subgroup-name" not in
+                               emu.get("pods", NS, name)["metadata"]["labels"], 3.0, f"{name} kept its label")
+        await asyncio.wait_for(g.controller.queue.wait_idle(), 5)  # group "other" was looked at too
+        assert emu.get("pods", NS, "model-2-abc12-0")["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "mine"
