@@ -43,6 +43,7 @@ from podgang.grouper.podgroups import (
     group_backend,
     is_managed,
     is_orphan_candidate,
+    owner_skipped,
     plan_writes,
     pod_gang,
     pod_subgroup,
@@ -837,6 +838,8 @@ class Controller:
         backend = self.settings.backend_for(pod)
         if backend is None or not backend.needs_backfill(pod) or not self.touches(split_key(key)[0], backend):
             return
+        if owner_skipped(self.cache, pod):
+            return  # the webhook left it alone for the same reason
         gang = pod_gang(self.cache, pod)
         if gang is None:
             self.queue.add((POD_KEY, key), self.options.pending_retry)

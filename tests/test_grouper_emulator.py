@@ -1051,3 +1051,18 @@ async def test_subgroup_labels_an_earlier_podgang_gave_the_pods_of_a_one_part_gr
                                emu.get("pods", NS, name)["metadata"]["labels"], 3.0, f"{name} kept its label")
         await asyncio.wait_for(g.controller.queue.wait_idle(), 5)  # group "other" was looked at too
         assert emu.get("pods", NS, "model-2-abc12-0")["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "mine"
+
+
+async def test_the_pods_of_a_skipped_owner_are_never_backfilled_nor_counted(emu):
+    """podgang.io/skip on a Deployment: the webhook leaves its pods alone, and so does the
+    grouper, whatever group they come to name (KAI's own pod-grouper gives them one)."""
+    dep = emu.put(deployment("legacy", 2, labels={"podgang.io/skip": "true"}))
+    rs = emu.put(replicaset(dep))
+    emu.put(pod("legacy-abc12-0", owner=rs))  # as admitted: no group
+    emu.put(pod("legacy-abc12-1", owner=rs, annotations={ANN: "pg-legacy-abc12-1-kai"}))  # KAI's own
+    emu.put(podgroup("pg-legacy-abc12-1-kai", 1))
+    async with running_grouper(emu) as g:
+        await asyncio.wait_for(g.controller.queue.wait_idle(), 5)
+        assert not emu.find_requests("PATCH", r"/pods/")
+        assert podgroup_writes(emu) == []
+        assert not events(emu, "Backfilled")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+import yaml
 
 from podgang.api import AlreadyExists, NotFound
 from tests.realcluster import (KAI_TEAM_QUEUE, KAI_TEAMS_QUEUE, Corner, FakeKubelet, NATIVE_NAMESPACE_LABELS, bound,

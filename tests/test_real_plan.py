@@ -58,11 +58,15 @@ async def test_plan_and_the_cluster_agree_on_a_skipped_owner_and_a_gpu_contradic
         for dep in (skipped, judged):
             await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/deployments", dep)
 
-        # the cluster: the skipped Deployment's pod is created; the other's is refused
-        async def legacy_pod():
-            return await here.pods(app="legacy")
-        (pod,) = await until(legacy_pod, "the skipped Deployment's pod")
-        assert "pod-group-name" not in (pod["metadata"].get("annotations") or {})
+        # the cluster: the skipped Deployment's pod is created and left to KAI's own
+        # pod-grouper (a group of its own per pod); the other's is refused
+        async def grouped_by_kai():
+            pods = await here.pods(app="legacy")
+            return [p for p in pods if (p["metadata"].get("annotations") or {}).get("pod-group-name")
+                    == f"pg-{p['metadata']['name']}-{p['metadata']['uid']}"]
+        (pod,) = await until(grouped_by_kai, "the skipped Deployment's pod, grouped by KAI's pod-grouper")
+        assert "kai.scheduler/skip-podgrouper" not in pod["metadata"]["annotations"]  # podgang did not touch it
+        assert not await here.events("Backfilled")
 
         async def refused():
             events = await here.events("FailedCreate")
@@ -76,6 +80,6 @@ async def test_plan_and_the_cluster_agree_on_a_skipped_owner_and_a_gpu_contradic
         assert "skip" in said.stdout and "Denied (0)" in said.stdout, said.stdout
         said = plan(partial_export(judged), tmp_path)
         assert said.returncode == 1, said.stdout + said.stderr
-        assert "Denied (1)" in said.stdout, said.stdout
+        assert "Denied (0)" not in said.stdout and "denied" in said.stdout, said.stdout
         assert "GPU" in said.stdout or "gpu" in said.stdout
         assert "denied" in denial["message"]
