@@ -36,7 +36,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 import yaml
 
-from podgang.api import Api, ApiError, NotFound, make_api_client
+from podgang.api import Api, Conflict, Gone, NotFound, Unavailable, make_api_client
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBE_BIN = Path(os.environ.get("PODGANG_KUBE_BIN") or ROOT.parent / "shared" / "kube-bin")
@@ -550,41 +550,52 @@ class FakeKubelet:
             await self._task
 
     async def _run(self) -> None:
+        """List, then watch, as a kubelet follows its pods: the test's namespace, and
+        KAI's reservation namespace for the GPU reservation pods on this test's nodes."""
+        await asyncio.gather(self._follow(f"/api/v1/namespaces/{self.here.namespace}/pods", self.tend),
+                             self._follow(f"/api/v1/namespaces/{KAI_RESERVATION_NAMESPACE}/pods", self.reserve_gpu))
+
+    async def _follow(self, path: str, tend: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
         while True:
             try:
-                await self.sync()
-            except ApiError:
-                pass  # the next round sees the object again
-            await asyncio.sleep(POLL_INTERVAL)
+                listed = await self.here.api.get(path)
+            except NotFound:
+                return  # no such namespace (no KAI in this cluster)
+            for pod in listed.get("items") or []:
+                await tend(pod)
+            try:
+                async for event in self.here.api.watch(path, resource_version=listed["metadata"]["resourceVersion"],
+                                                       timeout_seconds=60):
+                    if event.get("type") in ("ADDED", "MODIFIED"):
+                        await tend(event["object"])
+            except (Gone, Unavailable):
+                pass  # list again
 
-    async def sync(self) -> None:
+    async def tend(self, pod: dict[str, Any]) -> None:
         api, ns = self.here.api, self.here.namespace
-        for pod in await self.here.pods():
-            name, spec, status = pod["metadata"]["name"], pod.get("spec") or {}, pod.get("status") or {}
-            if spec.get("nodeName") not in self.here.nodes:
-                continue
+        name, spec, status = pod["metadata"]["name"], pod.get("spec") or {}, pod.get("status") or {}
+        if spec.get("nodeName") not in self.here.nodes:
+            return
+        try:
             if pod["metadata"].get("deletionTimestamp"):
-                with contextlib.suppress(NotFound):
-                    await api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
+                await api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
             elif status.get("phase") != "Running":
                 await mark_running(api, pod)
-        await self.reserve_gpus()
+        except (NotFound, Conflict):
+            pass  # gone, or changed meanwhile: its next event is tended
 
-    async def reserve_gpus(self) -> None:
-        path = f"/api/v1/namespaces/{KAI_RESERVATION_NAMESPACE}/pods"
-        try:
-            pods = (await self.here.api.get(path)).get("items") or []
-        except NotFound:
+    async def reserve_gpu(self, pod: dict[str, Any]) -> None:
+        path = f"/api/v1/namespaces/{KAI_RESERVATION_NAMESPACE}/pods/{pod['metadata']['name']}"
+        node = (pod.get("spec") or {}).get("nodeName")
+        notes = pod["metadata"].get("annotations") or {}
+        if node not in self.here.nodes or KAI_RESERVED_GPU_ANNOTATION in notes:
             return
-        for pod in pods:
-            node = (pod.get("spec") or {}).get("nodeName")
-            notes = pod["metadata"].get("annotations") or {}
-            if node in self.here.nodes and KAI_RESERVED_GPU_ANNOTATION not in notes:
-                gpu = f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, node + '/' + pod['metadata']['name'])}"
-                await self.here.api.merge_patch(f"{path}/{pod['metadata']['name']}",
-                                                {"metadata": {"annotations": {KAI_RESERVED_GPU_ANNOTATION: gpu}}})
-                await mark_running(self.here.api, pod)
-
+        gpu = f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, node + '/' + pod['metadata']['name'])}"
+        try:
+            await self.here.api.merge_patch(path, {"metadata": {"annotations": {KAI_RESERVED_GPU_ANNOTATION: gpu}}})
+            await mark_running(self.here.api, pod)
+        except (NotFound, Conflict):
+            pass
 
 async def mark_running(api: Api, pod: dict[str, Any]) -> dict[str, Any]:
     """Patch a bound pod's status (the status subresource) to Running and Ready."""

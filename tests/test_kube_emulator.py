@@ -808,10 +808,9 @@ async def test_direct_access_emits_watch_events(emu, http):
 
 async def test_wait_for_wakes_on_change_and_times_out(emu):
     async def later():
-        await asyncio.sleep(0)
         emu.put(pod("late"))
 
-    task = asyncio.create_task(later())
+    task = asyncio.create_task(later())  # runs once wait_for below is waiting
     found = await emu.wait_for(lambda: emu.get("pods", NS, "late"), timeout=2)
     assert found["metadata"]["name"] == "late"
     await task

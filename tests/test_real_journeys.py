@@ -3,10 +3,8 @@
 Every test here ends where podgang's promise ends: pods bound by the real KAI scheduler and
 binder, vc-scheduler, the coscheduling scheduler or kube-scheduler's native gangs — all of
 a gang at once, or none of it. Deployments and StatefulSets are made by the real
-controller-manager; only what has no controller here (LeaderWorkerSet) is played by the
-test, as the emulator tests play it. A test that fails today because podgang is wrong is
-marked ``xfail(strict=True)`` with the issue that fixes it: the mark fails the moment the
-behaviour is fixed, and that issue removes it.
+controller-manager; only what has no controller here (LeaderWorkerSet, the training and
+Ray operators) is played by the test, as the emulator tests play it.
 """
 
 from __future__ import annotations
@@ -33,7 +31,6 @@ class Flavor:
     namespace_labels: dict[str, str] = field(default_factory=dict)
     #: labels a team puts on its workloads for this scheduler (KAI: its queue)
     workload_labels: dict[str, str] = field(default_factory=dict)
-    fails_because: str = ""  # an open issue this flavour's journeys fail on
     plural: str = "podgroups"  # 1.35's native gangs are Workloads
     says_why_pending: bool = True  # False: a waiting gang's pods carry no condition (native 1.35)
 
@@ -46,8 +43,7 @@ class Flavor:
         return spec.get("minMember")
 
     def param(self):
-        marks = [pytest.mark.xfail(strict=True, reason=self.fails_because)] if self.fails_because else []
-        return pytest.param(self, id=self.backend, marks=marks)
+        return pytest.param(self, id=self.backend)
 
 
 KAI = Flavor("kai", "kai-scheduler", "/apis/scheduling.run.ai/v2alpha2",
@@ -371,12 +367,12 @@ async def test_kai_a_queue_that_does_not_exist_is_said_at_admission_and_on_the_w
         assert 'KAI queue "nope"' in done.stderr and "does not exist" in done.stderr, done.stderr
         dep = await create_deployment(here, Flavor("kai", "kai-scheduler", KAI.podgroups,
                                                    workload_labels={"kai.scheduler/queue": "nope"}), "web", 2)
-        events = await here.wait_events("SchedulerSettingProblem", 'KAI queue "nope"')
-        kinds = {e["involvedObject"]["kind"] for e in events}
         await until(lambda: _event_kinds(here, "SchedulerSettingProblem", {"Deployment", "PodGroup"}),
                     "the warning on the Deployment and on its PodGroup")
         group = await podgroup(here, KAI, owned_group(dep))
-        assert group["spec"]["queue"] == "nope" and kinds
+        assert group["spec"]["queue"] == "nope"
+        said = [e["message"] for e in await here.events("SchedulerSettingProblem")]
+        assert all('KAI queue "nope"' in m and "does not exist" in m for m in said), said
 
         async def kai_says_so():
             got = await podgroup(here, KAI, owned_group(dep))

@@ -34,6 +34,7 @@ from tests.grouper_support import (
 )
 from tests.kube_emulator import kube_emulator_fixture
 from tests.test_chart import render
+from tests.webhook_support import eventually
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PIN = "podgang.io/min-member"
@@ -234,14 +235,12 @@ async def test_a_stale_gang_whose_grouper_is_not_running_is_not_promised_an_evic
         emu.delete("leases", "podgang", "podgang-grouper")
     elif lease_state.get("holder") != "":
         lease(emu, **lease_state)
-    deadline = asyncio.get_running_loop().time() + 10
-    while True:  # until the grace period has run out: the eviction is due
+    async def due():  # until the grace period has run out: the eviction is due
         code, out, err = await status(kubeconfig, "-o", "json")
         doc = json.loads(out)
         g = {g["group"]: g for g in doc["gangs"]}[group]
-        if g["stale"]["evictInSeconds"] <= 0 or asyncio.get_running_loop().time() > deadline:
-            break
-        await asyncio.sleep(0.1)
+        return (code, err, doc, g) if g["stale"]["evictInSeconds"] <= 0 else None
+    code, err, doc, g = await eventually(due, timeout=10, interval=0.1, what="the eviction due")
     assert code == 1 and g["state"] == "stale" and g["stale"]["evictInSeconds"] <= 0
     assert not events(emu, "GangEvicted")
     assert "evicting" not in g["message"]
