@@ -160,7 +160,7 @@ class Controller:
         for resource in dict.fromkeys(r for b in backends for r in b.fact_resources):
             informer = Informer(
                 self.api, resource, None, store=self.cache.fact_stores[resource.kind], slim=_fact,
-                keep=lambda obj: True, handler=self._fact_changed, metrics=self.metrics,
+                keep=lambda obj: True, handler=_no_reaction, metrics=self.metrics,
                 watch_timeout=self.options.watch_timeout, page_size=self.options.page_size,
                 optional=True, absent_probe_interval=self.options.absent_probe_interval)
             informer.on_presence = lambda present, kind=resource.kind: self._fact_presence(kind, present)
@@ -175,9 +175,6 @@ class Controller:
             )
             out.append(selector)
         return out
-
-    def _fact_changed(self, kind: str, old: Obj | None, new: Obj | None) -> None:
-        """A PriorityClass or a queue came or went: the next reconcile of a group sees it."""
 
     def _fact_presence(self, kind: str, present: bool) -> None:
         """Values are checked against a kind of fact once its first list is complete,
@@ -509,7 +506,8 @@ class Controller:
         # exist): said on the workload too, where a team looks, since nobody sees the
         # admission warnings of the pods a controller makes
         settings_problems = tuple(desired.options.get("problems") or ())
-        if desired.backend is not None and actual is not None and is_managed(actual, self.settings):
+        if desired.backend is not None and actual is not None and is_managed(actual, self.settings) \
+                and desired.options:
             settings_problems += tuple(desired.backend.settings_drift(actual, desired.options))
         self._warn_once(("settings", key), settings_problems, list(desired.workloads), "SchedulerSettingProblem")
         if actual is not None:
@@ -891,6 +889,11 @@ def _namespace_name(raw: Any) -> Obj:
 
 #: the annotation podgang touches on a held gang's PodGroup to have its scheduler try it again
 WOKEN_ANNOTATION = "podgang.io/woken-at"
+
+
+def _no_reaction(kind: str, old: Obj | None, new: Obj | None) -> None:
+    """A PriorityClass or a queue came or went: nothing to do now, the next reconcile of a
+    group reads the facts afresh."""
 
 
 def _fact(raw: Mapping[str, Any]) -> Obj:

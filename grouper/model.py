@@ -19,7 +19,7 @@ from podgang import kinds, rollouts, rules
 from podgang.backends import Backend
 from podgang.backends.base import ClusterFacts
 from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, OWNER_KINDS, RUN_OWNERS, is_finished
-from podgang.objects import OwnerRef, is_active
+from podgang.objects import LAST_APPLIED_ANNOTATION, OwnerRef, is_active
 from podgang.settings import DEFAULT, Settings
 
 Obj = dict[str, Any]
@@ -75,10 +75,6 @@ def is_newer(candidate: str, current: str) -> bool:
 
 # ---------------------------------------------------------------------------
 # pruning: keep only what the grouper reads
-
-
-#: kubectl's copy of a whole manifest: never worth keeping
-LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 class Slimmer:

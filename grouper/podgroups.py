@@ -123,7 +123,9 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     if desired.subgroups and backend is not None and backend.subgroup_key is None:
         desired = replace(desired, problems=(*desired.problems, subgroups_unexpressed(desired, backend)))
     options: dict[str, Any] = {}
-    if backend is not None and desired.source != HAND_MADE:  # a hand-made group's settings are the user's
+    # a hand-made group's settings are the user's; with neither pods nor workloads yet (a
+    # group the webhook just made for a pod not seen yet) there is nothing to read them from
+    if backend is not None and desired.source != HAND_MADE and (desired.members or desired.workloads):
         options = gang_options(backend, desired.members, desired.workloads, cache.facts_for(backend))
     return replace(desired, backend=backend, options=options)
 

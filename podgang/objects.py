@@ -150,6 +150,10 @@ class OwnerRef:
         }
 
 
+#: kubectl's copy of a whole manifest in an annotation: never worth copying or keeping
+LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
+
+
 @dataclass(frozen=True)
 class Resource:
     """Where a kind lives in the REST API."""

@@ -20,7 +20,7 @@ import string
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import orjson
 
@@ -383,10 +383,11 @@ class Admission:
         if gang.hand_made:
             await self._check_hand_made(gang.name, review.namespace, backend, deadline, verdict)
         elif gang.owner_less:
-            verdict.warnings += self.podgroups.settings_problems(pod, backend)
+            options = self.podgroups.options_for(pod, backend)
+            verdict.warnings += options.get("problems") or ()
             if not review.dry_run:
                 await self._create_owner_less(pod, chain, review.namespace, backend, deadline, verdict,
-                                              named=named is not None)
+                                              named=named is not None, options=options)
         if verdict.group is not None:
             verdict.patch = backend.membership_patch(pod, verdict.group)
             if gang.hand_made:
@@ -504,14 +505,16 @@ class Admission:
         verdict: Verdict,
         *,
         named: bool = False,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         """``named``: the pod already names this group itself; one that exists and is
-        not podgang's is then the group the user meant, and the pod joins it."""
+        not podgang's is then the group the user meant, and the pod joins it. ``options``:
+        the scheduler's settings for the group (:meth:`PodGroups.options_for`)."""
         name = verdict.group or ""
         pod_name = (pod.get("metadata") or {}).get("name")
         taken: list[str] = []
         for _ in range(NAME_ATTEMPTS):
-            result = await self.podgroups.create_for_pod(namespace, name, backend, pod=pod,
+            result = await self.podgroups.create_for_pod(namespace, name, backend, options=options,
                                                          timeout=lambda: self._left(deadline))
             if result.outcome is Outcome.CREATED:
                 verdict.group = name

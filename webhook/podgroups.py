@@ -14,11 +14,11 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from podgang.api import Api, ApiError, Conflict, NotFound
 from podgang.backends import Backend
-from podgang.backends.base import ClusterFacts, GangSource, gang_spec
+from podgang.backends.base import GangSource, gang_spec
 from podgang.metrics import WebhookMetrics
 from podgang.settings import Settings
 from podgang.webhook.facts import ClusterFactsCache
@@ -77,21 +77,20 @@ class PodGroups:
         labels = ((podgroup or {}).get("metadata") or {}).get("labels") or {}
         return isinstance(labels, dict) and labels.get(self.settings.managed_by_label) == self.settings.managed_by_value
 
-    def settings_problems(self, pod: Any, backend: Backend) -> tuple[str, ...]:
-        """What the scheduler will make of an owner-less pod's group settings (a KAI queue
-        that does not exist), as far as the cluster is known: an admission warning."""
-        options = backend.gang_options(GangSource(pods=(pod,), facts=self.facts.get(backend)))
-        return tuple(options.get("problems") or ())
+    def options_for(self, pod: Any, backend: Backend) -> dict[str, Any]:
+        """The scheduler's own settings for an owner-less pod's group (a KAI queue, a
+        priority class), checked against what is known of the cluster; their ``problems``
+        are the admission's warnings."""
+        return backend.gang_options(GangSource(pods=(pod,), facts=self.facts.get(backend)))
 
     def manifest_for_owner_less(self, namespace: str, name: str, backend: Backend,
-                                pod: Any = None, facts: ClusterFacts = ClusterFacts()) -> dict[str, Any]:
-        """The group of one of an owner-less pod, with the backend's per-gang settings from the pod."""
-        options = backend.gang_options(GangSource(pods=(pod,), facts=facts)) if pod is not None else {}
+                                options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The group of one of an owner-less pod, with the backend's settings (:meth:`options_for`)."""
         return backend.build_podgroup(gang_spec(name, namespace, 1, labels=self.settings.managed_labels,
-                                                options=options))
+                                                options=options or {}))
 
     async def create_for_pod(
-        self, namespace: str, name: str, backend: Backend, *, pod: Any = None,
+        self, namespace: str, name: str, backend: Backend, *, options: Mapping[str, Any] | None = None,
         timeout: float | Callable[[], float] | None = None
     ) -> CreateResult:
         """Create PodGroup ``name`` for an owner-less pod, or say why not.
@@ -103,7 +102,7 @@ class PodGroups:
         left = timeout if callable(timeout) else (lambda: timeout)
         if self.api is None:
             return CreateResult(Outcome.FAILED, "no Kubernetes API access configured")
-        body = self.manifest_for_owner_less(namespace, name, backend, pod, self.facts.get(backend))
+        body = self.manifest_for_owner_less(namespace, name, backend, options)
         try:
             created = await self.api.create(backend.podgroup.path(namespace), body, timeout=left())
         except Conflict:

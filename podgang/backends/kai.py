@@ -15,7 +15,8 @@ import yaml
 
 from podgang.backends.base import ClusterFacts, GangSource, SchedulerVerdict, escape_key, one_line, string_value
 from podgang.backends.keyed import MinMemberPodGroups
-from podgang.objects import Denial, Resource, annotations, as_dict, as_list, labels, metadata, quoted, spec, status
+from podgang.objects import (LAST_APPLIED_ANNOTATION, Denial, Resource, annotations, as_dict, as_list, labels, metadata,
+                             quoted, spec, status)
 
 GROUP_ANNOTATION = "pod-group-name"
 GROUP_LABEL = "kai.scheduler/podgroup"
@@ -160,7 +161,7 @@ class KaiBackend(MinMemberPodGroups):
                      "version": version, "kind": str(top.get("kind") or "")}
             options["annotations"] = {TOP_OWNER_METADATA_ANNOTATION: yaml.safe_dump(owner, sort_keys=True),
                                       **{k: v for k, v in annotations(top).items()
-                                         if isinstance(v, str) and k != "kubectl.kubernetes.io/last-applied-configuration"}}
+                                         if isinstance(v, str) and k != LAST_APPLIED_ANNOTATION}}
         if extra:
             options["extra_spec"] = extra
         options["origins"] = tuple(origins)

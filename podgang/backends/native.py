@@ -80,6 +80,14 @@ def native_version(discovery_doc: Any) -> str:
     )
 
 
+def _without_spec_field(pod: Mapping[str, Any], field: str) -> dict[str, Any]:
+    """The pod as if it did not set ``spec.<field>`` (the pod field that carries its gang)."""
+    pod_spec = pod.get("spec")
+    if not isinstance(pod_spec, dict) or field not in pod_spec:
+        return dict(pod)
+    return {**pod, "spec": {k: v for k, v in pod_spec.items() if k != field}}
+
+
 def _group_field(obj: Any) -> Any:
     return as_dict(spec(obj).get(SCHEDULING_GROUP)).get(POD_GROUP_NAME)
 
@@ -127,10 +135,7 @@ class NativeBackend(Backend):
         return not isinstance(_group_field(pod), str)
 
     def without_membership(self, pod: Mapping[str, Any]) -> dict[str, Any]:
-        pod_spec = pod.get("spec")
-        if not isinstance(pod_spec, dict) or SCHEDULING_GROUP not in pod_spec:
-            return dict(pod)
-        return {**pod, "spec": {k: v for k, v in pod_spec.items() if k != SCHEDULING_GROUP}}
+        return _without_spec_field(pod, SCHEDULING_GROUP)
 
     def membership_change_problem(self, old_pod: Any, new_pod: Any) -> str | None:
         """The field is set at creation or never: no UPDATE may add, change or remove it
@@ -295,10 +300,7 @@ class NativeWorkloads(NativeBackend):
         return _workload_ref(pod) is None
 
     def without_membership(self, pod: Mapping[str, Any]) -> dict[str, Any]:
-        pod_spec = pod.get("spec")
-        if not isinstance(pod_spec, dict) or WORKLOAD_REF not in pod_spec:
-            return dict(pod)
-        return {**pod, "spec": {k: v for k, v in pod_spec.items() if k != WORKLOAD_REF}}
+        return _without_spec_field(pod, WORKLOAD_REF)
 
     def membership_change_problem(self, old_pod: Any, new_pod: Any) -> str | None:
         was, now = _workload_ref(old_pod), _workload_ref(new_pod)
