@@ -513,6 +513,18 @@ class Controller:
         if actual is not None:
             self._warn_once(("settings-group", key), settings_problems, [actual], "SchedulerSettingProblem")
 
+    async def _patch(self, backend: Backend, path: str, body: Any) -> Obj:
+        """Merge-patch a PodGroup and keep the answer in the cache."""
+        patched = await self.api.merge_patch(path, body)
+        self.writes += 1
+        self._upsert(backend, patched)
+        return patched
+
+    def _min_resources_changed(self, podgroup: Obj, resources: str) -> None:
+        if resources:
+            self.events.emit(podgroup, "MinResourcesChanged",
+                             f"minResources set: {resources} (the gang's minimum pods × their requests)")
+
     async def _write(self, key: str, write: Write, desired: Desired, actual: Obj | None, started: float) -> bool:
         """Perform one write; False when the cache was refreshed and the caller must plan again."""
         namespace, name = split_key(key)
@@ -536,9 +548,7 @@ class Controller:
                 self._observed_min[key] = mm.value
                 return True
             if write.action == "patch-min-member":
-                patched = await self.api.merge_patch(path, write.body)
-                self.writes += 1
-                self._upsert(backend, patched)
+                patched = await self._patch(backend, path, write.body)
                 old, new = write.old, write.new
                 mm = desired.min_member
                 assert mm is not None and new is not None
@@ -557,27 +567,28 @@ class Controller:
                 self._decision(key, "patch", message, started, old=old, new=new, source=desired.source)
                 if write.subgroups:
                     self.events.emit(patched, "SubgroupsChanged", f"subgroups set: {write.subgroups}")
+                self._min_resources_changed(patched, write.resources)
                 return True
             if write.action == "patch-subgroups":
-                patched = await self.api.merge_patch(path, write.body)
-                self.writes += 1
-                self._upsert(backend, patched)
+                patched = await self._patch(backend, path, write.body)
                 message = f"subgroups set: {write.note}"
                 self.events.emit(patched, "SubgroupsChanged", message)
                 self._decision(key, "patch-subgroups", message, started)
+                self._min_resources_changed(patched, write.resources)
+                return True
+            if write.action == "patch-min-resources":
+                patched = await self._patch(backend, path, write.body)
+                self._min_resources_changed(patched, write.note)
+                self._decision(key, "patch-min-resources", f"minResources set: {write.note}", started)
                 return True
             if write.action == "adopt":
-                patched = await self.api.merge_patch(path, write.body)
-                self.writes += 1
-                self._upsert(backend, patched)
+                patched = await self._patch(backend, path, write.body)
                 self.metrics.adopted.inc()
                 message = f"adopted by {write.note}: it is deleted with it"
                 self._decision(key, "adopt", message, started)
                 return True
             if write.action == "record-size":
-                patched = await self.api.merge_patch(path, write.body)
-                self.writes += 1
-                self._upsert(backend, patched)
+                patched = await self._patch(backend, path, write.body)
                 if write.new is not None:
                     self._decision(key, "record-size", f"{self.settings.desired_size_annotation}={write.new}: "
                                    f"minMember stays {write.old} on the live group", started)

@@ -51,6 +51,27 @@ def _d(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _resources_only(spec: Mapping[str, Any]) -> Obj:
+    """What a pod spec requests (its containers' resources, sidecars, overhead), nothing
+    else: what minResources is computed from."""
+    out: Obj = {}
+    for field in ("containers", "initContainers"):
+        kept = []
+        for c in spec.get(field) or ():
+            c = _d(c)
+            resources = {k: v for k, v in _d(c.get("resources")).items() if k in ("requests", "limits") and v}
+            if resources:  # a container that requests nothing adds nothing
+                slim: Obj = {"name": c.get("name"), "resources": resources}
+                if c.get("restartPolicy") is not None:
+                    slim["restartPolicy"] = c["restartPolicy"]
+                kept.append(slim)
+        if kept:
+            out[field] = kept
+    if isinstance(spec.get("overhead"), Mapping):
+        out["overhead"] = spec["overhead"]
+    return out
+
+
 def _pick(source: Any, keys: Iterable[str]) -> dict[str, str]:
     src = _d(source)
     return {k: src[k] for k in keys if isinstance(src.get(k), str)}
@@ -170,6 +191,7 @@ class Slimmer:
         scheduler = _d(t.get("spec")).get("schedulerName")
         if isinstance(scheduler, str):
             spec["schedulerName"] = _intern(scheduler)
+        spec.update(_resources_only(_d(t.get("spec"))))
         return {"metadata": meta, "spec": spec}
 
     def _membership_spec(self, spec: Mapping[str, Any]) -> Obj:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from podgang import kinds, rules
+from podgang import kinds, quantities, rules
 from podgang.backends import Backend, GangSpec
 from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec
 from podgang.objects import OwnerRef, is_active, is_terminating, pod_phase
@@ -50,6 +50,8 @@ class Desired:
     subgroups: tuple[rules.Subgroup, ...] = ()  # a hand-made group's parts, one per workload
     #: the scheduler's own settings for a group podgang makes (its backend's gang_options)
     options: Mapping[str, Any] = field(default_factory=dict)
+    #: the resources the gang needs at least, for a scheduler that reads them; None: not known
+    min_resources: Mapping[str, str] | None = None
 
     @property
     def key(self) -> str:
@@ -127,7 +129,30 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     # group the webhook just made for a pod not seen yet) there is nothing to read them from
     if backend is not None and desired.source != HAND_MADE and (desired.members or desired.workloads):
         options = gang_options(backend, desired.members, desired.workloads, cache.facts_for(backend))
-    return replace(desired, backend=backend, options=options)
+    min_resources = backend.min_resources_for(minimum_pods(desired)) if backend else None
+    return replace(desired, backend=backend, options=options, min_resources=min_resources)
+
+
+def minimum_pods(desired: Desired) -> tuple[tuple[int, Any], ...] | None:
+    """The pods the gang needs at least, as (how many, pod template), from its workloads:
+    its own workload's roles, or each workload of a shared group at its own minimum. None
+    when that cannot be told from templates: standalone pods share the group (the cache
+    keeps no pod's requests), the size is pinned across parts, or no workload is known."""
+    if desired.min_member is None or not desired.workloads:
+        return None
+    if desired.source == OWNED:
+        return rules.minimum_pods(desired.workloads[0], desired.min_member.value, desired.subgroups)
+    if desired.source != HAND_MADE or _standalone(list(desired.members)):
+        return None
+    if sum(value for _, value in desired.contributions) != desired.min_member.value:
+        return None  # podgang.io/min-member on the group pins it: which pods it counts is not said
+    parts: list[tuple[int, Any]] = []
+    for workload, (_, own) in zip(desired.workloads, desired.contributions):
+        found = rules.minimum_pods(workload, own)
+        if found is None:
+            return None
+        parts += found
+    return tuple(parts)
 
 
 def subgroups_unexpressed(desired: Desired, backend: Backend) -> str:
@@ -304,6 +329,7 @@ class Write:
     new: int | None = None  # new minMember (create/patch)
     note: str = ""
     subgroups: str = ""  # patch-min-member: the subgroups set in the same patch (their sum is the minMember)
+    resources: str = ""  # patch-min-member, patch-subgroups: the minResources set in the same patch
 
 
 def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> list[Write]:
@@ -320,7 +346,8 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
         if desired.may_create and desired.min_member is not None:
             manifest = backend.build_podgroup(gang_spec(
                 desired.name, desired.namespace, desired.min_member.value, labels=settings.managed_labels,
-                options=desired.options, owner=desired.owner, subgroups=subgroup_sizes(desired)))
+                options=desired.options, owner=desired.owner, subgroups=subgroup_sizes(desired),
+                min_resources=desired.min_resources))
             if desired.min_member.idle and _size_fixed(backend, manifest):
                 return []  # a group of 1 now would hold the pods of a later scale-up to 1: wait for them
             if desired.subgroups:  # recorded as podgang's, as a patch records them: podgang may remove them
@@ -358,6 +385,18 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             if rv:
                 subgroups.body["metadata"]["resourceVersion"] = rv
             writes.append(subgroups)
+    resources = _min_resources_write(desired, actual, backend, settings)
+    if resources is not None and (managed or desired.source == HAND_MADE):
+        at = next((i for i, w in enumerate(writes) if w.action in ("patch-min-member", "patch-subgroups")), None)
+        if at is not None:  # one patch: the size and what it needs change together
+            resized = writes[at]
+            body = {**resized.body, "spec": {**resized.body["spec"], **resources.body["spec"]},
+                    "metadata": _merged_metadata(resized.body.get("metadata"), resources.body.get("metadata"))}
+            writes[at] = replace(resized, body=body, resources=resources.note)
+        else:
+            if rv:
+                resources.body.setdefault("metadata", {})["resourceVersion"] = rv
+            writes.append(resources)
     recorded = (_md(actual).get("annotations") or {}).get(settings.desired_size_annotation)
     held = size_held(desired, actual, settings) is not None
     wanted = str(desired.min_member.value) if held and desired.min_member is not None else None
@@ -395,6 +434,34 @@ def _subgroups_write(desired: Desired, actual: Obj, backend: Backend, settings: 
     note = (", ".join(f"{n} {v}" for n, v in wanted.items()) + f" (each {parts} minimum inside the gang)"
             if wanted else "none (the group has one part again: the one minMember is the gang)")
     return Write("patch-subgroups", body, note=note)
+
+
+def _min_resources_write(desired: Desired, actual: Obj, backend: Backend, settings: Settings) -> Write | None:
+    """The patch that brings ``actual``'s minimum resources to the gang's (a scale, a
+    workload joining a shared group). A hand-made group's are the user's once they differ
+    from what podgang last wrote there (``podgang.io/min-resources``): kept."""
+    wanted = desired.min_resources
+    if not wanted:
+        return None
+    current = backend.min_resources_of(actual)
+    if current is not None and quantities.same_resources(current, wanted):
+        return None
+    body = backend.min_resources_patch(actual, wanted)
+    if body is None:
+        return None
+    if desired.source == HAND_MADE:
+        written = (_md(actual).get("annotations") or {}).get(settings.min_resources_annotation)
+        if current is not None and not (written and quantities.same_resources(current, quantities.parse_compact(written))):
+            return None  # the user's own
+        body["metadata"] = {"annotations": {settings.min_resources_annotation: quantities.compact(wanted)}}
+    return Write("patch-min-resources", body, note=quantities.describe(wanted))
+
+
+def _merged_metadata(a: Any, b: Any) -> dict[str, Any]:
+    """Two merge patches' metadata as one (annotations of both, the first's resourceVersion)."""
+    a, b = dict(a or {}), dict(b or {})
+    notes = {**(b.pop("annotations", None) or {}), **(a.pop("annotations", None) or {})}
+    return {**b, **a, **({"annotations": notes} if notes else {})}
 
 
 def _size_fixed(backend: Backend, podgroup: Obj) -> bool:

@@ -11,6 +11,7 @@ adding a kind (say Kubeflow's PyTorchJob) is one new entry. No I/O.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
@@ -93,6 +94,9 @@ class WorkloadKind:
     #: the parts of its gang, each with its own minimum (their sum is :attr:`size`); none:
     #: the gang is one part
     roles: Callable[[Any], list[Role]] = lambda obj: []
+    #: a staged kind's roles over its whole run, where :attr:`roles` counts only the stage it
+    #: is in: what its gang must find room for from the start (None: :attr:`roles`)
+    whole_roles: Callable[[Any], list[Role]] | None = None
     #: the pod labels that name a pod's role (the first one a pod carries), lower-cased
     role_labels: tuple[str, ...] = ()
     #: held back on purpose (Kueue, a user): its pods are removed on purpose
@@ -586,16 +590,59 @@ def _spark_state(obj: Any) -> str:
     return str(as_dict(status(obj).get("applicationState")).get("state") or "")
 
 
-def _spark_template(part: Any) -> Obj:
+_SPARK_CONTAINER = "spark-kubernetes-{part}"  # the container Spark runs in the driver's and executors' pods
+_SPARK_MIN_OVERHEAD = 384 * 2**20  # Spark's floor for a pod's memory overhead: 384MiB
+_JAVA_MEMORY = re.compile(r"([0-9]+(?:\.[0-9]+)?)([kmgtp]?)b?")
+
+
+def _spark_template(app_spec: Any, part_name: str) -> Obj:
     """A driver's or executor's pod as a pod template: its own template (if any) with the
-    labels, annotations and schedulerName the SparkApplication sets on top."""
-    part = as_dict(part)
+    labels, annotations and schedulerName the SparkApplication sets on top, and the Spark
+    container's requests as Spark sets them (cores, memory plus its overhead, GPUs)."""
+    app_spec = as_dict(app_spec)
+    part = as_dict(app_spec.get(part_name))
     base = as_dict(part.get("template"))
     md, pod_spec = as_dict(base.get("metadata")), as_dict(base.get("spec"))
     scheduler = part.get("schedulerName") or pod_spec.get("schedulerName")
+    name = _SPARK_CONTAINER.format(part=part_name)
+    containers = as_list(pod_spec.get("containers"))
+    if not any(as_dict(c).get("name") == name for c in containers):  # a template already worked out keeps it
+        containers = [{"name": name, "resources": _spark_resources(app_spec, part)},
+                      *(c for c in containers if as_dict(c).get("name") != name)]
     return {"metadata": {"labels": {**as_dict(md.get("labels")), **as_dict(part.get("labels"))},
                          "annotations": {**as_dict(md.get("annotations")), **as_dict(part.get("annotations"))}},
-            "spec": {**pod_spec, **({"schedulerName": scheduler} if scheduler else {})}}
+            "spec": {**pod_spec, "containers": containers, **({"schedulerName": scheduler} if scheduler else {})}}
+
+
+def _spark_resources(app_spec: Mapping[str, Any], part: Mapping[str, Any]) -> Obj:
+    """The Spark container's resources: ``coreRequest`` else ``cores`` CPUs (1 by default);
+    ``memory`` (Java units: ``512m`` is 512MiB; 1g by default) plus ``memoryOverhead``, else
+    plus the overhead factor's share of it (0.1 for the JVM, 0.4 for Python and R), at least
+    384MiB; ``gpu.quantity`` of ``gpu.name``."""
+    cpu = part.get("coreRequest") or str(part.get("cores") or 1)
+    memory = _java_bytes(part.get("memory")) or 2**30
+    overhead = _java_bytes(part.get("memoryOverhead"))
+    if overhead is None:
+        conf = as_dict(app_spec.get("sparkConf"))
+        factor = (app_spec.get("memoryOverheadFactor") or conf.get("spark.kubernetes.memoryOverheadFactor")
+                  or ("0.1" if app_spec.get("type") in ("Java", "Scala") else "0.4"))
+        try:
+            overhead = max(int(memory * float(factor)), _SPARK_MIN_OVERHEAD)
+        except ValueError:
+            overhead = _SPARK_MIN_OVERHEAD
+    out: Obj = {"requests": {"cpu": str(cpu), "memory": str(memory + overhead)}}
+    gpu = as_dict(part.get("gpu"))
+    if isinstance(gpu.get("name"), str) and as_int(gpu.get("quantity"), 0) > 0:
+        out["limits"] = {gpu["name"]: str(as_int(gpu.get("quantity"), 0))}
+    return out
+
+
+def _java_bytes(text: Any) -> int | None:
+    """A JVM memory size (``512m``, ``1.5g``, ``1024``: bytes) in bytes, None when it is not one."""
+    found = _JAVA_MEMORY.fullmatch(str(text).strip().lower()) if text is not None else None
+    if found is None:
+        return None
+    return int(float(found.group(1)) * 1024 ** "bkmgtp".index(found.group(2) or "b"))
 
 
 def _spark_executors(obj: Any) -> tuple[int, str]:
@@ -610,10 +657,14 @@ def _spark_executors(obj: Any) -> tuple[int, str]:
 def _spark_roles(obj: Any) -> list[Role]:
     """The driver; its executors once it runs (the driver makes them: a gang that counted them
     from the start would wait for ever for pods that come only after it runs)."""
-    parts = [Role("driver", 1, "the driver", _spark_template(spec(obj).get("driver")), "spec.driver")]
-    if _spark_state(obj) in _SPARK_DRIVER_RUNS:
-        count, why = _spark_executors(obj)
-        parts.append(Role("executor", count, why, _spark_template(spec(obj).get("executor")), "spec.executor"))
+    return _spark_whole(obj) if _spark_state(obj) in _SPARK_DRIVER_RUNS else _spark_whole(obj)[:1]
+
+
+def _spark_whole(obj: Any) -> list[Role]:
+    """The driver and its executors: the whole application."""
+    count, why = _spark_executors(obj)
+    parts = [Role("driver", 1, "the driver", _spark_template(spec(obj), "driver"), "spec.driver"),
+             Role("executor", count, why, _spark_template(spec(obj), "executor"), "spec.executor")]
     return [r for r in parts if r.size > 0]
 
 
@@ -627,12 +678,12 @@ def _spark_size(obj: Any) -> tuple[int, str]:
 
 
 def _spark_templates(obj: Any) -> list[tuple[str, Template]]:
-    return [(f"spec.{part}", _spark_template(spec(obj).get(part))) for part in ("driver", "executor")]
+    return [(f"spec.{part}", _spark_template(spec(obj), part)) for part in ("driver", "executor")]
 
 
 def _slim_spark(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     s = as_dict(s)
-    out: Obj = {part: {"template": slim_template(_spark_template(s.get(part)))} for part in ("driver", "executor")}
+    out: Obj = {part: {"template": slim_template(_spark_template(s, part))} for part in ("driver", "executor")}
     if "instances" in as_dict(s.get("executor")):
         out["executor"]["instances"] = as_dict(s.get("executor"))["instances"]
     dynamic = as_dict(s.get("dynamicAllocation"))
@@ -724,7 +775,7 @@ RAY_SERVICE = WorkloadKind(
 SPARK_APPLICATION = WorkloadKind(
     Resource("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", optional=True),
     _spark_size, _spark_templates, _slim_spark, aliases=("sparkapplication", "sparkapplications", "sparkapp"),
-    status_fields=("applicationState",), roles=_spark_roles, role_labels=(SPARK_ROLE_LABEL,),
+    status_fields=("applicationState",), roles=_spark_roles, role_labels=(SPARK_ROLE_LABEL,), whole_roles=_spark_whole,
     finished=lambda obj: _spark_state(obj) in _SPARK_DONE,
 )
 DAEMON_SET = WorkloadKind(
@@ -774,6 +825,15 @@ def pod_templates(obj: Any) -> list[tuple[str, Template]]:
         return _pod_itself(obj)
     entry = workload_kind(obj)
     return entry.templates(obj) if entry else _spec_template(obj)
+
+
+def whole_roles(obj: Any) -> list[Role]:
+    """The roles of a workload's whole run (a SparkApplication's driver and executors, while its
+    gang counts the driver only); its :func:`roles` for a kind that is not staged."""
+    entry = workload_kind(obj)
+    if entry is None:
+        return []
+    return (entry.whole_roles or entry.roles)(obj)
 
 
 def desired_size(obj: Any) -> tuple[int, str]:

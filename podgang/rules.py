@@ -15,11 +15,13 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from podgang.backends import Backend, kai
-from podgang.kinds import RUN_OWNERS, desired_size, pod_role, pod_templates, replica_suffix, resource_for, roles, stages
+from podgang import quantities
+from podgang.kinds import (RUN_OWNERS, desired_size, pod_role, pod_templates, replica_suffix, resource_for, roles,
+                           stages, whole_roles)
 from podgang.objects import (
     Denial,
     OwnerRef,
@@ -613,6 +615,29 @@ def _role_parts(workload: Any, settings: Settings) -> tuple[Subgroup, ...]:
     return tuple(found)
 
 
+def minimum_pods(workload: Any, size: int,
+                 subgroups: Sequence[Subgroup] = ()) -> tuple[tuple[int, Any], ...] | None:
+    """The pods a workload's gang of ``size`` needs at least, as (how many, pod template)
+    pairs — what its minimum resources are summed from: each role at its subgroup's
+    minimum (a staged kind's whole run: the driver *and* the executors it will make, as
+    spark-operator reserves them), else ``size`` pods of its one template. None when that
+    cannot be told: templates that request differently and no roles to tell their counts
+    (a LeaderWorkerSet's leader and workers), or a size pinned across roles."""
+    by_name = {s.name: s.min_member for s in subgroups}
+    parts = whole_roles(workload)
+    if len(parts) == 1:
+        return ((size, parts[0].template),)
+    if parts and (by_name or sum(r.size for r in roles(workload)) == size):  # else a pin across the roles
+        return tuple((by_name.get(r.name, r.size), r.template) for r in parts)
+    templates = [template for _, template in pod_templates(workload)]
+    if not templates:
+        return None
+    requests = quantities.pod_requests(templates[0])
+    if any(quantities.pod_requests(t) != requests for t in templates[1:]):
+        return None
+    return ((size, templates[0]),)
+
+
 def role_problems(workload: Any, settings: Settings = DEFAULT) -> tuple[str, ...]:
     """A malformed ``podgang.io/min-available`` on a role's pod template."""
     out = []
@@ -677,41 +702,9 @@ MSG_GPU_AND_MEMORY = kai.MSG_GPU_AND_MEMORY
 MSG_FRACTION_AND_GPU = kai.MSG_FRACTION_AND_GPU
 MSG_BAD_MEMORY = kai.MSG_BAD_MEMORY
 MSG_BAD_FRACTION = kai.MSG_BAD_FRACTION
+quantity = quantities.quantity
 
-_QUANTITY = re.compile(r"([+-]?[0-9.]+)([KMGTPE]i|[eE][+-]?[0-9]+|[numkMGTPE])?")
 _DECIMAL = re.compile(r"^[0-9]*\.?[0-9]+$")
-_SUFFIX = {
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "k": Decimal(1000),
-    "M": Decimal(10) ** 6, "G": Decimal(10) ** 9, "T": Decimal(10) ** 12, "P": Decimal(10) ** 15,
-    "E": Decimal(10) ** 18, "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
-}  # fmt: skip
-
-
-def quantity(value: Any) -> Decimal | None:
-    """A Kubernetes resource quantity as a number, or None when it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return Decimal(str(value)) if math.isfinite(value) else None
-    if not isinstance(value, str):
-        return None
-    match = _QUANTITY.fullmatch(value.strip())
-    if not match:
-        return None
-    try:
-        number = Decimal(match.group(1))
-    except InvalidOperation:
-        return None
-    suffix = match.group(2)
-    if not suffix:
-        return number
-    if suffix in _SUFFIX:
-        return number * _SUFFIX[suffix]
-    try:
-        return number.scaleb(int(suffix[1:]))  # a decimal exponent: 1e3
-    except ArithmeticError:  # an exponent no quantity can have
-        return None
 
 
 def _containers(pod_spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:

@@ -34,6 +34,8 @@ class Settings:
     # the subgroups podgang wrote into a shared hand-made group (so that it removes
     # only those once the group has one part again, never a user's own)
     subgroups_annotation: str = "podgang.io/subgroups"
+    #: on a hand-made PodGroup: the minResources podgang last wrote (it keeps a user's own)
+    min_resources_annotation: str = "podgang.io/min-resources"
     skip_label: str = "podgang.io/skip"
     managed_by_label: str = "podgang.io/managed-by"
     managed_by_value: str = "podgang"

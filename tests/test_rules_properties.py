@@ -6,13 +6,14 @@ from __future__ import annotations
 import inspect
 import re
 import string
+from decimal import Decimal
 
 import jsonpatch
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from podgang import kinds, objects, rules
+from podgang import kinds, objects, quantities, rules
 from podgang.backends.base import Backend, GangSource
 from podgang.backends import BACKENDS, NativeBackend, NativeWorkloads
 from podgang.kinds import OWNER_KINDS
@@ -388,7 +389,10 @@ def _ref(data) -> OwnerRef:
 
 
 #: the pure modules whose every public function takes untrusted input
-PURE_MODULES = (rules, kinds, objects)
+PURE_MODULES = (rules, kinds, objects, quantities)
+
+#: what a request can be: 0 up to an int64 of milli-units
+decimals = st.decimals(min_value=0, max_value=Decimal(2**63 - 1) / 1000, allow_nan=False, allow_infinity=False)
 
 ARGS = {
     "annotations": lambda d: (d.draw(anything),),
@@ -421,6 +425,19 @@ ARGS = {
     "roles": lambda d: (d.draw(anything),),
     "role_subgroups": lambda d: (d.draw(anything),),
     "role_problems": lambda d: (d.draw(anything),),
+    "minimum_pods": lambda d: (d.draw(anything), d.draw(st.integers(-2, 50))),
+    "whole_roles": lambda d: (d.draw(anything),),
+    "request": lambda d: (d.draw(quantity_s | json_any),),
+    "container_requests": lambda d: (d.draw(anything),),
+    "pod_requests": lambda d: (d.draw(anything),),
+    "gang_requests": lambda d: (d.draw(st.lists(st.tuples(st.integers(-2, 1000), anything), max_size=3)),),
+    "resource_list": lambda d: (d.draw(st.dictionaries(st.text(max_size=8), decimals, max_size=3)),),
+    "format_quantity": lambda d: (d.draw(decimals),),
+    "parse_resource_list": lambda d: (d.draw(anything),),
+    "same_resources": lambda d: (d.draw(anything), d.draw(anything)),
+    "describe": lambda d: (d.draw(st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3)),),
+    "compact": lambda d: (d.draw(st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3)),),
+    "parse_compact": lambda d: (d.draw(st.text(max_size=30)),),
     "pod_role": lambda d: (d.draw(st.sampled_from(["PyTorchJob", "RayCluster", "Deployment", "x"])), d.draw(anything)),
     "owner_skip_problem": lambda d: (d.draw(st.lists(anything, max_size=3)),),
     "in_scope": lambda d: (d.draw(anything), d.draw(st.none() | st.text(max_size=10))),
@@ -540,6 +557,11 @@ BACKEND_ARGS = {
     "subgroups_patch": lambda d: (d.draw(anything), d.draw(st.dictionaries(st.text(max_size=70), st.integers(0, 10)))),
     "for_discovery": lambda d: (d.draw(st.none() | st.dictionaries(st.text(max_size=12), json_any)),),
     "evicts_itself": lambda d: (d.draw(anything),),
+    "min_resources_for": lambda d: (d.draw(st.none() | st.lists(st.tuples(st.integers(-2, 1000), anything),
+                                                                max_size=3)),),
+    "min_resources_of": lambda d: (d.draw(anything),),
+    "min_resources_patch": lambda d: (d.draw(anything), d.draw(st.dictionaries(st.text(max_size=12),
+                                                                               st.text(max_size=8), max_size=3))),
     "settings_drift": lambda d: (d.draw(anything), d.draw(st.dictionaries(
         st.sampled_from(["queue", "origins", "problems"]), anything))),
     "cluster_facts": lambda d: (d.draw(st.dictionaries(st.sampled_from(["PriorityClass", "Queue"]),

@@ -80,8 +80,11 @@ class PodGroups:
     def options_for(self, pod: Any, backend: Backend) -> dict[str, Any]:
         """The scheduler's own settings for an owner-less pod's group (a KAI queue, a
         priority class), checked against what is known of the cluster; their ``problems``
-        are the admission's warnings."""
-        return backend.gang_options(GangSource(pods=(pod,), facts=self.facts.get(backend)))
+        are the admission's warnings; and what the one pod requests, for a scheduler that
+        reads a gang's minimum resources."""
+        options = backend.gang_options(GangSource(pods=(pod,), facts=self.facts.get(backend)))
+        wanted = backend.min_resources_for(((1, pod),))
+        return {**options, "min_resources": wanted} if wanted else options
 
     def manifest_for_owner_less(self, namespace: str, name: str, backend: Backend,
                                 options: Mapping[str, Any] | None = None) -> dict[str, Any]:

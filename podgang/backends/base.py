@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from podgang import quantities
 from podgang.objects import Denial, OwnerRef, Resource, as_dict, metadata, quoted
 
 PATCH = "patch"
@@ -103,6 +104,8 @@ class GangSpec:
     schedule_timeout: int | None = None
     #: (subgroup name, its minimum) of a group several workloads share; empty: none
     subgroups: tuple[tuple[str, int], ...] = ()
+    #: the resources the whole gang needs at least (a ResourceList), for a scheduler that reads them
+    min_resources: Mapping[str, str] | None = None
     #: more spec fields the scheduler reads (KAI's preemptibility, topology, ...)
     extra_spec: Mapping[str, Any] | None = None
     #: (setting, where its value comes from), for ``podgang plan``; not written
@@ -270,6 +273,33 @@ class Backend(ABC):
     @abstractmethod
     def build_podgroup(self, gang: GangSpec) -> dict[str, Any]:
         """A complete PodGroup object, ready to create."""
+
+    #: the spec field that holds the resources the gang needs at least (Volcano's and
+    #: coscheduling's ``minResources``); None: the scheduler reads none
+    min_resources_field: str | None = None
+
+    def min_resources_for(self, minimum: Sequence[tuple[int, Any]] | None) -> dict[str, str] | None:
+        """The resources a gang needs at least — Σ its minimum pods × their requests, as
+        Volcano's and coscheduling's own controllers compute them — from ``minimum``, the
+        pods it needs as (how many, a pod or pod template); None when the scheduler reads
+        none, the pods are not known, or they request nothing."""
+        if self.min_resources_field is None or minimum is None:
+            return None
+        return quantities.resource_list(quantities.gang_requests(minimum)) or None
+
+    def min_resources_of(self, podgroup: Any) -> Any:
+        """The resources a PodGroup says its gang needs (as written), None when it says none."""
+        if self.min_resources_field is None:
+            return None
+        return as_dict(as_dict(podgroup).get("spec")).get(self.min_resources_field)
+
+    def min_resources_patch(self, podgroup: Any, wanted: Mapping[str, str]) -> dict[str, Any] | None:
+        """A merge patch that gives a live PodGroup exactly ``wanted`` as its minimum
+        resources; None when the scheduler reads none."""
+        if self.min_resources_field is None:
+            return None
+        gone = {name: None for name in as_dict(self.min_resources_of(podgroup)) if name not in wanted}
+        return {"spec": {self.min_resources_field: {**gone, **wanted}}}
 
     @abstractmethod
     def min_member(self, podgroup: Any) -> int | None:

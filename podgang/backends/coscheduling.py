@@ -26,6 +26,7 @@ GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 TIMEOUT_ANNOTATION = "podgang.io/schedule-timeout"
 SCHEDULER_NAME = "scheduler-plugins-scheduler"
 SCHEDULE_TIMEOUT = "scheduleTimeoutSeconds"
+MIN_RESOURCES = "minResources"  # the Coscheduling plugin's PreFilter rejects a gang the cluster cannot hold
 MAX_LABEL_VALUE = 63  # the longest label value the apiserver accepts
 MAX_INT32 = 2**31 - 1
 # the longest workload name whose pg-<name>-<uid> still fits a label value
@@ -55,6 +56,7 @@ class CoschedulingBackend(OneKeyBackend):
     key = GROUP_LABEL
     pod_label_keys = (GROUP_LABEL,)
     pod_annotation_keys = (TIMEOUT_ANNOTATION,)
+    min_resources_field = MIN_RESOURCES
 
     def membership_problem(self, group: str) -> str | None:
         if len(group) <= MAX_LABEL_VALUE:
@@ -77,7 +79,10 @@ class CoschedulingBackend(OneKeyBackend):
         return {"schedule_timeout": seconds} if seconds else {}
 
     def spec_options(self, gang: GangSpec) -> dict[str, Any]:
-        return {SCHEDULE_TIMEOUT: int(gang.schedule_timeout)} if gang.schedule_timeout else {}
+        options: dict[str, Any] = {MIN_RESOURCES: dict(gang.min_resources)} if gang.min_resources else {}
+        if gang.schedule_timeout:
+            options[SCHEDULE_TIMEOUT] = int(gang.schedule_timeout)
+        return options
 
 
 COSCHEDULING = CoschedulingBackend()

@@ -31,6 +31,8 @@ class MinMemberPodGroups(Backend):
             options[QUEUE] = gang.queue
         if gang.priority_class:
             options[PRIORITY_CLASS] = gang.priority_class
+        if gang.min_resources and self.min_resources_field:
+            options[self.min_resources_field] = dict(gang.min_resources)
         return options
 
     #: the spec field that holds the subgroups (KAI's list, Volcano's map); None: none
@@ -57,7 +59,7 @@ class MinMemberPodGroups(Backend):
         return Resize(PATCH, {"spec": {MIN_MEMBER: int(value)}})
 
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
-        keep = [f for f in (MIN_MEMBER, self.subgroups_field) if f is not None and f in spec]
+        keep = [f for f in (MIN_MEMBER, self.subgroups_field, self.min_resources_field) if f is not None and f in spec]
         return {f: spec[f] for f in keep}
 
 

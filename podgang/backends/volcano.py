@@ -20,6 +20,7 @@ GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 TASK_ANNOTATION = "volcano.sh/task-spec"  # a pod's task: the key of spec.minTaskMember
 MIN_TASK_MEMBER = "minTaskMember"
+MIN_RESOURCES = "minResources"  # what Volcano's enqueue checks the queue's room against
 SCHEDULER_NAME = "volcano"
 
 
@@ -32,6 +33,7 @@ class VolcanoBackend(OneKeyBackend):
     subgroup_key = ("annotations", TASK_ANNOTATION)
     subgroups_field = MIN_TASK_MEMBER
     pod_spec_keys = (PRIORITY_CLASS,)
+    min_resources_field = MIN_RESOURCES
 
     def gang_options(self, source: GangSource) -> dict[str, Any]:
         objs = source.nearest_first
