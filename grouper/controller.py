@@ -101,7 +101,7 @@ class Controller:
         self.events = events or EventSink(None)
         self.clock = clock
         self.wall = wall
-        self.api = Api(api_client, timeout=self.options.request_timeout)
+        self.api = Api(api_client, timeout=self.options.request_timeout, field_manager=settings.grouper_field_manager)
         self.cache = Cache(settings)
         self.queue = WorkQueue()
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)

@@ -37,6 +37,10 @@ class Settings:
     skip_label: str = "podgang.io/skip"
     managed_by_label: str = "podgang.io/managed-by"
     managed_by_value: str = "podgang"
+    # the field managers podgang's writes are recorded under (metadata.managedFields):
+    # a PodGroup's size written by any other manager is someone else fighting podgang
+    grouper_field_manager: str = "podgang-grouper"
+    webhook_field_manager: str = "podgang-webhook"
     # GPU keys (KAI's GPU sharing, whatever the backend)
     gpu_memory_annotation: str = kai.GPU_MEMORY_ANNOTATION
     gpu_fraction_annotation: str = kai.GPU_FRACTION_ANNOTATION
@@ -74,6 +78,11 @@ class Settings:
         The one accessor for "this pod's backend"."""
         scheduler = as_dict(as_dict(obj).get("spec")).get("schedulerName") or DEFAULT_SCHEDULER
         return next((backend for name, backend in self.backends if name == scheduler), None)
+
+    @property
+    def own_field_managers(self) -> tuple[str, str]:
+        """The field managers of podgang's own writes, the grouper's and the webhook's."""
+        return (self.grouper_field_manager, self.webhook_field_manager)
 
     @property
     def managed_labels(self) -> dict[str, str]:
