@@ -41,6 +41,9 @@ class Settings:
     # a PodGroup's size written by any other manager is someone else fighting podgang
     grouper_field_manager: str = "podgang-grouper"
     webhook_field_manager: str = "podgang-webhook"
+    # what an older podgang's writes were recorded under (kubernetes_asyncio's User-Agent):
+    # still podgang's own on the groups it made, or each would be warned about after an upgrade
+    legacy_field_manager: str = "OpenAPI-Generator"
     # GPU keys (KAI's GPU sharing, whatever the backend)
     gpu_memory_annotation: str = kai.GPU_MEMORY_ANNOTATION
     gpu_fraction_annotation: str = kai.GPU_FRACTION_ANNOTATION
@@ -80,9 +83,10 @@ class Settings:
         return next((backend for name, backend in self.backends if name == scheduler), None)
 
     @property
-    def own_field_managers(self) -> tuple[str, str]:
-        """The field managers of podgang's own writes, the grouper's and the webhook's."""
-        return (self.grouper_field_manager, self.webhook_field_manager)
+    def own_field_managers(self) -> tuple[str, ...]:
+        """The field managers of podgang's own writes: the grouper's, the webhook's, and
+        the name an older podgang wrote under."""
+        return (self.grouper_field_manager, self.webhook_field_manager, self.legacy_field_manager)
 
     @property
     def managed_labels(self) -> dict[str, str]:
