@@ -36,6 +36,7 @@ from podgang.grouper.model import Cache, Obj, key_of, obj_key, split_key
 from podgang.grouper.podgroups import (
     Desired,
     Write,
+    changed_by_others,
     counted_members,
     describe_change,
     desired_group,
@@ -101,7 +102,7 @@ class Controller:
         self.events = events or EventSink(None)
         self.clock = clock
         self.wall = wall
-        self.api = Api(api_client, timeout=self.options.request_timeout)
+        self.api = Api(api_client, timeout=self.options.request_timeout, field_manager=settings.grouper_field_manager)
         self.cache = Cache(settings)
         self.queue = WorkQueue()
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
@@ -396,6 +397,7 @@ class Controller:
                 self.queue.add((GROUP, key), self.options.pending_retry)
                 return
             actual = self._actual(key, desired)
+            self._changed_by_others(key, desired, actual)  # before podgang writes its size back over it
             writes = plan_writes(desired, actual, self.settings)
             if not writes:
                 break
@@ -422,6 +424,19 @@ class Controller:
         await self._wake_held_gang(key, desired, actual)
         await self._label_subgroups(key, desired, actual)
         self._observe(key, desired, started)
+
+    def _changed_by_others(self, key: str, desired: Desired, actual: Obj | None) -> None:
+        """One Warning, on the group and its workloads, when another field manager wrote the
+        size of a group podgang made. Remembered while the group lives, not only while that
+        manager owns the field: podgang's write-back takes it over, and a writer that keeps
+        fighting (KAI's older pod-grouper) would otherwise be warned about on every round."""
+        memory = ("changed-by", key)
+        if actual is None:
+            self._warned.pop(memory, None)
+            return
+        problem = changed_by_others(desired.backend, actual, self.settings)
+        if problem is not None:
+            self._warn_once(memory, (problem,), [actual, *desired.workloads], "PodGroupChangedByOther")
 
     async def _label_subgroups(self, key: str, desired: Desired, actual: Obj | None) -> None:
         """Where the scheduler ignores a pod naming a subgroup its group does not list (KAI),

@@ -19,7 +19,7 @@ from podgang import kinds, rollouts, rules
 from podgang.backends import Backend
 from podgang.backends.base import ClusterFacts
 from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, OWNER_KINDS, RUN_OWNERS, is_finished
-from podgang.objects import LAST_APPLIED_ANNOTATION, OwnerRef, is_active
+from podgang.objects import LAST_APPLIED_ANNOTATION, OwnerRef, field_writers, is_active
 from podgang.settings import DEFAULT, Settings
 
 Obj = dict[str, Any]
@@ -29,6 +29,9 @@ _intern = sys.intern
 _REF_FIELDS = ("apiVersion", "kind", "name", "uid", "controller")  # what the grouper reads of an ownerReference
 _MAX_SHARED = 100_000
 _ABSENT = object()  # an ownerReference field that is not there (unlike one that is null)
+#: in a slim PodGroup's metadata, instead of its managedFields: who else wrote its size fields
+#: (``objects.field_writers``), on the groups podgang made only
+SIZE_WRITERS = "podgang.io/size-writers"
 
 
 def key_of(namespace: str, name: str) -> str:
@@ -221,10 +224,16 @@ class Slimmer:
     def podgroup(self, raw: Mapping[str, Any], backend: Backend | None = None) -> Obj | None:
         backend = backend or self.settings.default_backend
         md = _d(raw.get("metadata"))
+        slim_md = self._metadata(md, self.object_labels, self.object_annotations)
+        if _d(slim_md.get("labels")).get(self.settings.managed_by_label) == self.settings.managed_by_value:
+            # the answer, never the managedFields themselves (kilobytes on every group)
+            writers = field_writers(raw, backend.size_fields, self.settings.own_field_managers)
+            if writers:
+                slim_md[SIZE_WRITERS] = writers
         return {
             "apiVersion": raw.get("apiVersion") or backend.podgroup.api_version,
             "kind": raw.get("kind") or backend.podgroup.kind,
-            "metadata": self._metadata(md, self.object_labels, self.object_annotations),
+            "metadata": slim_md,
             "spec": backend.slim_podgroup_spec(_d(raw.get("spec"))),
         }
 

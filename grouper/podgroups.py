@@ -15,11 +15,12 @@ from typing import Any, Mapping
 from podgang import kinds, quantities, rules
 from podgang.backends import Backend, GangSpec
 from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec
-from podgang.objects import OwnerRef, is_active, is_terminating, pod_phase
+from podgang.objects import OwnerRef, clip, is_active, is_terminating, pod_phase, quoted
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
 from podgang.settings import Settings
 
 from podgang.grouper.model import (
+    SIZE_WRITERS,
     Cache,
     Obj,
     display_name,
@@ -64,6 +65,35 @@ def _md(obj: Any) -> Mapping[str, Any]:
 
 def is_managed(podgroup: Any, settings: Settings) -> bool:
     return (_md(podgroup).get("labels") or {}).get(settings.managed_by_label) == settings.managed_by_value
+
+
+MANAGERS_NAMED = 3  # other writers named in one message; the rest are counted
+MANAGER_CHARS = 48  # of one manager's name (the apiserver allows 128)
+
+
+def size_writers(podgroup: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The other writers of a podgang-made group's size fields the Slimmer found in its
+    managedFields: ``(manager, ("spec.minMember", …))``; empty when none."""
+    return _md(podgroup).get(SIZE_WRITERS) or ()
+
+
+def changed_by_others(backend: Backend | None, podgroup: Any, settings: Settings) -> str | None:
+    """What to tell the user when a field manager other than podgang owns the size or
+    subgroup fields of a group podgang made, or None. podgang writes them back, so the
+    two fight over the gang's size: the writer is named, with what to do."""
+    writers = size_writers(podgroup) if podgroup is not None and is_managed(podgroup, settings) else ()
+    if not writers:
+        return None
+    named = "; ".join(f"{quoted(clip(manager, MANAGER_CHARS))} ({', '.join(fields)})"
+                      for manager, fields in writers[:MANAGERS_NAMED])
+    if len(writers) > MANAGERS_NAMED:
+        named += f"; and {len(writers) - MANAGERS_NAMED} more"
+    kind = backend.podgroup.kind if backend is not None else "PodGroup"
+    text = (f"another field manager wrote the size of {kind} {_md(podgroup).get('name')}, which podgang made: "
+            f"{named}. podgang sizes it from the workload and writes it back, so the two fight: stop that writer "
+            f"(to choose the size, set {settings.min_member_annotation} on the workload)")
+    hint = backend.other_writer_hint if backend is not None else ""
+    return f"{text}. {hint}" if hint else text
 
 
 def natural_gang(cache: Cache, pod: Obj) -> rules.Gang | rules.Denial | None:

@@ -105,6 +105,39 @@ def kind_name(obj: Any) -> str:
     return clip(f"{str(kind or 'object').lower()}/{name}")
 
 
+#: the managedFields operations that make a manager own the fields it wrote
+OWNING_OPERATIONS = ("Apply", "Update")
+
+
+def field_writers(obj: Any, fields: tuple[tuple[str, ...], ...],
+                  ignore: tuple[str, ...] = ()) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Who owns which of ``fields`` (paths such as ``("spec", "minMember")``) in ``obj``,
+    by its ``metadata.managedFields``: ``(manager, ("spec.minMember", …))`` for each
+    manager not in ``ignore``, once, in the order the entries come. An entry counts when
+    its operation is Apply or Update on the object itself (a ``status`` subresource entry
+    is the scheduler reporting, not a writer of the spec) and its ``fieldsV1`` holds the
+    field or any part of it (``{"f:spec": {"f:minMember": {}}}``; a list or map field
+    has its items below it)."""
+    found: dict[str, list[str]] = {}
+    for entry in as_list(metadata(obj).get("managedFields")):
+        entry = as_dict(entry)
+        manager = entry.get("manager")
+        if (not isinstance(manager, str) or manager in ignore or entry.get("operation") not in OWNING_OPERATIONS
+                or entry.get("subresource") == "status"):
+            continue
+        owned = as_dict(entry.get("fieldsV1"))
+        for path in fields:
+            node: Any = owned
+            for part in path:
+                node = as_dict(node).get(f"f:{part}")
+                if node is None:
+                    break
+            dotted = ".".join(path)
+            if node is not None and dotted not in found.setdefault(manager, []):
+                found[manager].append(dotted)
+    return tuple((manager, tuple(paths)) for manager, paths in found.items() if paths)
+
+
 @dataclass(frozen=True)
 class Denial:
     """A pod or workload podgang refuses, with the message the user sees."""

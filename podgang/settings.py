@@ -39,6 +39,13 @@ class Settings:
     skip_label: str = "podgang.io/skip"
     managed_by_label: str = "podgang.io/managed-by"
     managed_by_value: str = "podgang"
+    # the field managers podgang's writes are recorded under (metadata.managedFields):
+    # a PodGroup's size written by any other manager is someone else fighting podgang
+    grouper_field_manager: str = "podgang-grouper"
+    webhook_field_manager: str = "podgang-webhook"
+    # what an older podgang's writes were recorded under (kubernetes_asyncio's User-Agent):
+    # still podgang's own on the groups it made, or each would be warned about after an upgrade
+    legacy_field_manager: str = "OpenAPI-Generator"
     # GPU keys (KAI's GPU sharing, whatever the backend)
     gpu_memory_annotation: str = kai.GPU_MEMORY_ANNOTATION
     gpu_fraction_annotation: str = kai.GPU_FRACTION_ANNOTATION
@@ -76,6 +83,12 @@ class Settings:
         The one accessor for "this pod's backend"."""
         scheduler = as_dict(as_dict(obj).get("spec")).get("schedulerName") or DEFAULT_SCHEDULER
         return next((backend for name, backend in self.backends if name == scheduler), None)
+
+    @property
+    def own_field_managers(self) -> tuple[str, ...]:
+        """The field managers of podgang's own writes: the grouper's, the webhook's, and
+        the name an older podgang wrote under."""
+        return (self.grouper_field_manager, self.webhook_field_manager, self.legacy_field_manager)
 
     @property
     def managed_labels(self) -> dict[str, str]:

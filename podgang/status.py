@@ -6,7 +6,8 @@ group is what :func:`~podgang.grouper.podgroups.desired_group` says — the func
 the running grouper calls — so the minMember and its reason shown here are the ones
 the grouper writes. Staleness is read from the grouper's ``GangStale`` /
 ``GangRecovered`` / ``GangEvicted`` events (its tracker lives in its memory) and
-the grace period rules; the scheduler's verdict from the PodGroup's status.
+the grace period rules; the scheduler's verdict from the PodGroup's status; another
+writer of a podgang group's size from its managedFields (what the Slimmer keeps of them).
 This module only turns a snapshot of the cluster into a report. No I/O.
 """
 
@@ -23,12 +24,14 @@ from podgang.backends.base import SchedulerVerdict, one_line
 from podgang.grouper.model import Cache, key_of, obj_key, split_key
 from podgang.grouper.podgroups import (
     Desired,
+    changed_by_others,
     counted_members,
     desired_group,
     is_managed,
     natural_gang,
     pod_gang,
     pod_subgroup,
+    size_writers,
     with_owners,
 )
 from podgang.grouper.stale import format_duration
@@ -143,6 +146,8 @@ class GangStatus:
     evicted_at: datetime | None = None
     scheduler: Verdict | None = None
     problems: list[str] = field(default_factory=list)
+    #: other field managers that wrote the size of a group podgang made: (manager, fields)
+    changed_by: tuple[tuple[str, tuple[str, ...]], ...] = ()
     kind: str = "PodGroup"  # the object that holds the gang (1.35: a Workload, one per pod group)
     events: list[dict[str, Any]] = field(default_factory=list)  # the group's, oldest first
 
@@ -327,6 +332,10 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
                             backend.holder_name(desired.name)),  # a 1.35 Workload's events are its pod groups'
         kind=backend.podgroup.kind,
     )
+    changed = changed_by_others(backend, actual, settings)  # what the grouper's PodGroupChangedByOther says
+    if changed is not None:
+        gang.changed_by = size_writers(actual)
+        gang.problems.append(changed)
     for part in desired.subgroups:
         gang.subgroups[part.name] = SubgroupStatus(part.min_member, part.reason)
     counted = counted_members(cache, desired)

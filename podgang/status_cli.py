@@ -324,6 +324,7 @@ def gang_as_dict(gang: GangStatus) -> dict[str, Any]:
         "scheduler": None if gang.scheduler is None else {"state": gang.scheduler.state,
                                                           "message": gang.scheduler.message},
         "problems": gang.problems,
+        "changedBy": [{"manager": manager, "fields": list(fields)} for manager, fields in gang.changed_by],
     }
 
 
@@ -386,6 +387,10 @@ def table(report: Report, wide: bool = False) -> str:
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = ["   ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    if not wide:  # -o wide has them in PROBLEMS, with what to do
+        lines += [f"{g.namespace}/{g.name}: another field manager wrote its size: "
+                  f"{', '.join(_cut(manager, 48) for manager, _ in g.changed_by)} (-o wide says what to do)"
+                  for g in report.gangs if g.changed_by]
     return "\n".join(lines) + "\n"
 
 

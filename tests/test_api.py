@@ -148,6 +148,22 @@ async def test_a_patch_is_a_merge_patch_unless_asked_otherwise(emu, api):
     assert emu.get("pods", NS, "p")["metadata"]["labels"] == {"a": "1", "b": "2", "c": "3"}
 
 
+async def test_every_write_names_the_field_manager_it_was_given(emu, api):
+    """The apiserver records a write's fieldManager in metadata.managedFields: podgang's
+    writes must be told from another writer's there. Reads and deletes record nothing."""
+    named = Api(api.api_client, timeout=5, field_manager="podgang-test")
+    created = await named.create(POD.path(NS), pod("p"))
+    await named.merge_patch(POD.path(NS, "p"), {"metadata": {"labels": {"a": "1"}}})
+    await named.json_patch(POD.path(NS, "p"), [{"op": "add", "path": "/metadata/labels/b", "value": "2"}])
+    await named.replace(POD.path(NS, "p"), {**created, "metadata": {**created["metadata"], "resourceVersion": None}})
+    await named.get(POD.path(NS, "p"))
+    await api.merge_patch(POD.path(NS, "p"), {"metadata": {"labels": {"c": "3"}}})  # no name given: none sent
+    await named.delete(POD.path(NS, "p"))
+    sent = [(r.method, r.query.get("fieldManager")) for r in emu.find_requests(path_regex="/pods")]
+    assert sent == [("POST", "podgang-test"), ("PATCH", "podgang-test"), ("PATCH", "podgang-test"),
+                    ("PUT", "podgang-test"), ("GET", None), ("PATCH", None), ("DELETE", None)]
+
+
 async def test_every_call_has_a_timeout(emu, api):
     emu.delay(5, r"/pods/p$")
     with pytest.raises(Unavailable) as slow:

@@ -139,6 +139,35 @@ async def test_a_deployments_own_group_follows_kubectl_scale_with_one_patch(emu)
         assert len(podgroup_writes(emu, name)) == writes_before + 1, [r.body for r in podgroup_writes(emu, name)]
 
 
+def size_written_by(manager: str) -> list[dict]:
+    """managedFields as a real apiserver records them after ``manager`` changed minMember."""
+    return [{"manager": "podgang-grouper", "operation": "Update", "apiVersion": "scheduling.run.ai/v2alpha2",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:podgang.io/managed-by": {}}}}},
+            {"manager": manager, "operation": "Update", "apiVersion": "scheduling.run.ai/v2alpha2",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:minMember": {}}}}]
+
+
+async def test_a_group_whose_size_another_manager_wrote_is_warned_about_once(emu):
+    dep, _, _ = deploy_with_pods(emu, "web", 2)
+    name = owned_group(dep)
+    async with running_grouper(emu) as g:
+        await emu.wait_for(lambda: min_member(emu, name) == 2, 2.0)
+        # podgang's own writes are recorded under its name: never taken for another writer
+        assert {r.query.get("fieldManager") for r in podgroup_writes(emu)} == {"podgang-grouper"}
+        assert events(emu, "PodGroupChangedByOther") == []
+        for size in (7, 9, 7):  # the other writer keeps fighting; podgang keeps writing its size back
+            emu.patch_object("podgroups", NS, name, {"spec": {"minMember": size},
+                                                     "metadata": {"managedFields": size_written_by("someone-else")}})
+            await emu.wait_for(lambda: min_member(emu, name) == 2, 2.0, f"minMember {size} was not written back")
+        await emu.wait_for(lambda: not g.controller.queue.busy() and not g.controller.queue.delayed, 2.0)
+        warned = events(emu, "PodGroupChangedByOther")
+        assert sorted((e["involvedObject"]["kind"], e["type"], e.get("count")) for e in warned) == [
+            ("Deployment", "Warning", 1), ("PodGroup", "Warning", 1)], warned
+        assert '"someone-else" (spec.minMember)' in warned[0]["message"]
+        assert f"PodGroup {name}, which podgang made" in warned[0]["message"]
+        assert "older than v0.15" in warned[0]["message"]  # what to do about KAI's own pod-grouper
+
+
 async def test_job_statefulset_and_cronjob_run(emu):
     job = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train", "namespace": NS},
                    "spec": {"parallelism": 6, "completions": 4, "template": {

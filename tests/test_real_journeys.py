@@ -276,6 +276,38 @@ async def test_kai_podgrouper_beside_podgang_changes_nothing(cluster, podgang):
         assert not denied, denied[0]["message"]
 
 
+def size_managers(group: dict[str, Any]) -> set[str]:
+    """The field managers that own spec.minMember of a KAI PodGroup, as the apiserver recorded them."""
+    return {m["manager"] for m in group["metadata"].get("managedFields") or []
+            if "f:minMember" in ((m.get("fieldsV1") or {}).get("f:spec") or {}) and m.get("subresource") != "status"}
+
+
+async def test_kai_a_gang_size_another_manager_writes_is_named_once(cluster, podgang):
+    """What an older KAI's pod-grouper (or a user) does to a group podgang made: write its
+    minMember. podgang writes its own size back and names the other writer, once."""
+    async with corner(cluster, "fight", nodes=1) as here:
+        dep = await create_deployment(here, KAI, "infer", 2, gpus=1)
+        group = owned_group(dep)
+        made = await wait_size(here, KAI, group, 2)
+        assert size_managers(made) == {"podgang-grouper"}  # podgang's own name, not its client library's
+        assert not await here.events("PodGroupChangedByOther")
+        cluster.kubectl("-n", here.namespace, "patch", f"podgroups.scheduling.run.ai/{group}", "--type=merge",
+                        "-p", '{"spec": {"minMember": 5}}', "--field-manager=someone-else")
+
+        async def on_group_and_workload():
+            found = await here.events("PodGroupChangedByOther")
+            return found if len({e["involvedObject"]["kind"] for e in found}) == 2 else None
+        warned = await until(on_group_and_workload, "PodGroupChangedByOther on the PodGroup and the Deployment")
+        back = await wait_size(here, KAI, group, 2)
+        assert size_managers(back) == {"podgang-grouper"}  # the write-back took the field over again
+        assert sorted(e["involvedObject"]["kind"] for e in warned) == ["Deployment", "PodGroup"]
+        for event in warned:
+            assert (event["type"], event.get("count") or 1) == ("Warning", 1)
+            assert '"someone-else" (spec.minMember)' in event["message"]
+            assert f"PodGroup {group}, which podgang made" in event["message"]
+        await wait_bound(here, "infer", 2)
+
+
 # ---------------------------------------------------------------------------
 # Volcano: seed 000/001's LeaderWorkerSet
 

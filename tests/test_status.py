@@ -156,6 +156,35 @@ async def test_a_shared_hand_made_group_counts_every_workload_and_a_missing_one_
     assert "Gang:       nowhere — the pod names its PodGroup" in out
 
 
+def written_by(manager: str, *fields: str) -> list[dict]:
+    """managedFields as a real apiserver records them: podgang made the group, ``manager``
+    then wrote ``fields`` of its spec."""
+    return [{"manager": "podgang-grouper", "operation": "Update", "apiVersion": "scheduling.run.ai/v2alpha2",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:minMember": {}, "f:queue": {}}}},
+            {"manager": manager, "operation": "Update", "apiVersion": "scheduling.run.ai/v2alpha2",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {f"f:{f}": {} for f in fields}}}]
+
+
+async def test_a_group_whose_size_another_manager_wrote_says_who(emu, kubeconfig):
+    _, group, pods = owned(emu, "web", 2)
+    _, quiet, _ = owned(emu, "api", 1)
+    emu.patch_object("podgroups", NS, group, {"metadata": {"managedFields": written_by("pod-grouper", "minMember")}})
+    emu.patch_object("podgroups", NS, quiet, {"metadata": {"managedFields": written_by("kubectl-label")[:1]}})
+    found = await gangs(kubeconfig)
+    assert found[group]["changedBy"] == [{"manager": "pod-grouper", "fields": ["spec.minMember"]}]
+    assert any('"pod-grouper" (spec.minMember)' in p and "older than v0.15" in p for p in found[group]["problems"])
+    assert (found[quiet]["changedBy"], found[quiet]["problems"]) == ([], [])
+    code, out, _ = await status(kubeconfig)
+    assert code == 0
+    assert f"{NS}/{group}: another field manager wrote its size: pod-grouper (-o wide says what to do)" in out
+    assert quiet + ":" not in out
+    code, out, _ = await status(kubeconfig, "-o", "wide")
+    row = next(line for line in out.splitlines() if line.split()[1] == group)
+    assert code == 0 and '"pod-grouper" (spec.minMember)' in row and "-o wide says what to do" not in out
+    code, out, _ = await status(kubeconfig, "--explain", pods[0]["metadata"]["name"])
+    assert code == 0 and f'  - another field manager wrote the size of PodGroup {group}' in out
+
+
 async def test_prefill_and_decode_show_their_subgroups_and_a_part_below_its_minimum_waits(emu, kubeconfig):
     """Seed 004: prefill 2 (at least 1) + decode 3 (at least 1), one gang of minMember 2.
     Both prefill pods run, which is minMember 2 in all, but no decode pod does: the gang
@@ -356,7 +385,7 @@ async def test_json_output_schema(emu, kubeconfig):
     assert isinstance(doc["time"], str) and doc["staleGangs"] == 0 and doc["kindsNotServed"] == []
     types = {"namespace": str, "group": str, "kind": str, "backend": str, "state": str, "message": str, "exists": bool,
              "managedByPodgang": bool, "minMemberFrom": str, "members": dict, "pendingPods": list, "problems": list,
-             "subgroups": dict}
+             "subgroups": dict, "changedBy": list}
     nullable = {"source": str, "owner": str, "minMember": int, "wantedMinMember": int, "stale": dict,
                 "evictedAt": str, "scheduler": dict}
     assert len(doc["gangs"]) == 3

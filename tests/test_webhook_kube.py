@@ -284,6 +284,8 @@ async def test_generate_name_only_pod_gets_a_random_suffix_written_into_it(tmp_p
         assert re.fullmatch(r"pg-train-[a-z0-9]{5}", name), name
         assert kube.get("podgroups", NS, name)["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"}
     assert names[0] != names[1]
+    # recorded in managedFields under the webhook's own name, not the client library's
+    assert [r.query.get("fieldManager") for r in kube.find_requests("POST", PODGROUPS + "$")] == ["podgang-webhook"] * 2
 
 
 async def test_a_podgroup_created_event_is_recorded(tmp_path, kube, api_client):

@@ -86,7 +86,8 @@ class WebhookServer:
         self.settings = config.settings
         self.metrics = WebhookMetrics()
         self.api_client = api_client
-        self.api = Api(api_client, timeout=config.api_timeout) if api_client is not None else None
+        self.api = (Api(api_client, timeout=config.api_timeout, field_manager=self.settings.webhook_field_manager)
+                    if api_client is not None else None)
         self.owners = OwnerCache(
             self.api,
             self.metrics,

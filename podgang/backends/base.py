@@ -315,6 +315,15 @@ class Backend(ABC):
     def resize(self, podgroup: Any, value: int) -> Resize:
         """How to bring a live PodGroup to size ``value``."""
 
+    #: the PodGroup fields that hold the gang's size and subgroups (paths from the object's
+    #: root): podgang writes them on the groups it makes, and another writer of any of them
+    #: (``metadata.managedFields``) fights podgang for the gang's size
+    size_fields: tuple[tuple[str, ...], ...] = ()
+
+    #: what to tell the user about another writer of :attr:`size_fields` that is likely
+    #: this scheduler's own (KAI's older pod-grouper); empty: nothing particular
+    other_writer_hint: str = ""
+
     @abstractmethod
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """The part of a PodGroup's spec the grouper keeps in its cache."""

@@ -76,6 +76,8 @@ class KaiBackend(MinMemberPodGroups):
     pod_spec_keys = ("priorityClassName",)
     #: KAI's grouper copies the top owner's labels and annotations onto its PodGroup
     reads_owner_metadata = True
+    other_writer_hint = (f"KAI's own pod-grouper older than v0.15 ignores {SKIP_PODGROUPER_ANNOTATION} and "
+                         f"rewrites the groups podgang makes: upgrade KAI, or turn its pod-grouper off")
 
     def __init__(self, annotation: str = GROUP_ANNOTATION, label: str = GROUP_LABEL,
                  subgroup_label: str = SUBGROUP_LABEL, *, default_queue: str = DEFAULT_QUEUE,

@@ -58,6 +58,10 @@ class MinMemberPodGroups(Backend):
     def resize(self, podgroup: Any, value: int) -> Resize:
         return Resize(PATCH, {"spec": {MIN_MEMBER: int(value)}})
 
+    @property
+    def size_fields(self) -> tuple[tuple[str, ...], ...]:
+        return tuple(("spec", f) for f in (MIN_MEMBER, self.subgroups_field) if f is not None)
+
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         keep = [f for f in (MIN_MEMBER, self.subgroups_field, self.min_resources_field) if f is not None and f in spec]
         return {f: spec[f] for f in keep}

@@ -95,6 +95,7 @@ def _group_field(obj: Any) -> Any:
 class NativeBackend(Backend):
     name = "native"
     pod_spec_keys = (SCHEDULING_GROUP,)
+    size_fields = (("spec", POLICY),)
 
     def __init__(self, version: str = V1ALPHA2):
         if version not in POD_GROUP_VERSIONS:
@@ -271,6 +272,7 @@ class NativeWorkloads(NativeBackend):
 
     pod_spec_keys = (WORKLOAD_REF,)
     verdict_on_pods = True  # a Workload has no status
+    size_fields = (("spec", POD_GROUPS),)
 
     def __init__(self) -> None:
         self.version = V1ALPHA1
