@@ -134,11 +134,19 @@ class Cluster:
 
     def apply_crds(self, *paths: Path) -> None:
         """Server-side apply (large CRDs do not fit a client-side apply's annotation), then
-        wait until they are served."""
+        wait until they are served. ``kubectl wait`` fails at once on a CRD the apiserver has
+        not given conditions yet (``.status.conditions accessor error``): that is asked again."""
         for path in paths:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+        deadline = time.monotonic() + 60
         for path in paths:
-            self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(path))
+            while True:
+                done = self.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "-f", str(path))
+                if done.returncode == 0:
+                    break
+                if "accessor error" not in done.stderr or time.monotonic() > deadline:
+                    raise RuntimeError(f"kubectl wait for {path.name}: {done.stderr.strip()}")
+                time.sleep(POLL_INTERVAL)
 
     def logs(self) -> dict[str, Path]:
         found = {p.stem: p for p in sorted(self.directory.glob("*.log"))}

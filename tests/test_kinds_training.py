@@ -147,7 +147,7 @@ def test_suspended_and_finished_are_what_the_operator_says(kind):
 
 
 @pytest.mark.parametrize("name", ["14-pytorchjob.yaml", "15-mpijob.yaml", "16-raycluster.yaml",
-                                  "17-sparkapplication.yaml"])
+                                  "17-sparkapplication.yaml", "18-trainjob.yaml"])
 def test_the_examples_are_what_the_operators_accept(name):
     for doc in yaml.safe_load_all((ROOT / "examples" / name).read_text()):
         crd_valid(doc)

@@ -12,9 +12,12 @@ import pytest
 
 from podgang import kinds, rules
 from podgang.grouper.podgroups import owned_subgroups
+from podgang.manifests import read_manifests
+from podgang.plan import build_plan
 from tests.crd_support import crd_valid
 from tests.grouper_support import NS, kai_subgroups, min_member, owned_group, owner_ref, running_grouper
 from tests.kube_emulator import kube_emulator_fixture
+from tests.realcluster import ROOT
 
 
 def job_template(parallelism: int = 1) -> dict[str, Any]:
@@ -69,6 +72,13 @@ def test_a_trainjobs_jobset_is_its_gang():
     suspended = copy.deepcopy(train)
     suspended["spec"]["suspend"] = True
     assert kinds.is_suspended(suspended)
+
+
+def test_the_trainjob_example_plans_its_jobsets_gang_with_a_subgroup_per_replicated_job():
+    plan = build_plan(read_manifests([str(ROOT / "examples" / "18-trainjob.yaml")]))
+    (group,) = plan.groups.values()
+    assert group.min_member.value == 3
+    assert [(s.name, s.min_member) for s in group.subgroups] == [("launcher", 1), ("node", 2)]
 
 
 @pytest.fixture

@@ -322,7 +322,7 @@ async def play_leaderworkerset(here: Corner, flavor: Flavor, name: str, replicas
     ns = here.namespace
     lws = await here.api.create(f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets", {
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-        "metadata": {"name": name, "namespace": ns},
+        "metadata": {"name": name, "namespace": ns, "labels": flavor.workload_labels},
         "spec": {"replicas": replicas, "leaderWorkerTemplate": {
             "size": size, "workerTemplate": pod_template(here, flavor, name, gpus=gpus)}}})
 
@@ -420,20 +420,33 @@ async def _event_kinds(here: Corner, reason: str, wanted: set[str]) -> bool:
 # the jobs AI teams run: the operators are played as play_leaderworkerset plays the LWS one
 
 
+def controller_ref(owner: dict[str, Any]) -> dict[str, Any]:
+    """The ownerReference a controller sets on what it makes (metav1.NewControllerRef)."""
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+async def play_pod(here: Corner, flavor: Flavor, name: str, owner: dict[str, Any], app: str,
+                   labels: dict[str, str], gpus: int = 0) -> dict[str, Any]:
+    """One pod an operator (or a pod of it: a Spark driver) makes, controlled by ``owner``."""
+    template = pod_template(here, flavor, app, gpus=gpus, labels=labels)
+    return await here.api.create(f"/api/v1/namespaces/{here.namespace}/pods", {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {**template["metadata"], "name": name, "ownerReferences": [controller_ref(owner)]},
+        "spec": template["spec"]})
+
+
 async def play_operator_pods(here: Corner, flavor: Flavor, owner: dict[str, Any], app: str,
-                             roles: list[tuple[str, int, dict[str, str], int]]) -> None:
+                             roles: list[tuple[str, int, dict[str, str], int]],
+                             index_label: str | None = None) -> None:
     """The pods an operator makes for ``owner``: per role (pod name stem, count, the labels
-    the operator sets, GPUs per pod), owned by ``owner`` as its controller. No controller
-    for these kinds runs here, so none fights the test over them."""
-    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
-           "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+    the operator sets, GPUs per pod), owned by ``owner`` as its controller, each with its
+    index in ``index_label`` when the operator sets one. No controller for these kinds runs
+    here, so none fights the test over them."""
     for stem, count, labels, gpus in roles:
         for i in range(count):
-            template = pod_template(here, flavor, app, gpus=gpus, labels=labels)
-            await here.api.create(f"/api/v1/namespaces/{here.namespace}/pods", {
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {**template["metadata"], "name": f"{stem}-{i}", "ownerReferences": [ref]},
-                "spec": template["spec"]})
+            indexed = {**labels, index_label: str(i)} if index_label else labels
+            await play_pod(here, flavor, f"{stem}-{i}", owner, app, indexed, gpus)
 
 
 @pytest.mark.parametrize("flavor", FLAVORS)
