@@ -54,6 +54,7 @@ class Informer:
         self.api = api
         self.resource = resource
         self._versions = resource.versions
+        self._versions_asked = 0  # versions asked for (and not served) since the last list
         self.namespace = namespace
         self.store = store
         self.slim = slim
@@ -107,6 +108,7 @@ class Informer:
             try:
                 if self.resource_version is None:
                     await self._relist()
+                    self._versions_asked = 0  # served at this version: a later 404 asks every version again
                     if self.absent or not self.synced.is_set():
                         if self.absent:
                             log.info("resource is served now: watching it", extra={"fields": {"resource": self.name}})
@@ -164,14 +166,17 @@ class Informer:
                 self.handler(self.resource.kind, old, None)
         self.synced.set()
         await asyncio.sleep(self.absent_probe_interval)
+        self._versions_asked = 0  # the next probe asks every version again
 
     def _next_version(self) -> bool:
-        """Move on to the resource's next version (MPIJob: v2beta1, else v1); False, and
-        back to the first, once every version was asked for."""
+        """Move on to the resource's next version (MPIJob: v2beta1, else v1); False once
+        every version was asked for since it was last served — whichever it was served at
+        (training-operator's MPIJob CRD replaced by mpi-operator's is found at once)."""
         versions = self._versions
         at = versions.index(self.resource.version)
         self.resource = replace(self.resource, version=versions[(at + 1) % len(versions)])
-        return at + 1 < len(versions)
+        self._versions_asked += 1
+        return self._versions_asked < len(versions)
 
     def _mine(self, key: str) -> bool:
         return self.namespace is None or key.startswith(self.namespace + "/")

@@ -158,7 +158,8 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     # a hand-made group's settings are the user's; with neither pods nor workloads yet (a
     # group the webhook just made for a pod not seen yet) there is nothing to read them from
     if backend is not None and desired.source != HAND_MADE and (desired.members or desired.workloads):
-        options = gang_options(backend, desired.members, desired.workloads, cache.facts_for(backend))
+        options = gang_options(backend, desired.members, lent_metadata(cache, desired.workloads),
+                               cache.facts_for(backend))
     min_resources = backend.min_resources_for(minimum_pods(desired)) if backend else None
     return replace(desired, backend=backend, options=options, min_resources=min_resources)
 
@@ -595,6 +596,17 @@ def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
                 continue
         out.append(pod)
     return out
+
+
+def lent_metadata(cache: Cache, workloads: tuple[Obj, ...]) -> tuple[Obj, ...]:
+    """The workloads with the labels and annotations their cached owner lends them (a
+    TrainJob's, on the JobSet it makes): what the gang's scheduler settings are read from."""
+    out = []
+    for workload in workloads:
+        ref = rules.controller_ref(workload)
+        owner = cache.by_uid.get(ref.uid) if ref is not None and ref.uid else None
+        out.append(rules.lent_metadata(workload, owner) if owner is not None else workload)
+    return tuple(out)
 
 
 def with_owners(cache: Cache, workloads: tuple[Obj, ...] | list[Obj]) -> list[Obj]:

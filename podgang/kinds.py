@@ -97,6 +97,9 @@ class WorkloadKind:
     #: a staged kind's roles over its whole run, where :attr:`roles` counts only the stage it
     #: is in: what its gang must find room for from the start (None: :attr:`roles`)
     whole_roles: Callable[[Any], list[Role]] | None = None
+    #: its runs read its labels and annotations where they have none of their own: a kind
+    #: KAI's pod-grouper skips as a top owner (a TrainJob, for the JobSet it makes)
+    lends_metadata: bool = False
     #: the pod labels that name a pod's role (the first one a pod carries), lower-cased
     role_labels: tuple[str, ...] = ()
     #: held back on purpose (Kueue, a user): its pods are removed on purpose
@@ -751,6 +754,7 @@ MPI_JOB = _kubeflow_kind("MPIJob", "mpijobs", "mpiReplicaSpecs", ("mpijob", "mpi
 TRAIN_JOB = WorkloadKind(
     Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", optional=True), _trainjob_size,
     lambda obj: [], _slim_trainjob, aliases=("trainjob", "trainjobs"), layout=ONE_PER_RUN, runs=("JobSet",),
+    lends_metadata=True,
 )
 RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,

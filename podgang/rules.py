@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from podgang.backends import Backend, kai
 from podgang import quantities
+from podgang.backends import Backend, kai
 from podgang.kinds import (RUN_OWNERS, desired_size, pod_role, pod_templates, replica_suffix, resource_for, roles,
-                           stages, whole_roles)
+                           stages, whole_roles, workload_kind)
 from podgang.objects import (
     Denial,
     OwnerRef,
@@ -613,6 +613,21 @@ def _role_parts(workload: Any, settings: Settings) -> tuple[Subgroup, ...]:
         else:
             found.append(Subgroup(role.name, role.size, role.reason))
     return tuple(found)
+
+
+def lent_metadata(workload: Any, owner: Any) -> Any:
+    """``workload`` as a gang's settings are read from it: when its owner is a kind that
+    lends its metadata (a TrainJob, to its JobSet — as KAI's pod-grouper, which skips the
+    TrainJob, copies them), the owner's labels and annotations where it has none of its own."""
+    entry = workload_kind(owner)
+    if entry is None or not entry.lends_metadata:
+        return workload
+    md = dict(metadata(workload))
+    for section in ("labels", "annotations"):
+        merged = {**_dict(metadata(owner).get(section)), **_dict(md.get(section))}
+        if merged:
+            md[section] = merged
+    return {**_dict(workload), "metadata": md}
 
 
 def minimum_pods(workload: Any, size: int,

@@ -154,9 +154,10 @@ async def test_kai_prefill_decode_shared_group_is_placed_as_written(cluster, pod
 @pytest.fixture(scope="module")
 def mpi_operator(cluster, podgang):
     """mpi-operator's MPIJob CRD (v2beta1) in place of training-operator's (v1): one CRD
-    name, so a cluster runs one of the two. The grouper starts again after each swap (it
-    probes for a kind that stopped being served only every 10 minutes); the v1 CRD comes
-    back afterwards for the rest of the session."""
+    name, so a cluster runs one of the two. The grouper starts again after each swap: between
+    the delete and the create no version is served, and it probes for a kind served at none
+    only every 10 minutes (a version replaced by another while served is followed at once:
+    the emulator test shows it). The v1 CRD comes back afterwards for the rest of the session."""
     def swap(path):
         cluster.kubectl("delete", MPIJOBS_CRD, "--ignore-not-found", "--wait=true")
         cluster.apply_crds(path)

@@ -13,7 +13,7 @@ import pytest
 
 from tests.crd_support import crd_valid
 from tests.grouper_support import NS, events, kai_subgroups, min_member, owned_group, owner_ref, pod, running_grouper
-from tests.kube_emulator import kube_emulator_fixture
+from tests.kube_emulator import ResourceType, kube_emulator_fixture
 from tests.test_kinds_training import template
 from tests.webhook_support import patched, review, running_webhook
 
@@ -144,6 +144,22 @@ async def test_an_mpijob_at_training_operators_v1_is_found_when_v2beta1_is_not_s
         await emu.wait_for(lambda: kai_subgroups(emu, owned_group(job)) == [{"name": "launcher", "minMember": 1},
                                                            {"name": "worker", "minMember": 2}], 3.0)
     assert emu.count("GET", r"/apis/kubeflow.org/v2beta1/mpijobs") >= 1
+
+
+async def test_an_mpijob_crd_replaced_by_mpi_operators_is_followed_at_once(emu):
+    """training-operator's MPIJob CRD (v1) replaced by mpi-operator's (v2beta1), same CRD
+    name: the watch on v1 ends, and the grouper finds v2beta1 at once — not after its
+    10-minute probe for a kind that is not served."""
+    async with running_grouper(emu):
+        await emu.wait_for(lambda: any(r.query.get("watch") for r in emu.find_requests("GET", r"/kubeflow.org/v1/mpijobs")),
+                           5.0, "no watch on v1")
+        emu.remove_crd("mpijobs.kubeflow.org")
+        emu.register(ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob", status=True, crd=True))
+        job = emu.put(crd_valid({
+            "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "allreduce", "namespace": NS},
+            "spec": {"mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": template()},
+                                         "Worker": {"replicas": 2, "template": template()}}}}))
+        await emu.wait_for(lambda: min_member(emu, owned_group(job)) == 3, 5.0, "the v2beta1 MPIJob was not followed")
 
 
 async def test_the_webhook_puts_each_pod_of_a_pytorchjob_in_its_gang_and_the_grouper_in_its_role(emu, tmp_path):
