@@ -33,6 +33,7 @@ class Flavor:
     workload_labels: dict[str, str] = field(default_factory=dict)
     plural: str = "podgroups"  # 1.35's native gangs are Workloads
     says_why_pending: bool = True  # False: a waiting gang's pods carry no condition (native 1.35)
+    reads_min_resources: bool = False  # its PodGroup says what the whole gang needs (spec.minResources)
 
     def size(self, podgroup: dict[str, Any]) -> int | None:
         spec = podgroup.get("spec") or {}
@@ -48,8 +49,9 @@ class Flavor:
 
 KAI = Flavor("kai", "kai-scheduler", "/apis/scheduling.run.ai/v2alpha2",
              workload_labels={"kai.scheduler/queue": KAI_TEAM_QUEUE})
-VOLCANO = Flavor("volcano", "volcano", "/apis/scheduling.volcano.sh/v1beta1")
-COSCHEDULING = Flavor("coscheduling", "scheduler-plugins-scheduler", "/apis/scheduling.x-k8s.io/v1alpha1")
+VOLCANO = Flavor("volcano", "volcano", "/apis/scheduling.volcano.sh/v1beta1", reads_min_resources=True)
+COSCHEDULING = Flavor("coscheduling", "scheduler-plugins-scheduler", "/apis/scheduling.x-k8s.io/v1alpha1",
+                      reads_min_resources=True)
 NATIVE = Flavor("native", "default-scheduler", "/apis/scheduling.k8s.io/v1alpha2", NATIVE_NAMESPACE_LABELS)
 FLAVORS = [f.param() for f in (KAI, VOLCANO, COSCHEDULING, NATIVE)]
 
@@ -136,7 +138,9 @@ async def wait_held_whole(here: Corner, app: str, count: int, flavor: Flavor | N
 async def test_a_deployment_gang_that_does_not_fit_stays_whole_then_is_bound_together(cluster, podgang, flavor):
     async with corner(cluster, f"fit-{flavor.backend}", nodes=1, labels=flavor.namespace_labels) as here:
         dep = await create_deployment(here, flavor, "train", 3, gpus=2)  # 6 GPUs, the one node has 4
-        await wait_size(here, flavor, owned_group(dep), 3)
+        group = await wait_size(here, flavor, owned_group(dep), 3)
+        if flavor.reads_min_resources:  # what the whole gang needs: the scheduler checks it before any pod
+            assert group["spec"]["minResources"] == {"nvidia.com/gpu": "6"}
         await wait_held_whole(here, "train", 3, flavor)
         await here.add_node()
         pods = await wait_bound(here, "train", 3)
@@ -160,8 +164,10 @@ async def test_a_scale_changes_the_gang_size(cluster, podgang, flavor):
             await until(held, "the desired size recorded on the held native group")
             await here.wait_events("MinMemberHeld")
         else:
-            await wait_size(here, flavor, group, 3)
+            grown = await wait_size(here, flavor, group, 3)
             await here.wait_events("MinMemberChanged", "deployment serve scaled 2 → 3")
+            if flavor.reads_min_resources:  # kept true in the same patch
+                assert grown["spec"]["minResources"] == {"nvidia.com/gpu": "3"}
         await wait_bound(here, "serve", 3)
 
 
