@@ -298,6 +298,10 @@ async def test_a_spark_application_places_its_driver_then_all_its_executors(clus
                      "driver": part, "executor": {**part, "instances": 3}}}))
         group = owned_group(app)
         await wait_parts(here, flavor, group, 1, {})
+        if flavor is VOLCANO:  # the whole application from the driver on, each pod as Spark sizes it (JVM overhead:
+            # max(10% of 512Mi, 384Mi)), so the driver does not start where its executors could never fit
+            assert (await podgroup(here, flavor, group))["spec"]["minResources"] == {
+                "cpu": "4", "memory": f"{4 * (512 + 384)}Mi"}
         driver = await play_pod(here, flavor, "pi-driver", app, "pi-driver", spark_labels("pi", "driver"))
         await wait_bound(here, "pi-driver", 1)
         await wait_ready(here, 1, app="pi-driver")
