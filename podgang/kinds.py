@@ -182,12 +182,22 @@ def _lws_size(obj: Any) -> tuple[int, str]:
     return size, f"leaderWorkerTemplate.size {size} per group"
 
 
+#: JobSet's startupPolicy that makes each replicated job only once the one before is Ready
+JOBSET_IN_ORDER = "InOrder"
+
+
 def _jobset_stages(obj: Any) -> list[tuple[Mapping[str, Any], int, str, str | None]]:
     """Each replicated job, its pods (replicas × its Job's size), why that size, and why it
     is not counted now (None: counted). A replicated job that ``dependsOn`` another is made
     only once that one is Ready or Complete (Trainer v2's initializers, then its nodes): it
-    joins the gang then; one that others wait to see Complete leaves it once complete."""
+    joins the gang then; one that others wait to see Complete leaves it once complete. Under
+    ``startupPolicy: InOrder`` each replicated job is made only once the one before it is
+    Ready, as if it depended on it."""
     rjobs = [as_dict(r) for r in as_list(spec(obj).get("replicatedJobs"))]
+    if as_dict(spec(obj).get("startupPolicy")).get("startupPolicyOrder") == JOBSET_IN_ORDER:
+        rjobs = [r if i == 0 or r.get("dependsOn") else
+                 {**r, "dependsOn": [{"name": rjobs[i - 1].get("name"), "status": "Ready"}]}
+                 for i, r in enumerate(rjobs)]
     replicas_of = {str(r.get("name", "?")): max(as_int(r.get("replicas"), 1), 0) for r in rjobs}
     progress = {str(as_dict(st).get("name")): as_dict(st) for st in as_list(status(obj).get("replicatedJobsStatus"))}
 
@@ -324,7 +334,7 @@ def _slim_lws(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 
 
 def _slim_jobset(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
-    out: Obj = {"suspend": s["suspend"]} if "suspend" in s else {}
+    out: Obj = {k: s[k] for k in ("suspend", "startupPolicy") if k in s}
     out["replicatedJobs"] = [
         {
             "name": as_dict(r).get("name"),

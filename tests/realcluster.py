@@ -587,7 +587,7 @@ class FakeKubelet:
         try:
             if pod["metadata"].get("deletionTimestamp"):
                 await api.delete(f"/api/v1/namespaces/{ns}/pods/{name}", {"gracePeriodSeconds": 0})
-            elif status.get("phase") != "Running":
+            elif status.get("phase") in (None, "Pending"):  # a pod that ended stays ended
                 await mark_running(api, pod)
         except (NotFound, Conflict):
             pass  # gone, or changed meanwhile: its next event is tended

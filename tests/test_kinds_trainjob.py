@@ -52,6 +52,28 @@ def test_the_nodes_join_the_gang_once_the_initializer_is_complete():
     assert owned_subgroups(done, mm, rules.DEFAULT) == ()  # one part left: no subgroups
 
 
+def test_in_order_each_replicated_job_joins_once_the_one_before_is_ready():
+    """startupPolicy InOrder: the JobSet controller makes each replicated job only once every
+    Job of the one before is ready — a gang of all of them would wait for ever."""
+    js = trainer_jobset()
+    js["spec"]["replicatedJobs"][1].pop("dependsOn")
+    js["spec"]["replicatedJobs"].append({"name": "evaluator", "replicas": 1, "template": job_template(2)})
+    js["spec"]["startupPolicy"] = {"startupPolicyOrder": "InOrder"}
+    js = crd_valid(js)
+    first = rules.min_member_for(js)
+    assert (first.value, first.reason) == (
+        1, "jobset/llama replicatedJobs model-initializer 1×1; node is made once model-initializer is Ready; "
+           "evaluator is made once node is Ready")
+    js["status"] = {"replicatedJobsStatus": [{"name": "model-initializer", "ready": 1},
+                                             {"name": "node", "ready": 2}]}
+    assert rules.min_member_for(js).value == 1 + 4  # the nodes join; the evaluator waits for all 4
+    js["status"]["replicatedJobsStatus"][1]["ready"] = 4
+    assert rules.min_member_for(js).value == 1 + 4 + 2
+    # what the grouper keeps says the same
+    slim = kinds.JOB_SET.slim_spec(js["spec"], lambda t: {})
+    assert slim["startupPolicy"] == {"startupPolicyOrder": "InOrder"}
+
+
 def test_a_jobset_has_a_subgroup_per_replicated_job():
     js = trainer_jobset()
     js["spec"]["replicatedJobs"][1].pop("dependsOn")

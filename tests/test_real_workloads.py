@@ -19,7 +19,7 @@ import pytest
 
 from tests.crd_support import crd_valid
 from tests.realcluster import WORKLOAD_CRDS, Corner, FakeKubelet, corner, create_all, example, until, workload_crds
-from tests.test_real_journeys import (KAI, VOLCANO, Flavor, _all_running, controller_ref, ensure_kai_queue,
+from tests.test_real_journeys import (FLAVORS, KAI, VOLCANO, Flavor, _all_running, controller_ref, ensure_kai_queue,
                                       owned_group, play_leaderworkerset, play_operator_pods, play_pod, pod_template,
                                       podgroup, wait_bound, wait_held_whole, wait_size)
 
@@ -321,3 +321,73 @@ async def test_a_spark_application_places_its_driver_then_all_its_executors(clus
         if flavor is KAI:  # the queue labelled on the application; no Spark plugin in KAI: train
             assert kai_settings(await podgroup(here, KAI, group)) == (
                 KAI.workload_labels["kai.scheduler/queue"], "train")
+
+
+# ---------------------------------------------------------------------------
+# issue 18: what a job's lifecycle does to its gang is not staleness; a lost role is
+
+
+async def create_pytorchjob(here: Corner, flavor: Flavor, name: str, workers: int, **spec: Any) -> dict[str, Any]:
+    """A PyTorchJob of a master and ``workers``, and its pods as training-operator makes them."""
+    job = await here.api.create(f"/apis/kubeflow.org/v1/namespaces/{here.namespace}/pytorchjobs", crd_valid({
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": here.namespace},
+        "spec": {**spec, "pytorchReplicaSpecs": {
+            rtype: {"replicas": count, "template": pod_template(here, flavor, name)}
+            for rtype, count in (("Master", 1), ("Worker", workers))}}}))
+    labels = {"training.kubeflow.org/job-name": name, "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+    await play_operator_pods(here, flavor, job, name, [
+        (f"{name}-master", 1, {**labels, "training.kubeflow.org/replica-type": "master"}, 0),
+        (f"{name}-worker", workers, {**labels, "training.kubeflow.org/replica-type": "worker"}, 0)],
+        index_label="training.kubeflow.org/replica-index")
+    return job
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+async def test_suspension_completion_and_an_elastic_scale_down_are_not_stale_but_a_lost_master_is(
+        cluster, podgang, flavor):
+    """Four PyTorchJobs running: one suspended (training-operator deletes its pods), one
+    finished (its master Succeeded, its workers cleaned up), one elastic job scaled down
+    above its minimum, and one whose only master is lost. Only the last is a stale gang: its
+    workers are evicted after the grace period; the three others get no GangStale event —
+    judged before it, since a loss is judged at once and the grace period runs after."""
+    async with corner(cluster, f"life-{flavor.backend}", nodes=2, labels=flavor.namespace_labels) as here, \
+            FakeKubelet(here):
+        ns = here.namespace
+        jobs = {name: await create_pytorchjob(here, flavor, name, workers, **extra) for name, workers, extra in (
+            ("paused", 2, {}), ("done", 2, {}), ("lost", 2, {}),
+            ("elastic", 3, {"elasticPolicy": {"minReplicas": 2, "maxReplicas": 3}}))}
+        await wait_size(here, flavor, owned_group(jobs["elastic"]), 2)  # elastic: master 1 + worker 1
+        for name, job in jobs.items():
+            await wait_ready(here, 1 + job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"], app=name)
+        path = f"/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs"
+
+        async def delete_pods(*names: str) -> None:
+            for pod in names:
+                await here.api.delete(f"/api/v1/namespaces/{ns}/pods/{pod}", {"gracePeriodSeconds": 0})
+
+        await here.api.merge_patch(f"{path}/paused", {"spec": {"runPolicy": {"suspend": True}}})
+        await delete_pods("paused-master-0", "paused-worker-0", "paused-worker-1")
+        await here.api.merge_patch(f"/api/v1/namespaces/{ns}/pods/done-master-0/status",
+                                   {"status": {"phase": "Succeeded"}})
+        await here.api.merge_patch(f"{path}/done/status", {"status": {"conditions": [
+            {"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded",
+             "message": "PyTorchJob done is successfully completed."}], "replicaStatuses": {}}})
+        await delete_pods("done-worker-0", "done-worker-1")
+        await here.api.merge_patch(f"{path}/elastic", {"spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 2}}}})
+        await delete_pods("elastic-worker-2")
+        await delete_pods("lost-master-0")
+
+        lost = {owned_group(jobs["lost"]), "lost"}  # its PodGroup, and the job the events are said on too
+
+        async def workers_evicted():
+            return not await here.pods(app="lost")
+        await until(workers_evicted, "the workers of the job that lost its master evicted")
+        evicted = {e["involvedObject"]["name"] for e in await here.events("GangEvicted")}
+        assert evicted and evicted <= lost, f"GangEvicted for {evicted - lost}"
+        # the grace period ran out for the lost master after the others' losses were judged: no other
+        # gang was stale then (the pods' deletion may reach the grouper before the suspension or the
+        # job's end; a gang judged stale for that moment is taken back, never evicted)
+        recovered = {e["involvedObject"]["name"] for e in await here.events("GangRecovered")}
+        stale = {e["involvedObject"]["name"] for e in await here.events("GangStale")} - lost
+        assert stale <= recovered, f"GangStale and not recovered: {stale - recovered}"
+        assert len(await here.pods(app="elastic")) == 3  # the elastic job's master and 2 workers run on
