@@ -399,6 +399,10 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         return
     templates = kinds.pod_templates(obj)
     problems = [rules.scope_problem(t, ns, settings) for _, t in templates]
+    if not templates and entry.runs:  # a TrainJob: the trainer makes a JobSet, which makes the pods
+        runs = " or ".join(entry.runs)
+        member.no_group = f"its pods come through the {runs} it starts; that {runs}'s gang is its gang"
+        return
     if not templates or all(problems):
         member.skipped = next((p for p in problems if p), "no pod template")
         return
