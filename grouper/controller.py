@@ -482,15 +482,19 @@ class Controller:
     async def _wake_held_gang(self, key: str, desired: Desired, actual: Obj | None) -> None:
         """A scheduler that retries a gang it held whole only on its own events (the
         Coscheduling plugin: a pod added, its PodGroup added or updated — never a node)
-        leaves it waiting minutes after room appears. While every member of such a gang
-        waits unbound, podgang touches its PodGroup once per the backend's interval: the
-        scheduler then tries the gang again at once."""
+        leaves it waiting minutes after room appears. While members of such a gang wait
+        unbound and fewer than its minMember are bound (all of it held whole, or the later
+        stage of a staged gang: a Spark application's executors beside their running
+        driver), podgang touches its PodGroup once per the backend's interval: the scheduler
+        then tries the gang again at once."""
         backend = desired.backend
         interval = backend.wake_interval if backend is not None else None
         if interval is None or actual is None or not is_managed(actual, self.settings) or not desired.members:
             self._woken.pop(key, None)
             return
-        if any(p.get("spec", {}).get("nodeName") or is_terminating(p) for p in desired.members):
+        bound = sum(1 for p in desired.members if p.get("spec", {}).get("nodeName"))
+        if (any(is_terminating(p) for p in desired.members) or bound == len(desired.members)
+                or bound >= (backend.min_member(actual) or 1)):
             self._woken.pop(key, None)
             return
         now = self.clock()

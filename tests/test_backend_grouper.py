@@ -120,21 +120,25 @@ async def test_a_group_two_workloads_share_gets_their_subgroups_or_the_sum(name,
             assert events(emu, "PodGroupProblem", ns=NS) == []
 
 
-async def test_a_coscheduling_gang_held_whole_is_woken_until_it_is_bound(monkeypatch):
+@pytest.mark.parametrize("placed", [0, 1], ids=["held-whole", "a-later-stage"])
+async def test_a_coscheduling_gang_held_whole_is_woken_until_it_is_bound(monkeypatch, placed):
     """The Coscheduling plugin tries a gang it rejected again only on a pod added or its
-    PodGroup added or updated — not on a node added: while every member waits unbound,
-    the grouper touches the PodGroup once per interval; a bound gang is left alone."""
+    PodGroup added or updated — not on a node added: while members wait unbound and fewer
+    than minMember are bound — the whole gang held, or the later stage of a staged gang
+    beside its placed first stage — the grouper touches the PodGroup once per interval; a
+    bound gang is left alone."""
     backend, scheduler = SCHEDULERS["coscheduling"]
     monkeypatch.setattr(backend, "wake_interval", 0.3)
     async with grouper("coscheduling") as (emu, controller):
-        dep = emu.put(deployment("web", 2, ns=NS, scheduler=scheduler))
+        dep = emu.put(deployment("web", 3, ns=NS, scheduler=scheduler))
         rs = emu.put(replicaset(dep))
         group = owned_group(dep)
         pods = []
-        for i in range(2):
+        for i in range(3):
             p = member(f"web-{i}", rs, backend, scheduler, group)
-            p["spec"].pop("nodeName", None)
-            p["status"] = {"phase": "Pending"}
+            if i >= placed:
+                p["spec"].pop("nodeName", None)
+                p["status"] = {"phase": "Pending"}
             pods.append(emu.put(p))
 
         def woken():
