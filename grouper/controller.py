@@ -767,12 +767,18 @@ class Controller:
             self.tracker.assume_subgroups_satisfied(key, (s.name for s in subgroups))
         grace, grace_why = rules.grace_period_for([actual, *with_owners(self.cache, desired.workloads)],
                                                   self.settings.staleness_grace_period, self.settings)
+        placed_before = self.tracker.satisfied_at(key)
         verdict = self.tracker.observe(stale.GangObservation(
             group=key, min_member=min_member, active=counts.active, succeeded=counts.succeeded,
             workload_settling=settling is not None, grace_period=grace, settling_reason=settling or "",
             subgroups=subgroups,
         ))
         action = verdict.action
+        if placed_before is None and self.tracker.satisfied_at(key) is not None and min_member > 1:
+            # from here on a loss of members makes the gang stale: say when that starts
+            self._decision(key, "placed", f"{counts.active} of minMember {min_member} members active: the gang is "
+                           f"placed, and judged stale if it loses members", started, active=counts.active,
+                           minMember=min_member)
         evictor = desired.backend.evicts_itself(actual) if desired.backend is not None else None
         if action == stale.STALE:
             self.metrics.stale_gangs.inc()

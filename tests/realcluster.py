@@ -298,6 +298,16 @@ class Podgang:
         self.processes[component] = process
         return process
 
+    async def wait_logged(self, text: str, *also: str, component: str = "grouper",
+                          timeout: float = SCHEDULING_TIMEOUT) -> str:
+        """The first line of ``component``'s log holding ``text`` and every one of ``also``."""
+        log = self.processes[component].log
+
+        async def found():
+            lines = log.read_text(errors="replace").splitlines()
+            return next((line for line in lines if text in line and all(a in line for a in also)), None)
+        return await until(found, f"{component} logged {text!r}", timeout)
+
     def start_webhook(self) -> Process:
         args = _without(_container_args(self.docs, "webhook"), "--port", "--cert-dir", "--manage-certs", "--secret",
                         "--service", "--mutating-webhook-config", "--validating-webhook-config", "--log-format")

@@ -179,6 +179,8 @@ async def test_a_gang_that_lost_members_is_evicted(cluster, podgang, flavor):
             await wait_size(here, flavor, owned_group(dep), 4)
             pods = await wait_bound(here, "ring", 4)
             await until(lambda: _all_running(here, "ring", 4), "the gang running")
+            # the grouper has seen it whole (else a loss before its first look is a gang still being placed)
+            await podgang.wait_logged("placed: 4 of minMember 4 members active", here.namespace)
             lost = pods[0]["spec"]["nodeName"]
             survivors = {p["metadata"]["name"] for p in pods if p["spec"]["nodeName"] != lost}
             # the node is gone, and its pods with it; their replacements find no room
