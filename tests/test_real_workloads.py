@@ -363,6 +363,8 @@ async def test_suspension_completion_and_an_elastic_scale_down_are_not_stale_but
         await wait_size(here, flavor, owned_group(jobs["elastic"]), 2)  # elastic: master 1 + worker 1
         for name, job in jobs.items():
             await wait_ready(here, 1 + job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"], app=name)
+            # seen whole by the grouper: a loss from here on is judged, not taken for a gang being placed
+            await podgang.wait_logged("placed:", owned_group(job))
         path = f"/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs"
 
         async def delete_pods(*names: str) -> None:
