@@ -641,7 +641,7 @@ def _spark_resources(app_spec: Mapping[str, Any], part: Mapping[str, Any]) -> Ob
                   or ("0.1" if app_spec.get("type") in ("Java", "Scala") else "0.4"))
         try:
             overhead = max(int(memory * float(factor)), _SPARK_MIN_OVERHEAD)
-        except ValueError:
+        except (ValueError, OverflowError):  # not a number, or none a pod could hold
             overhead = _SPARK_MIN_OVERHEAD
     out: Obj = {"requests": {"cpu": str(cpu), "memory": str(memory + overhead)}}
     gpu = as_dict(part.get("gpu"))
@@ -655,7 +655,10 @@ def _java_bytes(text: Any) -> int | None:
     found = _JAVA_MEMORY.fullmatch(str(text).strip().lower()) if text is not None else None
     if found is None:
         return None
-    return int(float(found.group(1)) * 1024 ** "bkmgtp".index(found.group(2) or "b"))
+    try:
+        return int(float(found.group(1)) * 1024 ** "bkmgtp".index(found.group(2) or "b"))
+    except OverflowError:  # more digits than any memory
+        return None
 
 
 def _spark_executors(obj: Any) -> tuple[int, str]:

@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from podgang import quantities, rules
+from podgang import kinds, quantities, rules
 from podgang.backends import COSCHEDULING, KAI, VOLCANO
 from podgang.grouper.podgroups import Desired, plan_writes
 from podgang.rules import HAND_MADE, OWNED, MinMember
@@ -207,3 +207,22 @@ async def test_the_grouper_keeps_a_deployments_min_resources_true_on_scale(name)
         assert podgroup_of(emu, backend, NS, group)["spec"]["minMember"] == 5
         [changed] = await eventually(lambda: events(emu, "MinResourcesChanged"), what="a MinResourcesChanged event")
         assert changed["message"] == "minResources set: cpu 5, memory 10Gi (the gang's minimum pods × their requests)"
+
+
+@pytest.mark.parametrize("part, factor, expected", [
+    ({"cores": 2, "memory": "1g"}, None, {"cpu": "2", "memory": str(2**30 + int(2**30 * 0.4))}),  # Python: 40%
+    ({"coreRequest": "500m", "memory": "2048m", "memoryOverhead": "1g"}, None, {"cpu": "500m", "memory": "3Gi"}),
+    ({"memory": "9" * 400 + "g"}, None, {"cpu": "1", "memory": str(2**30 + int(2**30 * 0.4))}),  # Spark's 1g then
+    ({"memory": "1g"}, "inf", {"cpu": "1", "memory": "1408Mi"}),  # a factor no pod holds: the 384Mi floor
+    ({"memory": "1g", "gpu": {"name": "nvidia.com/gpu", "quantity": 1}}, "0.1",
+     {"cpu": "1", "memory": "1408Mi", "nvidia.com/gpu": "1"}),
+])  # fmt: skip
+def test_a_spark_pod_requests_what_spark_sets(part, factor, expected):
+    app = sparkapp()
+    app["spec"]["executor"] = {**part, "instances": 1}
+    if factor:
+        app["spec"]["memoryOverheadFactor"] = factor
+    (executor,) = [r for r in kinds.whole_roles(app) if r.name == "executor"]
+    got = quantities.resource_list(quantities.pod_requests(executor.template))
+    assert {k: quantities.quantity(v) for k, v in got.items()} == {
+        k: quantities.quantity(v) for k, v in expected.items()}
