@@ -109,7 +109,11 @@ def deployment_rollout(deployment: Mapping[str, Any], seen: WorkloadPods = NO_PO
     if lag:
         return lag
     progressing = condition(deployment, "Progressing")
-    if progressing is not None and progressing.get("status") == "True" and progressing.get("reason") in ROLLOUT_REASONS:
+    # its first revision replaces nothing: pods lost before that rollout is marked complete (a
+    # node gone while the Deployment waits for the replacements) are lost, not replaced
+    first = annotations(deployment).get(REVISION_ANNOTATION) == "1"
+    if (progressing is not None and progressing.get("status") == "True"
+            and progressing.get("reason") in ROLLOUT_REASONS and not first):
         return f"{name}: rollout in progress (Progressing: {progressing.get('reason')})"
     hashes = [h for p in seen.pods if _running_or_due(p) and (h := labels(p).get(POD_TEMPLATE_HASH))]
     if seen.newest_hash:

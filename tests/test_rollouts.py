@@ -29,12 +29,16 @@ OLD, NEW = "6d4cf56db6", "7b9f5c8d4"  # pod-template-hash of revision 1 and 2
 
 
 def deployment(*, reason: str | None = "NewReplicaSetAvailable", status: str = "True", updated: int = 3,
-               generation: int = 2, observed: int = 2, strategy: str = "RollingUpdate", replicas: int = 3) -> dict:
+               generation: int = 2, observed: int = 2, strategy: str = "RollingUpdate", replicas: int = 3,
+               revision: str | None = None) -> dict:
     st: dict = {"observedGeneration": observed, "replicas": replicas, "updatedReplicas": updated}
     if reason is not None:
         st["conditions"] = [{"type": "Available", "status": "True"},
                             {"type": "Progressing", "status": status, "reason": reason}]
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "gang", "generation": generation},
+    md: dict = {"name": "gang", "generation": generation}
+    if revision is not None:
+        md["annotations"] = {REVISION_ANNOTATION: revision}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": md,
             "spec": {"replicas": replicas, "strategy": {"type": strategy}}, "status": st}
 
 
@@ -71,6 +75,12 @@ DEPLOYMENT_ROWS = [
     ("member lost right after the rollout: replacement pending", deployment(),
      pods("new", "new", "new:Pending"), False),
     ("member lost: replacement not created yet", deployment(updated=2), pods("new", "new"), False),
+    # its first revision replaces nothing: a node lost before the rollout was marked complete
+    # leaves it ReplicaSetUpdated for as long as the replacements find no room
+    ("member lost during the first rollout: replacement pending",
+     deployment(reason="ReplicaSetUpdated", revision="1"), pods("new", "new", "new:Pending"), False),
+    ("the same on revision 2: the last new pod of a rollout",
+     deployment(reason="ReplicaSetUpdated", revision="2"), pods("new", "new", "new:Pending"), True),
     ("member lost; an old pod the kubelet evicted long ago is still listed", deployment(),
      pods("new", "new", "new:Pending", "old:Failed"), False),
     # maxSurge 1 / maxUnavailable 0: a new pod first, then an old one goes
