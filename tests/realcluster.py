@@ -138,15 +138,13 @@ class Cluster:
         not given conditions yet (``.status.conditions accessor error``): that is asked again."""
         for path in paths:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-        deadline = time.monotonic() + 60
         for path in paths:
-            while True:
+            def established(path: Path = path) -> bool:
                 done = self.kubectl_run("wait", "--for=condition=Established", "--timeout=60s", "-f", str(path))
-                if done.returncode == 0:
-                    break
-                if "accessor error" not in done.stderr or time.monotonic() > deadline:
+                if done.returncode != 0 and "accessor error" not in done.stderr:
                     raise RuntimeError(f"kubectl wait for {path.name}: {done.stderr.strip()}")
-                time.sleep(POLL_INTERVAL)
+                return done.returncode == 0
+            wait_sync(established, f"CRD {path.name} established", 60.0)
 
     def logs(self) -> dict[str, Path]:
         found = {p.stem: p for p in sorted(self.directory.glob("*.log"))}
@@ -373,33 +371,43 @@ def free_port() -> int:
 def wait_for_port(port: int, process: Process, timeout: float = 30.0) -> None:
     import socket
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not process.alive():
-            raise RuntimeError(f"{process.name} exited: {process.log.read_text()[-2000:]}")
+    def listening() -> bool:
+        _still_running(process)
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(POLL_INTERVAL)
-    raise TimeoutError(f"{process.name} did not listen on {port} within {timeout}s")
+            return s.connect_ex(("127.0.0.1", port)) == 0
+    wait_sync(listening, f"{process.name} listening on {port}", timeout)
 
 
 def wait_until_ready(url: str, process: Process, timeout: float = 60.0) -> None:
     import urllib.error
     import urllib.request
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not process.alive():
-            raise RuntimeError(f"{process.name} exited: {process.log.read_text()[-2000:]}")
+    def ready() -> bool:
+        _still_running(process)
         try:
             with urllib.request.urlopen(url, timeout=2) as answer:
-                if answer.status == 200:
-                    return
+                return answer.status == 200
         except (urllib.error.URLError, OSError):
-            pass
+            return False
+    wait_sync(ready, f"{process.name} ready at {url}", timeout)
+
+
+def _still_running(process: Process) -> None:
+    if not process.alive():
+        raise RuntimeError(f"{process.name} exited: {process.log.read_text()[-2000:]}")
+
+
+def wait_sync(check: Callable[[], Any], what: str, timeout: float) -> Any:
+    """Poll ``check`` (blocking: for start-up outside any event loop) until it returns something
+    truthy; TimeoutError with ``what`` at the deadline. The one blocking poll of the suite."""
+    deadline = time.monotonic() + timeout
+    while True:
+        last = check()
+        if last:
+            return last
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not within {timeout:.0f}s: {what}")
         time.sleep(POLL_INTERVAL)
-    raise TimeoutError(f"{process.name} was not ready at {url} within {timeout}s")
 
 
 # ---------------------------------------------------------------------------

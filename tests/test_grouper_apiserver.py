@@ -18,23 +18,12 @@ from podgang.api import Api, ApiError, make_api_client
 from podgang.grouper import cli
 from podgang.kinds import OWNER_KINDS
 from tests.grouper_support import args, deployment, owned_group, podgroup
-from tests.realcluster import ROOT, TEST_OWN_NAMESPACE
+from tests.realcluster import ROOT, TEST_OWN_NAMESPACE, until
 
 POLL_INTERVAL = 0.1  # seconds between two looks of a poll with a deadline
 
 NS = TEST_OWN_NAMESPACE
 CRD = ROOT / "tests" / "fixtures" / "crds" / "scheduling.run.ai_podgroups.yaml"
-
-
-async def poll(predicate, timeout=10.0, message="condition not met"):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = await predicate()
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError(message)
-        await asyncio.sleep(POLL_INTERVAL)
 
 
 async def test_real_apiserver_shared_group_and_deployment_group(cluster):
@@ -56,7 +45,7 @@ async def test_real_apiserver_shared_group_and_deployment_group(cluster):
             return any(c.get("type") == "Established" and c.get("status") == "True"
                        for c in (got.get("status") or {}).get("conditions") or [])
 
-        await poll(established, 30, "the PodGroup CRD was not established")
+        await until(established, "the PodGroup CRD was not established", 30)
         await api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
 
         async def put(obj):
@@ -89,21 +78,21 @@ async def test_real_apiserver_shared_group_and_deployment_group(cluster):
         stop = asyncio.Event()
         task = asyncio.create_task(cli.serve(args(kubeconfig=cluster.kubeconfig, namespaces=[NS]), stop=stop))
         try:
-            await poll(lambda: _eq(min_member(owned_group(web)), 2), 15, "the Deployment's group was not created")
+            await until(lambda: _eq(min_member(owned_group(web)), 2), "the Deployment's group was not created", 15)
             pg = await api.get(f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NS}/podgroups/{owned_group(web)}")
             assert pg["metadata"]["ownerReferences"][0]["uid"] == web["metadata"]["uid"]
             assert pg["metadata"]["labels"]["podgang.io/managed-by"] == "podgang"
             await api.merge_patch(f"/apis/apps/v1/namespaces/{NS}/deployments/model-1", {"spec": {"replicas": 2}})
-            await poll(lambda: _eq(min_member("shared"), 4), 5, "shared minMember did not become 4")
+            await until(lambda: _eq(min_member("shared"), 4), "shared minMember did not become 4", 5)
             await api.merge_patch(f"/apis/apps/v1/namespaces/{NS}/deployments/model-1", {"spec": {"replicas": 1}})
-            await poll(lambda: _eq(min_member("shared"), 3), 5, "shared minMember did not go back to 3")
+            await until(lambda: _eq(min_member("shared"), 3), "shared minMember did not go back to 3", 5)
 
             async def changed_event():
                 evs = await api.get(f"/api/v1/namespaces/{NS}/events")
                 return [e for e in evs.get("items") or [] if e.get("reason") == "MinMemberChanged"
                         and "deployment model-1 scaled 1 → 2" in e.get("message", "")]
 
-            await poll(changed_event, 5, "no MinMemberChanged event")
+            await until(changed_event, "no MinMemberChanged event", 5)
         finally:
             stop.set()
             assert await asyncio.wait_for(task, 15) in (0, 1)
