@@ -226,3 +226,26 @@ def test_a_spark_pod_requests_what_spark_sets(part, factor, expected):
     got = quantities.resource_list(quantities.pod_requests(executor.template))
     assert {k: quantities.quantity(v) for k, v in got.items()} == {
         k: quantities.quantity(v) for k, v in expected.items()}
+
+
+async def test_a_hand_made_groups_min_resources_follow_two_scales_through_the_grouper():
+    """What podgang wrote on a hand-made Volcano group stays podgang's to keep true: the
+    grouper's slim cache keeps the podgang.io/min-resources record, so the second scale is
+    followed as the first was (a unit test of plan_writes alone could not tell)."""
+    backend, scheduler = SCHEDULERS["volcano"]
+    async with grouper("volcano") as (emu, _):
+        emu.put({"apiVersion": backend.podgroup.api_version, "kind": "PodGroup",
+                 "metadata": {"name": "shared", "namespace": NS}, "spec": {"minMember": 2}})
+        deps = []
+        for name in ("prefill", "decode"):
+            dep = with_requests(deployment(name, 1, ns=NS, scheduler=scheduler), ONE_CPU, "spec", "template")
+            dep["spec"]["template"]["metadata"].setdefault("annotations", {})[backend.key] = "shared"
+            deps.append(emu.put(dep))
+
+        def min_resources():
+            return (podgroup_of(emu, backend, NS, "shared")["spec"]).get("minResources")
+        await emu.wait_for(lambda: min_resources() == {"cpu": "2", "memory": "4Gi"}, 10, "not written")
+        scale(emu, deps[0], 2)
+        await emu.wait_for(lambda: min_resources() == {"cpu": "3", "memory": "6Gi"}, 10, "first scale not followed")
+        scale(emu, deps[1], 3)
+        await emu.wait_for(lambda: min_resources() == {"cpu": "5", "memory": "10Gi"}, 10, "second scale not followed")
