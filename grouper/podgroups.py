@@ -410,7 +410,7 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
         if at is not None:  # one patch: a scheduler may refuse a minMember other than the subgroups' sum
             resized = writes[at]
             body = {**resized.body, "spec": {**resized.body["spec"], **subgroups.body["spec"]},
-                    "metadata": {**subgroups.body["metadata"], **resized.body.get("metadata", {})}}
+                    "metadata": _merged_metadata(resized.body.get("metadata"), subgroups.body["metadata"])}
             writes[at] = replace(resized, body=body, subgroups=subgroups.note)
         else:
             if rv:
