@@ -123,7 +123,7 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         while True:
             try:
                 snapshot = await reader.snapshot(namespace, args.explain)
-                text, code = render(args, snapshot, settings, namespace)
+                text, code, said = render(args, snapshot, settings, namespace)
                 grouper = snapshot.grouper
                 if grouper is not None and not grouper.running and grouper.text != told:
                     err.write(f"podgang status: {grouper.text}\n")  # what no gang's state can promise then
@@ -138,14 +138,14 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 failure, code = str(exc), FAILED
             else:
                 failure = None
-            if failure is None and text != shown:
+            if failure is None and said != shown:
                 if args.watch and args.output in ("text", "wide"):
                     out.write(f"{'' if shown is None else chr(10)}{snapshot.now:%Y-%m-%dT%H:%M:%SZ}\n")
                 elif args.watch and args.output == "yaml" and shown is not None:
                     out.write("---\n")
                 out.write(text)
                 out.flush()
-                shown = text
+                shown = said
             looks += 1
             if not args.watch or (args.count and looks >= args.count):
                 return code
@@ -154,8 +154,10 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         await api_client.close()
 
 
-def render(args: argparse.Namespace, snapshot: Snapshot, settings: Settings, namespace: str | None) -> tuple[str, int]:
-    """The output for one look, and the exit status it stands for."""
+def render(args: argparse.Namespace, snapshot: Snapshot, settings: Settings,
+           namespace: str | None) -> tuple[str, int, str]:
+    """The output for one look, the exit status it stands for, and what it says apart from when it
+    was taken: a watch prints a look only when that differs from the last one printed."""
     grace = args.staleness_grace_period
     if args.explain:
         assert namespace is not None
@@ -164,16 +166,23 @@ def render(args: argparse.Namespace, snapshot: Snapshot, settings: Settings, nam
             raise StatusError(f"pod {args.explain} not found in namespace {namespace}")
         code = STALE_FOUND if found.gang is not None and found.gang.state == "stale" else OK
         if args.output in ("json", "yaml"):
-            return dump(explanation_as_dict(found, snapshot.now), args.output), code
-        return explanation_text(found, snapshot.now), code
+            return _dumped(explanation_as_dict(found, snapshot.now), args.output, code)
+        text = explanation_text(found, snapshot.now)
+        return text, code, text
     report = build_report(snapshot, settings, grace, namespace, args.group)
     if args.group and not report.gangs:
         where = f"namespace {namespace}" if namespace else "any namespace"
         raise StatusError(f"no gang named {args.group} in {where}")
     code = STALE_FOUND if report.stale else OK
     if args.output in ("json", "yaml"):
-        return dump(report_as_dict(report), args.output), code
-    return table(report, wide=args.output == "wide"), code
+        return _dumped(report_as_dict(report), args.output, code)
+    text = table(report, wide=args.output == "wide")
+    return text, code, text
+
+
+def _dumped(data: dict[str, Any], output: str, code: int) -> tuple[str, int, str]:
+    text = dump(data, output)
+    return text, code, dump({**data, "time": None}, "json")
 
 
 def context_namespace(kubeconfig: str | None, context: str | None) -> str:

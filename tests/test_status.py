@@ -360,8 +360,19 @@ async def test_watch_goes_on_through_an_api_error(emu, kubeconfig):
     assert "satisfied: 1 of 1 running" in out.getvalue()
 
 
-async def test_watch_stops_after_count_looks(emu, kubeconfig):
+class _Ticking(datetime):
+    """A clock a minute later at every look: each look's ``time`` differs."""
+    ticks = 0
+
+    @classmethod
+    def now(cls, tz=None):
+        cls.ticks += 1
+        return datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=cls.ticks)
+
+
+async def test_watch_stops_after_count_looks(emu, kubeconfig, monkeypatch):
     owned(emu, "c", 1)
+    monkeypatch.setattr(status_cli, "datetime", _Ticking)  # only the time differs between the looks
     parser, _ = cli.command_parser("status")
     args = parser.parse_args(["--kubeconfig", kubeconfig, "-w", "--interval", "0.01", "--count", "3", "-o", "json"])
     out = io.StringIO()
