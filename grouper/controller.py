@@ -22,7 +22,7 @@ from typing import Any, Callable, Hashable, Iterable, Mapping
 from kubernetes_asyncio.client import ApiClient
 
 from podgang import rules
-from podgang.api import Api, ApiError, describe
+from podgang.api import Api, ApiError, NamespaceTerminating, describe
 from podgang.backends import Backend
 from podgang.events import EventSink
 from podgang.kinds import FOLLOWED
@@ -109,6 +109,7 @@ class Controller:
         self.informers: dict[str, list[Informer]] = {}
         self.podgroup_informers: dict[str, list[Informer]] = {}  # by backend: kinds may be shared
         self.fact_informers: list[Informer] = []  # PriorityClasses, queues: what backends check against
+        self.deleted_namespaces: dict[str, Obj] = {}  # namespaces being deleted (phase Terminating)
         self.selected_namespaces: dict[str, Obj] | None = {} if self.options.namespace_selector else None
         self.synced = False
         self.initial_reconcile_done = False
@@ -167,6 +168,16 @@ class Controller:
             informer.on_presence = lambda present, kind=resource.kind: self._fact_presence(kind, present)
             self.fact_informers.append(informer)
             out.append(informer)
+        # a namespace being deleted takes its gangs with it: their members go on purpose. Like the
+        # facts, a refinement the grouper does not wait for (nor needs, when it may not list namespaces)
+        deleting = Informer(
+            self.api, NAMESPACE, None, store=self.deleted_namespaces, slim=_namespace_name,
+            keep=lambda obj: True, handler=self._namespace_deleted, metrics=self.metrics,
+            watch_timeout=self.options.watch_timeout, page_size=self.options.page_size,
+            query={"fieldSelector": "status.phase=Terminating"},
+        )
+        self.fact_informers.append(deleting)
+        out.append(deleting)
         if self.selected_namespaces is not None:
             selector = Informer(
                 self.api, NAMESPACE, None, store=self.selected_namespaces, slim=_namespace_name,
@@ -186,8 +197,23 @@ class Controller:
             self.cache.known_facts.discard(kind)
             self.cache.fact_stores[kind].clear()
 
+    def _namespace_deleted(self, kind: str, old: Obj | None, new: Obj | None) -> None:
+        """A namespace began to be deleted (or is gone): its gangs are let go, once each."""
+        if new is not None and old is None:
+            namespace = obj_key(new).partition("/")[2]
+            groups = [key for key in self.cache.all_group_keys() if split_key(key)[0] == namespace]
+            log.info("namespace being deleted: its gangs are let go, not judged stale nor written",
+                     extra={"fields": {"namespace": namespace, "action": "namespace-deleted", "groups": len(groups)}})
+        self._namespace_changed(kind, old, new)
+
+    def being_deleted(self, namespace: str) -> bool:
+        """Whether ``namespace`` is being deleted: nothing new can be made in it, and every
+        pod in it goes on purpose."""
+        return key_of("", namespace) in self.deleted_namespaces
+
     def _namespace_changed(self, kind: str, old: Obj | None, new: Obj | None) -> None:
-        """A namespace was selected or left the selection: look at its groups and pods again."""
+        """A namespace was selected or left the selection, or began to be deleted: look at its
+        groups and pods again."""
         namespace = obj_key(new or old or {}).partition("/")[2]
         for key in self.cache.all_group_keys():
             if split_key(key)[0] == namespace:
@@ -341,6 +367,12 @@ class Controller:
                 self._failures.pop(item, None)
             except asyncio.CancelledError:
                 raise
+            except NamespaceTerminating as exc:
+                # deleted before the namespace watch said so: nothing to retry, its watch event
+                # lets the gang go
+                self._failures.pop(item, None)
+                log.debug("namespace being deleted: not retried", extra={"fields": {
+                    "key": item[1], "error": describe(exc)}})
             except Exception as exc:
                 result = "error"
                 failures = self._failures[item] = self._failures.get(item, 0) + 1
@@ -390,6 +422,9 @@ class Controller:
         desired: Desired | None = None
         if not self.touches(split_key(key)[0], group_backend(self.cache, key)):
             return  # outside --namespace-selector: not ours to touch (nor worth deciding)
+        if self.being_deleted(split_key(key)[0]):
+            self._let_go(key)
+            return
         for _attempt in range(self.options.max_write_attempts):
             desired = desired_group(self.cache, key)
             if desired.pending:
@@ -404,6 +439,9 @@ class Controller:
             try:
                 if not await self._write(key, writes[0], desired, actual, started):
                     continue  # the cache was refreshed: plan again
+            except NamespaceTerminating:
+                self._let_go(key)
+                raise
             except ApiError:
                 # the write is warned about and retried, but the gang is still
                 # watched: a PodGroup that refuses its new size can go stale too
@@ -424,6 +462,16 @@ class Controller:
         await self._wake_held_gang(key, desired, actual)
         await self._label_subgroups(key, desired, actual)
         self._observe(key, desired, started)
+
+    def _let_go(self, key: str) -> None:
+        """Forget a gang whose namespace is being deleted: its members leave on purpose, so it is
+        neither stale nor evicted, and its PodGroup is neither made nor resized (the apiserver
+        refuses anything new there)."""
+        self.tracker.forget(key)
+        self._observed_min.pop(key, None)
+        self._lowered_at.pop(key, None)
+        self._contributions.pop(key, None)
+        self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
 
     def _changed_by_others(self, key: str, desired: Desired, actual: Obj | None) -> None:
         """One Warning, on the group and its workloads, when another field manager wrote the
@@ -640,6 +688,8 @@ class Controller:
                 "group": key, "action": write.action, "reason": exc.reason, "status": exc.status}})
             await self._reread(namespace, backend.holder_name(name), backend)
             return False
+        if isinstance(exc, NamespaceTerminating):
+            raise exc  # not a fault to warn about: the namespace is going, and the gang with it
         self._warn_once((GROUP, key, "write"), (f"cannot {write.action} PodGroup {name}: {exc}",),
                         [actual] if actual else [], "PodGroupWriteFailed")
         raise exc
@@ -867,7 +917,7 @@ class Controller:
     async def backfill_pod(self, key: str) -> None:
         started = time.perf_counter()
         pod = self.cache.pods.get(key)
-        if pod is None or is_terminating(pod):
+        if pod is None or is_terminating(pod) or self.being_deleted(split_key(key)[0]):
             return
         backend = self.settings.backend_for(pod)
         if backend is None or not backend.needs_backfill(pod) or not self.touches(split_key(key)[0], backend):

@@ -110,6 +110,11 @@ class Forbidden(ApiError):
     """403: RBAC does not allow the call."""
 
 
+class NamespaceTerminating(Forbidden):
+    """403 with the ``NamespaceTerminating`` cause: the namespace is being deleted, and
+    nothing new can be made in it (changes and deletes still work)."""
+
+
 class Invalid(ApiError):
     """422: the object (or the patch) was refused as invalid."""
 
@@ -133,6 +138,12 @@ def _one_line(text: Any) -> str:
     return " ".join(str(text or "").split())[:MAX_MESSAGE]
 
 
+def _cause_reasons(status: Mapping[str, Any]) -> set[str]:
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, Mapping) else None
+    return {c.get("reason") for c in causes if isinstance(c, Mapping)} if isinstance(causes, list) else set()
+
+
 def parse_status(status: int, body: bytes | str | Mapping[str, Any] | None, http_reason: str = "") -> ApiError:
     """The error for an answer with HTTP ``status`` and ``body`` (a Status, or
     anything else a proxy may send): the one parser of the API's errors."""
@@ -146,6 +157,8 @@ def parse_status(status: int, body: bytes | str | Mapping[str, Any] | None, http
         code = parsed.get("code") if isinstance(parsed.get("code"), int) else status
         reason = str(parsed.get("reason") or http_reason or "")
         cls = AlreadyExists if code == 409 and reason == "AlreadyExists" else _BY_STATUS.get(code, ApiError)
+        if cls is Forbidden and "NamespaceTerminating" in _cause_reasons(parsed):
+            cls = NamespaceTerminating
         return cls(code, reason, _one_line(parsed.get("message")), parsed)
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
     return _BY_STATUS.get(status, ApiError)(status, http_reason, _one_line(text)[:200], {})

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping
 
 from kubernetes_asyncio import client
 
-from podgang.api import Api, describe
+from podgang.api import Api, NamespaceTerminating, describe
 
 log = logging.getLogger("podgang.events")
 
@@ -102,7 +102,9 @@ class EventRecorder:
             self._seen[key] = (mono, _Seen(name, namespace, 1, now))
         except Exception as exc:  # events are best effort by design
             self._seen.pop(key, None)
-            log.warning(
+            # an event in a namespace being deleted is lost with it anyway: not worth a warning
+            log.log(
+                logging.DEBUG if isinstance(exc, NamespaceTerminating) else logging.WARNING,
                 "could not record event",
                 extra={"fields": {"reason": reason, "object": ref.get("name"), "error": describe(exc)}},
             )

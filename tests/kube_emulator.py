@@ -226,6 +226,16 @@ def conflict(res: ResourceType, name: str) -> ApiError:
     return ApiError(status_body(409, msg, "Conflict", _details(res, name)))
 
 
+def namespace_terminating(res: ResourceType, name: str, namespace: str) -> ApiError:
+    """What a 1.36 apiserver answers a create in a namespace being deleted
+    (tests/fixtures/api/403-create-in-terminating-namespace.json)."""
+    details = _details(res, name)
+    details["causes"] = [{"reason": "NamespaceTerminating", "message": f"namespace {namespace} is being terminated",
+                          "field": "metadata.namespace"}]
+    return ApiError(status_body(403, f'{res.qualified} "{name}" is forbidden: unable to create new content in '
+                                     f"namespace {namespace} because it is being terminated", "Forbidden", details))
+
+
 def bad_request(message: str) -> ApiError:
     return ApiError(status_body(400, message, "BadRequest"))
 
@@ -1322,6 +1332,9 @@ class KubeEmulator:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + "".join(random.choices(NAME_ALPHABET, k=5))
         self._validate(res, obj)
+        namespace = self._table("namespaces").objects.get(("", meta.get("namespace") or "")) if res.namespaced else None
+        if namespace is not None and _meta(namespace).get("deletionTimestamp"):
+            raise namespace_terminating(res, meta["name"], meta["namespace"])
         if _key(obj) in table.objects:
             name = meta["name"]
             raise ApiError(status_body(409, f'{res.qualified} "{name}" already exists',

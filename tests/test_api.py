@@ -22,6 +22,7 @@ from podgang.api import (
     Forbidden,
     Gone,
     Invalid,
+    NamespaceTerminating,
     NotFound,
     TooManyRequests,
     Unavailable,
@@ -53,6 +54,9 @@ PDB = ("Cannot evict pod as it would violate the pod's disruption budget. "
          "has been modified; please apply your changes to the latest version and try again"),
         ("410-list-expired.json", Gone, 410, "Expired",
          "HTTP 410 Expired: The resourceVersion for the provided list is too old."),
+        ("403-create-in-terminating-namespace.json", NamespaceTerminating, 403, "Forbidden",
+         'HTTP 403 Forbidden: configmaps "x" is forbidden: unable to create new content in namespace doomed because '
+         "it is being terminated: namespace doomed is being terminated"),
         ("422-native-podgroup-mincount-immutable.json", Invalid, 422, "Invalid", f"HTTP 422 Invalid: {IMMUTABLE}"),
         ("429-eviction-blocked-by-pdb.json", TooManyRequests, 429, "TooManyRequests", f"HTTP 429 TooManyRequests: {PDB}"),
     ],

@@ -408,6 +408,7 @@ def test_default_object_set(defaults):
         "ServiceAccount", "ServiceAccount",
         "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",  # webhook
         "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",  # grouper
+        "ClusterRole", "ClusterRoleBinding",  # grouper: namespaces, cluster-scoped
         "ClusterRole", "ClusterRoleBinding",  # both: the PriorityClasses and KAI queues they check against
         "Deployment", "Service", "PodDisruptionBudget",  # webhook
         "Deployment", "Service",  # grouper
@@ -430,6 +431,15 @@ def test_both_processes_may_read_what_kai_settings_are_checked_against(defaults)
                     (values, component, resource)
     assert not find(render({"backends": {"kai-scheduler": None, "volcano": "volcano"}}), "ClusterRole",
                     f"{RELEASE}-cluster-facts")
+
+
+def test_the_grouper_may_read_namespaces_cluster_wide(variant):
+    """Which namespaces are being deleted, and which opted in to native gangs: cluster-scoped,
+    so bound cluster-wide also when its other rights are bound per namespace."""
+    name, values, docs = variant
+    rules = rules_for(docs, f"{RELEASE}-grouper", NAMESPACE)
+    assert all(allows(rules, "", "namespaces", verb, namespace=None) for verb in ("list", "watch")), name
+    assert not any(allows(rules, "", "namespaces", verb, namespace=None) for verb in ("get", "patch", "delete"))
 
 
 def test_webhook_deployment(defaults):
@@ -753,7 +763,6 @@ def test_native_gets_its_own_webhook_entry_with_the_namespace_selector():
     assert flag_values(args, "--namespace-selector-backend") == ["native"]
     rules = _rules_for(docs, f"{RELEASE}-grouper")
     assert _allowed(rules, "", "namespaces", "watch") and not _allowed(rules, "", "namespaces", "patch")
-    assert not _allowed(_rules_for(render({}), f"{RELEASE}-grouper"), "", "namespaces", "watch")
     default_labels = webhook_configs(render({"backends": {"default-scheduler": "native"}}))[0]["webhooks"][1]
     assert default_labels["namespaceSelector"]["matchLabels"] == {"podgang.io/native": "enabled"}
     # the native example's namespace carries exactly what the chart selects by default

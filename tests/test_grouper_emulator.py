@@ -1095,3 +1095,72 @@ async def test_the_pods_of_a_skipped_owner_are_never_backfilled_nor_counted(emu)
         assert not emu.find_requests("PATCH", r"/pods/")
         assert podgroup_writes(emu) == []
         assert not events(emu, "Backfilled")
+
+
+# ---------------------------------------------------------------------------- namespaces being deleted
+
+
+def namespace(name: str = NS, *, deleting: bool = False) -> dict:
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}, "status": {"phase": "Active"}}
+    if deleting:  # what `kubectl delete namespace` leaves until the namespace controller is done
+        ns["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        ns["status"]["phase"] = "Terminating"
+    return ns
+
+
+def creates(emu, ns: str) -> list:
+    return emu.find_requests("POST", rf"/namespaces/{ns}/podgroups$")
+
+
+def logged(caplog, action: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "fields", {}).get("action") == action]
+
+
+async def test_a_namespace_being_deleted_lets_its_gangs_go(emu, caplog):
+    """Its members go on purpose: the gang is not stale, the rest is not evicted, and nothing
+    new is written there. A namespace of the same name made again is grouped as any other."""
+    caplog.set_level(logging.INFO, logger="podgang.grouper")
+    emu.put(namespace())
+    dep, _, pods = deploy_with_pods(emu, "gang", 3)
+    group = owned_group(dep)
+    async with running_grouper(emu, staleness_grace_period=0.3) as g:
+        await emu.wait_for(lambda: logged(caplog, "placed"), 3.0, "the gang was never placed")
+        emu.put(namespace(deleting=True))
+        record = await emu.wait_for(lambda: logged(caplog, "namespace-deleted"), 3.0, "no namespace-deleted log")
+        assert record[0].fields["namespace"] == NS and record[0].fields["groups"] == 1
+        for p in pods[:2]:  # the namespace controller deletes them, and the group
+            emu.delete("pods", NS, p["metadata"]["name"])
+        emu.delete("podgroups", NS, group)
+        start = g.controller.reconciles
+        await emu.wait_for(lambda: g.controller.reconciles > start, 3.0, "the group was not looked at again")
+        await watch_a_while(emu, g, group, 1.0)  # three grace periods
+        assert_never_stale(emu)
+        assert emu.get("pods", NS, pods[2]["metadata"]["name"]) is not None
+        assert emu.get("podgroups", NS, group) is None and len(creates(emu, NS)) == 1  # only the first
+        assert not g.controller.tracker.stale_groups()
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+        emu.delete("pods", NS, pods[2]["metadata"]["name"])
+        emu.delete("namespaces", None, NS)
+        await emu.wait_for(lambda: not g.controller.being_deleted(NS), 3.0, "the namespace was never let go")
+        emu.put(namespace())
+        again, _, _ = deploy_with_pods(emu, "again", 2)
+        await emu.wait_for(lambda: min_member(emu, owned_group(again)) == 2, 3.0)
+
+
+async def test_a_grouper_that_may_not_read_namespaces_works_and_takes_the_apiservers_word(emu, caplog):
+    """Without the right to list namespaces the grouper still syncs and groups; a create the
+    apiserver refuses because the namespace is being deleted is neither retried nor warned about."""
+    caplog.set_level(logging.INFO)
+    emu.fail("GET", r"^/api/v1/namespaces$", 403, times=None)
+    emu.put(namespace(deleting=True))
+    emu.put(namespace("other"))
+    doomed, _, _ = deploy_with_pods(emu, "doomed", 2)
+    fine, _, _ = deploy_with_pods(emu, "fine", 2, ns="other")
+    async with running_grouper(emu) as g:
+        await emu.wait_for(lambda: min_member(emu, owned_group(fine), ns="other") == 2, 3.0)
+        await emu.wait_for(lambda: creates(emu, NS), 3.0, "no create tried")
+        await watch_a_while(emu, g, owned_group(doomed), 1.5)  # past the first retry's 1s
+        assert len(creates(emu, NS)) == 1 and emu.get("podgroups", NS, owned_group(doomed)) is None
+        assert not events(emu, "PodGroupWriteFailed") and not events(emu, "GangStale")
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "namespaces" not in r.getMessage()
+                    and "namespaces" not in str(getattr(r, "fields", ""))], caplog.text

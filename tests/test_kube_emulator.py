@@ -191,6 +191,17 @@ async def test_create_conflict_matches_fixture(api):
     assert error_body(err.value) == fixture("409-create-exists.json")
 
 
+async def test_a_create_in_a_namespace_being_deleted_matches_fixture(emu, api):
+    emu.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed",
+                                                                   "deletionTimestamp": "2026-01-01T00:00:00Z"}})
+    core = CoreV1Api(api)
+    with pytest.raises(ApiException) as err:
+        await core.create_namespaced_config_map("doomed", {"metadata": {"name": "x"}})
+    assert err.value.status == 403
+    assert error_body(err.value) == fixture("403-create-in-terminating-namespace.json")
+    await core.create_namespaced_config_map(NS, {"metadata": {"name": "x"}})  # elsewhere: as ever
+
+
 async def test_generate_name_dry_run_and_owner_refs(emu, api):
     core = CoreV1Api(api)
     body = pod("")

@@ -200,6 +200,37 @@ async def test_a_gang_that_lost_members_is_evicted(cluster, podgang, flavor):
             await wait_held_whole(here, "ring", 4, flavor)
 
 
+async def test_deleting_a_namespace_lets_its_gangs_go(cluster, podgang):
+    """`kubectl delete namespace` with a placed gang in it: its pods go on purpose, so the gang
+    is neither judged stale nor evicted, and nothing is written there (the apiserver refuses
+    anything new in a namespace being deleted; podgang does not try, warn, or retry)."""
+    async with corner(cluster, "bye-kai", nodes=2) as here:
+        async with FakeKubelet(here):
+            dep = await create_deployment(here, KAI, "ring", 2, gpus=2)
+            await wait_size(here, KAI, owned_group(dep), 2)
+            await wait_bound(here, "ring", 2)
+            await until(lambda: _all_running(here, "ring", 2), "the gang running")
+            await podgang.wait_logged("placed: 2 of minMember 2 members active", here.namespace)
+            cluster.kubectl("delete", "namespace", here.namespace, "--wait=false")
+            await podgang.wait_logged("namespace being deleted", here.namespace, "groups=1")
+
+            async def gone():
+                try:
+                    await here.api.get(f"/api/v1/namespaces/{here.namespace}")
+                except NotFound:
+                    return True
+            await until(gone, f"namespace {here.namespace} deleted")
+    # the grouper reads pods through one watch, in order: once it has placed a gang made after the
+    # namespace went, it has seen every pod of it go
+    async with corner(cluster, "after-kai", nodes=1) as there:
+        async with FakeKubelet(there):
+            await create_deployment(there, KAI, "next", 2)
+            await podgang.wait_logged("placed: 2 of minMember 2 members active", there.namespace)
+    said = [line for line in podgang.processes["grouper"].log.read_text().splitlines() if here.namespace in line]
+    assert said and not [line for line in said if "WARNING" in line or "action=stale" in line
+                         or "action=evict" in line], "\n".join(said)
+
+
 async def _all_running(here: Corner, app: str, count: int) -> bool:
     pods = await here.pods(app=app)
     return len(pods) == count and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
