@@ -238,6 +238,8 @@ class Controller:
 
     def _on_change(self, kind: str, old: Obj | None, new: Obj | None) -> None:
         changes = self.cache.apply(kind, old, new)
+        if new is not None and old is None:
+            self._probe_unserved_owners(new)
         if new is None and old is not None:
             # gone: forget the warnings about it (a bounded memory, and a new
             # object of the same name is warned about afresh)
@@ -262,6 +264,19 @@ class Controller:
             self.queue.add((GROUP, key), delay)
         for key in changes.pods:
             self.queue.add((POD_KEY, key), delay)
+
+    def _probe_unserved_owners(self, obj: Obj) -> None:
+        """A new object owned by a kind podgang follows but found not served: its operator
+        (its CRD) was installed since that kind was last probed for. Look now, or its pods
+        would wait for the next probe without a PodGroup."""
+        for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+            kind = ref.get("kind")
+            if kind in self.cache.watched_kinds or not isinstance(ref.get("apiVersion"), str):
+                continue
+            group = ref["apiVersion"].rpartition("/")[0]
+            for informer in self.informers.get(kind, ()):
+                if informer.resource.group == group:
+                    informer.probe_soon()
 
     def _enqueue_everything(self) -> None:
         for key in self.cache.all_group_keys():

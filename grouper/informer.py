@@ -8,12 +8,14 @@
   while disconnected is lost and deletions are noticed.
 - Errors back off exponentially with jitter, capped; every restart is counted.
 - A resource that is not served (a CRD that is not installed) is logged once and
-  probed again only rarely.
+  probed again rarely — or soon, when an object names an owner of its kind
+  (``probe_soon``: the operator was installed meanwhile), at most every ``probe_spacing``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import random
@@ -49,6 +51,7 @@ class Informer:
         backoff_cap: float = 30.0,
         optional: bool = False,
         absent_probe_interval: float = 600.0,
+        probe_spacing: float = 5.0,
         query: Mapping[str, str] | None = None,
     ):
         self.api = api
@@ -67,6 +70,9 @@ class Informer:
         self.backoff_cap = backoff_cap
         self.optional = optional
         self.absent_probe_interval = absent_probe_interval
+        self.probe_spacing = probe_spacing
+        self._probe = asyncio.Event()  # set: probe an absent resource now
+        self._probed_at = 0.0
         self.query = dict(query or {})  # e.g. a labelSelector, on every list and watch
         self.resource_version: str | None = None
         self._watch_started: float | None = None  # when the current watch request began
@@ -156,7 +162,8 @@ class Informer:
             self.absent = True
             level = logging.INFO if self.optional else logging.ERROR
             log.log(level, f"{self.name} is not served (CRD not installed?): not watching it; "
-                           f"probing again every {int(self.absent_probe_interval)}s",
+                           f"probing again every {int(self.absent_probe_interval)}s, or when an object it "
+                           f"owns comes",
                     extra={"fields": {"resource": self.name, "error": str(exc)}})
             if self.on_presence:
                 self.on_presence(False)
@@ -165,8 +172,20 @@ class Informer:
                 old = self.store.pop(key)
                 self.handler(self.resource.kind, old, None)
         self.synced.set()
-        await asyncio.sleep(self.absent_probe_interval)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._probe.wait(), self.absent_probe_interval)
+        # asked for by an event: not more often than every probe_spacing, however many ask
+        await asyncio.sleep(max(0.0, self._probed_at + self.probe_spacing - time.monotonic()))
+        self._probe.clear()
+        self._probed_at = time.monotonic()
         self._versions_asked = 0  # the next probe asks every version again
+
+    def probe_soon(self) -> None:
+        """Something names an object of this resource: if it is not served, look again now
+        (its CRD may have been installed since the last probe) instead of at the next
+        ``absent_probe_interval``."""
+        if self.absent:
+            self._probe.set()
 
     def _next_version(self) -> bool:
         """Move on to the resource's next version (MPIJob: v2beta1, else v1); False once

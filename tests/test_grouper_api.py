@@ -14,7 +14,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from podgang.api import Api, resolve_environment_once
 from podgang.grouper.informer import Informer
-from podgang.kinds import POD as PODS
+from podgang.kinds import POD as PODS, PYTORCH_JOB
 from tests.kube_emulator import kube_emulator_fixture
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "team"},
@@ -111,3 +111,29 @@ async def test_the_first_list_freezes_the_cache_later_relists_do_not(emu):
                 await asyncio.gather(task, return_exceptions=True)
     finally:
         gc.unfreeze()
+
+
+async def test_an_absent_resource_is_probed_when_asked_at_most_every_probe_spacing(emu):
+    """Pods of a kind whose CRD is not served may come by the thousand: each asks for a probe,
+    the informer probes at most every ``probe_spacing``, and finds the CRD once it is there."""
+    emu.remove_crd("pytorchjobs.kubeflow.org")
+    async with emu.api_client() as client:
+        informer = Informer(Api(client), PYTORCH_JOB.resource, None, store={}, slim=lambda raw: raw,
+                            keep=lambda obj: True, handler=lambda *change: None, optional=True,
+                            absent_probe_interval=600.0, probe_spacing=0.5)
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.wait_for(informer.synced.wait(), 5.0)
+            assert informer.absent and emu.count("GET", "/pytorchjobs") == 1
+            loop = asyncio.get_running_loop()
+            until = loop.time() + 1.2
+            while loop.time() < until:  # a pod event every 10ms asks
+                informer.probe_soon()
+                await asyncio.sleep(0.01)
+            assert 2 <= emu.count("GET", "/pytorchjobs") <= 5  # 0s, 0.5s, 1s (each probe takes a little)
+            emu.add_crd("pytorchjobs.kubeflow.org")
+            informer.probe_soon()
+            await emu.wait_for(lambda: not informer.absent, 5.0, "the CRD installed was not found")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

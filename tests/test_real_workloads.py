@@ -19,7 +19,8 @@ import pytest
 
 from podgang.backends import BACKENDS
 from tests.crd_support import crd_valid
-from tests.realcluster import WORKLOAD_CRDS, Corner, FakeKubelet, corner, create_all, example, until, workload_crds
+from tests.realcluster import (WORKLOAD_CRDS, Corner, FakeKubelet, corner, create_all, example, until, wait_sync,
+                               workload_crds)
 from tests.test_real_journeys import (COSCHEDULING, FLAVORS, KAI, VOLCANO, Flavor, _all_running, controller_ref,
                                       ensure_kai_queue, owned_group, play_leaderworkerset, play_operator_pods, play_pod, pod_template,
                                       podgroup, wait_bound, wait_held_whole, wait_size)
@@ -158,15 +159,21 @@ async def test_kai_prefill_decode_shared_group_is_placed_as_written(cluster, pod
 @pytest.fixture(scope="module")
 def mpi_operator(cluster, podgang):
     """mpi-operator's MPIJob CRD (v2beta1) in place of training-operator's (v1): one CRD
-    name, so a cluster runs one of the two. The grouper starts again after each swap: between
-    the delete and the create no version is served, and it probes for a kind served at none
-    only every 10 minutes (a version replaced by another while served is followed at once:
-    the emulator test shows it). The v1 CRD comes back afterwards for the rest of the session."""
+    name, so a cluster runs one of the two — swapped under the running grouper, as a user
+    swaps operators. The new CRD is applied only once the grouper has found no version served
+    (as after installing an operator some time after podgang): it finds v2beta1 when the first
+    pod an MPIJob owns comes, not at its next probe 10 minutes on. The v1 CRD comes back
+    afterwards for the rest of the session."""
+    log = podgang.processes["grouper"].log
+
+    def absences() -> int:
+        return log.read_text(errors="replace").count("mpijobs.kubeflow.org is not served")
+
     def swap(path):
+        before = absences()
         cluster.kubectl("delete", MPIJOBS_CRD, "--ignore-not-found", "--wait=true")
+        wait_sync(lambda: absences() > before, "the grouper found MPIJobs not served", 30.0)
         cluster.apply_crds(path)
-        podgang.stop_grouper()
-        podgang.start_grouper()
     swap(MPI_OPERATOR_CRD)
     yield
     swap(next(p for p in workload_crds() if p.name == "kubeflow.org_mpijobs.yaml"))
@@ -192,10 +199,10 @@ async def test_an_mpijob_places_its_workers_then_its_launcher(cluster, podgang, 
                 "Launcher": {"replicas": 1, "template": job_pod_template(here, flavor, "allreduce")},
                 "Worker": {"replicas": 2, "template": pod_template(here, flavor, "allreduce", gpus=2)}}}}))
         group = owned_group(job)
-        await wait_parts(here, flavor, group, 2, {})
         await play_operator_pods(here, flavor, job, "allreduce", [
             ("allreduce-worker", 2, mpi_labels("allreduce", "worker"), 2)],
             index_label="training.kubeflow.org/replica-index")
+        await wait_parts(here, flavor, group, 2, {})  # the grouper looked for MPIJobs when these pods came
         await wait_bound(here, "allreduce", 2)
         await wait_ready(here, 2, **{"training.kubeflow.org/job-role": "worker"})
         # every worker Ready: mpi-operator makes the launcher Job and reports it in its status

@@ -162,6 +162,23 @@ async def test_an_mpijob_crd_replaced_by_mpi_operators_is_followed_at_once(emu):
         await emu.wait_for(lambda: min_member(emu, owned_group(job)) == 3, 5.0, "the v2beta1 MPIJob was not followed")
 
 
+async def test_an_operator_installed_after_the_grouper_started_is_followed_once_its_pods_come(emu):
+    """The training-operator (the PyTorchJob CRD) installed while the grouper runs: the first
+    pod owned by a PyTorchJob makes the grouper look for the kind now, not at its next probe
+    for a kind that is not served (every 10 minutes), so the gang gets its PodGroup at once."""
+    emu.remove_crd("pytorchjobs.kubeflow.org")
+    async with running_grouper(emu):  # absent_probe_interval: the default, 10 minutes
+        await emu.wait_for(lambda: emu.count("GET", r"/kubeflow.org/v1/pytorchjobs") >= 1, 5.0, "never probed")
+        emu.add_crd("pytorchjobs.kubeflow.org")
+        job = pytorchjob(emu, "late", 1, 2)
+        group = owned_group(job)
+        operator_pods(emu, job, "master", 1)
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 10.0, "the PyTorchJob was not followed")
+        operator_pods(emu, job, "worker", 2)
+        await emu.wait_for(lambda: kai_subgroups(emu, group) == [{"name": "master", "minMember": 1},
+                                                                 {"name": "worker", "minMember": 2}], 3.0)
+
+
 async def test_the_webhook_puts_each_pod_of_a_pytorchjob_in_its_gang_and_the_grouper_in_its_role(emu, tmp_path):
     """As the training-operator creates them: the pod's owner is the PyTorchJob (looked up),
     its role is the replica-type label; the webhook puts the pod in the gang, and — KAI
