@@ -6,7 +6,9 @@
 - 410 Gone (an expired resourceVersion, as an HTTP status or an ERROR event)
   relists; the relist is diffed against the store, so nothing that happened
   while disconnected is lost and deletions are noticed.
-- Errors back off exponentially with jitter, capped; every restart is counted.
+- Errors back off exponentially with jitter, capped; every restart is counted. An error is
+  logged when it begins or changes, and the recovery once: a watch RBAC forbids is one
+  warning, not one every 30 s.
 - A resource that is not served (a CRD that is not installed) is logged once and
   probed again rarely — or soon, when an object names an owner of its kind
   (``probe_soon``: the operator was installed meanwhile), at most every ``probe_spacing``.
@@ -77,6 +79,7 @@ class Informer:
         self.resource_version: str | None = None
         self._watch_started: float | None = None  # when the current watch request began
         self._delivered = 0  # events the current watch request delivered
+        self._failing: str | None = None  # the error last logged, until the resource is listed again
         self.synced = asyncio.Event()
         self.absent = False
         self.on_presence: Callable[[bool], None] | None = None
@@ -115,6 +118,7 @@ class Informer:
                 if self.resource_version is None:
                     await self._relist()
                     self._versions_asked = 0  # served at this version: a later 404 asks every version again
+                    self._recovered()
                     if self.absent or not self.synced.is_set():
                         if self.absent:
                             log.info("resource is served now: watching it", extra={"fields": {"resource": self.name}})
@@ -128,6 +132,7 @@ class Informer:
                 self._watch_started = None
                 if got or time.monotonic() - started > 1.0:
                     failures = 0
+                    self._recovered()
                     self._restart("closed")
                     continue
                 failures += 1  # closed at once with nothing in it: do not spin
@@ -153,9 +158,17 @@ class Informer:
                     continue
                 failures = self._failed(failures)
                 self._restart(f"http_{exc.status}" if exc.status else "error")
-                log.warning("watch failed: backing off", extra={"fields": {
-                    "resource": self.name, "error": str(exc), "failures": failures}})
+                said, self._failing = self._failing, str(exc)
+                log.log(logging.WARNING if said != self._failing else logging.DEBUG,
+                        "watch failed: backing off (said again when the error changes)", extra={"fields": {
+                            "resource": self.name, "error": str(exc), "failures": failures}})
             await asyncio.sleep(self._backoff(failures))
+
+    def _recovered(self) -> None:
+        """Listed or watched again after an error that was logged: say so, once."""
+        if self._failing is not None:
+            log.info("watching again", extra={"fields": {"resource": self.name, "after": self._failing}})
+            self._failing = None
 
     async def _absent(self, exc: ApiError) -> None:
         if not self.absent:

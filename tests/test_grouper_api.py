@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 
 import pytest
 from aiohttp import web
@@ -137,3 +138,23 @@ async def test_an_absent_resource_is_probed_when_asked_at_most_every_probe_spaci
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_failing_watch_is_logged_when_it_begins_and_once_it_ends(emu, caplog):
+    """A list RBAC forbids (or any error that lasts) is one warning while it lasts, not one per
+    retry; the recovery is said once."""
+    caplog.set_level(logging.DEBUG, logger="podgang.grouper.informer")
+    emu.fail("GET", r"^/api/v1/pods$", 403, times=5)
+    async with emu.api_client() as client:
+        informer = Informer(Api(client), PODS, None, store={}, slim=lambda raw: raw, keep=lambda obj: True,
+                            handler=lambda *change: None, backoff_base=0.01, backoff_cap=0.05)
+        task = asyncio.create_task(informer.run())
+        try:
+            await asyncio.wait_for(informer.synced.wait(), 5.0)
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    failed = [r for r in caplog.records if r.getMessage().startswith("watch failed")]
+    assert len(failed) == 5 and [r.levelno for r in failed] == [logging.WARNING] + [logging.DEBUG] * 4
+    assert "HTTP 403" in failed[0].fields["error"]
+    assert [r.fields["after"] for r in caplog.records if r.getMessage() == "watching again"] == [failed[0].fields["error"]]

@@ -1162,5 +1162,5 @@ async def test_a_grouper_that_may_not_read_namespaces_works_and_takes_the_apiser
         await watch_a_while(emu, g, owned_group(doomed), 1.5)  # past the first retry's 1s
         assert len(creates(emu, NS)) == 1 and emu.get("podgroups", NS, owned_group(doomed)) is None
         assert not events(emu, "PodGroupWriteFailed") and not events(emu, "GangStale")
-        assert not [r for r in caplog.records if r.levelno >= logging.WARNING and "namespaces" not in r.getMessage()
-                    and "namespaces" not in str(getattr(r, "fields", ""))], caplog.text
+        warned = [r for r in caplog.records if r.levelno >= logging.WARNING]  # once, however often it is retried
+        assert len(warned) == 1 and warned[0].fields["resource"] == "namespaces", caplog.text
