@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import copy
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -109,14 +110,24 @@ class Cluster:
 
     @classmethod
     def up(cls, directory: Path, *, version: str = "1.36", schedulers: tuple[str, ...] = (), nodes: int = 1) -> "Cluster":
+        """Start it; a start that fails is tried once more from scratch. ``cluster up`` can fail
+        for a moment's reasons: its ``kubectl wait --for=condition=Established`` errors out when
+        it reads a CRD before the apiserver gave it any condition (".status.conditions accessor
+        error: <nil>"), which took down every real test of a run once."""
         env = {**os.environ, "KUBE_VERSION": version, "SCHEDULERS": ",".join(schedulers), "NODES": str(nodes)}
         cluster = cls(directory, version, schedulers)
-        done = subprocess.run([str(CLUSTER), "up", str(directory)], env=env, capture_output=True, text=True,
-                              timeout=300)
-        if done.returncode != 0:
+        failed = ""
+        for attempt in (1, 2):
+            done = subprocess.run([str(CLUSTER), "up", str(directory)], env=env, capture_output=True, text=True,
+                                  timeout=300)
+            if done.returncode == 0:
+                return cluster
+            failed += f"attempt {attempt}: cluster up failed ({done.returncode}): {done.stderr[-2000:]}\n"
+            tails = cluster.log_tails()
             cluster.down()
-            raise RuntimeError(f"cluster up failed ({done.returncode}): {done.stderr[-2000:]}\n{cluster.log_tails()}")
-        return cluster
+            shutil.rmtree(directory)
+            directory.mkdir()
+        raise RuntimeError(f"{failed}{tails}")
 
     def down(self) -> None:
         subprocess.run([str(CLUSTER), "down", str(self.directory)], capture_output=True, text=True, timeout=120)
