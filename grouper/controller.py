@@ -108,7 +108,9 @@ class Controller:
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
         self.informers: dict[str, list[Informer]] = {}
         self.podgroup_informers: dict[str, list[Informer]] = {}  # by backend: kinds may be shared
-        self.fact_informers: list[Informer] = []  # PriorityClasses, queues: what backends check against
+        # informers the grouper does not wait for at start: what refines a decision but is not
+        # needed for one (PriorityClasses and queues backends check against, namespaces being deleted)
+        self.refining_informers: list[Informer] = []
         self.deleted_namespaces: dict[str, Obj] = {}  # namespaces being deleted (phase Terminating)
         self.selected_namespaces: dict[str, Obj] | None = {} if self.options.namespace_selector else None
         self.synced = False
@@ -166,17 +168,17 @@ class Controller:
                 watch_timeout=self.options.watch_timeout, page_size=self.options.page_size,
                 optional=True, absent_probe_interval=self.options.absent_probe_interval)
             informer.on_presence = lambda present, kind=resource.kind: self._fact_presence(kind, present)
-            self.fact_informers.append(informer)
+            self.refining_informers.append(informer)
             out.append(informer)
-        # a namespace being deleted takes its gangs with it: their members go on purpose. Like the
-        # facts, a refinement the grouper does not wait for (nor needs, when it may not list namespaces)
+        # a namespace being deleted takes its gangs with it: their members go on purpose (not
+        # needed either: a grouper that may not list namespaces works all the same)
         deleting = Informer(
             self.api, NAMESPACE, None, store=self.deleted_namespaces, slim=_namespace_name,
             keep=lambda obj: True, handler=self._namespace_deleted, metrics=self.metrics,
             watch_timeout=self.options.watch_timeout, page_size=self.options.page_size,
             query={"fieldSelector": "status.phase=Terminating"},
         )
-        self.fact_informers.append(deleting)
+        self.refining_informers.append(deleting)
         out.append(deleting)
         if self.selected_namespaces is not None:
             selector = Informer(
@@ -309,9 +311,9 @@ class Controller:
         informers = self._build_informers()
         try:
             self._tasks = [asyncio.create_task(i.run(), name=f"watch {i.name}") for i in informers]
-            # PriorityClasses and queues only refine a group's settings: a grouper that may
-            # not read them (or not yet) works all the same, with those values unchecked
-            waiting = {asyncio.create_task(i.synced.wait()) for i in informers if i not in self.fact_informers}
+            # the refining informers: a grouper that may not read PriorityClasses, queues or
+            # namespaces (or not yet) works all the same, with those values unchecked
+            waiting = {asyncio.create_task(i.synced.wait()) for i in informers if i not in self.refining_informers}
             try:
                 while waiting:
                     done, _ = await asyncio.wait([*waiting, *self._tasks], return_when=asyncio.FIRST_COMPLETED)
