@@ -200,6 +200,40 @@ async def test_a_gang_that_lost_members_is_evicted(cluster, podgang, flavor):
             await wait_held_whole(here, "ring", 4, flavor)
 
 
+async def grouper_lines(podgang, here: Corner, then: Corner) -> list[str]:
+    """What the grouper logged about ``here``, read once it has placed a gang made after
+    everything in ``here`` happened (it reads pods through one watch, in order: it has seen
+    every pod of ``here`` come and go by then)."""
+    async with FakeKubelet(then):
+        await create_deployment(then, KAI, "next", 2)
+        await podgang.wait_logged("placed: 2 of minMember 2 members active", then.namespace)
+    return [line for line in podgang.processes["grouper"].log.read_text().splitlines() if here.namespace in line]
+
+
+def judged_or_warned(lines: list[str]) -> list[str]:
+    return [line for line in lines if "WARNING" in line or "action=stale" in line or "action=evict" in line]
+
+
+async def test_deleting_a_gangs_workload_is_not_a_stale_gang(cluster, podgang):
+    """`kubectl delete deployment` (background propagation: the Deployment goes at once, the
+    garbage collector deletes its ReplicaSet, then the pods): the gang's members go on purpose."""
+    async with corner(cluster, "gone-kai", nodes=2) as here:
+        async with FakeKubelet(here):
+            dep = await create_deployment(here, KAI, "ring", 2, gpus=2)
+            group = owned_group(dep)
+            await wait_size(here, KAI, group, 2)
+            await until(lambda: _all_running(here, "ring", 2), "the gang running")
+            await podgang.wait_logged("placed: 2 of minMember 2 members active", here.namespace)
+            cluster.kubectl("-n", here.namespace, "delete", "deployment", "ring", "--wait=false")
+
+            async def all_gone():
+                return not await here.pods(app="ring") and not await podgroup(here, KAI, group)
+            await until(all_gone, "the gang's pods and PodGroup gone")
+        async with corner(cluster, "after-kai", nodes=1) as then:
+            said = await grouper_lines(podgang, here, then)
+    assert said and not judged_or_warned(said), "\n".join(said)
+
+
 async def test_deleting_a_namespace_lets_its_gangs_go(cluster, podgang):
     """`kubectl delete namespace` with a placed gang in it: its pods go on purpose, so the gang
     is neither judged stale nor evicted, and nothing is written there (the apiserver refuses
@@ -220,15 +254,9 @@ async def test_deleting_a_namespace_lets_its_gangs_go(cluster, podgang):
                 except NotFound:
                     return True
             await until(gone, f"namespace {here.namespace} deleted")
-    # the grouper reads pods through one watch, in order: once it has placed a gang made after the
-    # namespace went, it has seen every pod of it go
-    async with corner(cluster, "after-kai", nodes=1) as there:
-        async with FakeKubelet(there):
-            await create_deployment(there, KAI, "next", 2)
-            await podgang.wait_logged("placed: 2 of minMember 2 members active", there.namespace)
-    said = [line for line in podgang.processes["grouper"].log.read_text().splitlines() if here.namespace in line]
-    assert said and not [line for line in said if "WARNING" in line or "action=stale" in line
-                         or "action=evict" in line], "\n".join(said)
+        async with corner(cluster, "after-kai", nodes=1) as then:
+            said = await grouper_lines(podgang, here, then)
+    assert said and not judged_or_warned(said), "\n".join(said)
 
 
 async def _all_running(here: Corner, app: str, count: int) -> bool:
