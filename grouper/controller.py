@@ -200,13 +200,14 @@ class Controller:
             self.cache.fact_stores[kind].clear()
 
     def _namespace_deleted(self, kind: str, old: Obj | None, new: Obj | None) -> None:
-        """A namespace began to be deleted (or is gone): its gangs are let go, once each."""
+        """A namespace began to be deleted: its gangs are let go. (Once it is gone there is
+        nothing to look at there: its pods went first.)"""
         if new is not None and old is None:
             namespace = obj_key(new).partition("/")[2]
             groups = [key for key in self.cache.all_group_keys() if split_key(key)[0] == namespace]
             log.info("namespace being deleted: its gangs are let go, not judged stale nor written",
                      extra={"fields": {"namespace": namespace, "action": "namespace-deleted", "groups": len(groups)}})
-        self._namespace_changed(kind, old, new)
+            self._namespace_changed(kind, old, new)
 
     def being_deleted(self, namespace: str) -> bool:
         """Whether ``namespace`` is being deleted: nothing new can be made in it, and every
