@@ -288,9 +288,14 @@ class Controller:
             self.queue.add((POD_KEY, key))
 
     def _upsert(self, kind: str | Backend, raw: dict[str, Any]) -> None:
+        """Put what the grouper just wrote in the cache. A write that worked is also word that
+        the resource is served: a scheduler (its PodGroup CRD) installed after the grouper
+        started is watched from its first group on, not from the next probe."""
         informers = self._informers_of(kind)
         if informers:
             informers[0].upsert(raw)
+            for informer in informers:
+                informer.probe_soon()
 
     def _forget(self, kind: str | Backend, raw: dict[str, Any]) -> None:
         informers = self._informers_of(kind)

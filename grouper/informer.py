@@ -10,8 +10,9 @@
   logged when it begins or changes, and the recovery once: a watch RBAC forbids is one
   warning, not one every 30 s.
 - A resource that is not served (a CRD that is not installed) is logged once and
-  probed again rarely — or soon, when an object names an owner of its kind
-  (``probe_soon``: the operator was installed meanwhile), at most every ``probe_spacing``.
+  probed again rarely — or soon, when an object names an owner of its kind or one of it was
+  just written (``probe_soon``: the operator or the scheduler was installed meanwhile), at
+  most every ``probe_spacing``.
 """
 
 from __future__ import annotations

@@ -1164,3 +1164,19 @@ async def test_a_grouper_that_may_not_read_namespaces_works_and_takes_the_apiser
         assert not events(emu, "PodGroupWriteFailed") and not events(emu, "GangStale")
         warned = [r for r in caplog.records if r.levelno >= logging.WARNING]  # once, however often it is retried
         assert len(warned) == 1 and warned[0].fields["resource"] == "namespaces", caplog.text
+
+
+async def test_a_scheduler_installed_after_the_grouper_started_is_watched_from_its_first_group(emu):
+    """KAI's PodGroup CRD installed while the grouper runs: the first group the grouper creates
+    tells it the kind is served, and it watches the groups from then on (a user's change to one
+    is seen), not from its next probe 10 minutes on."""
+    emu.remove_crd("podgroups.scheduling.run.ai")
+    async with running_grouper(emu) as g:
+        [informer] = g.controller.podgroup_informers["kai"]
+        await emu.wait_for(lambda: informer.absent, 5.0, "the missing CRD was never noticed")
+        emu.add_crd("podgroups.scheduling.run.ai")
+        dep, _, _ = deploy_with_pods(emu, "late", 2)
+        await emu.wait_for(lambda: min_member(emu, owned_group(dep)) == 2, 5.0, "no group created")
+        await emu.wait_for(lambda: not informer.absent, 10.0, "the served CRD is still not watched")
+        emu.patch_object("podgroups", NS, owned_group(dep), {"spec": {"minMember": 5}})  # someone else's write
+        await emu.wait_for(lambda: min_member(emu, owned_group(dep)) == 2, 5.0, "the change was not seen")
