@@ -44,7 +44,6 @@ from podgang.grouper.podgroups import (
     group_backend,
     is_managed,
     is_orphan_candidate,
-    owner_skipped,
     plan_writes,
     pod_gang,
     pod_subgroup,
@@ -523,6 +522,8 @@ class Controller:
                 continue
             current = backend.subgroup_of(pod)
             if current is None:
+                if not listed:
+                    continue  # nothing it could be labelled with
                 wanted = pod_subgroup(self.cache, pod)
                 value = wanted if wanted in listed else None
             elif current not in listed and self._podgang_set_subgroup(pod, current):
@@ -945,7 +946,7 @@ class Controller:
         backend = self.settings.backend_for(pod)
         if backend is None or not backend.needs_backfill(pod) or not self.touches(split_key(key)[0], backend):
             return
-        if owner_skipped(self.cache, pod):
+        if self.cache.owner_skipped(pod):
             return  # the webhook left it alone for the same reason
         gang = pod_gang(self.cache, pod)
         if gang is None:

@@ -398,6 +398,9 @@ class Cache:
         self.workloads: dict[str, dict[str, Obj]] = {k.kind: {} for k in FOLLOWED}
         # indexes
         self.by_uid: dict[str, Obj] = {}  # pods and workloads, for owner walks
+        # the walk above a pod's owner, by that owner: the pods of one ReplicaSet share it. Only
+        # complete walks through workloads, forgotten whenever a workload changes
+        self._walks: dict[tuple[str, str], tuple[list[Obj], bool]] = {}  # (the walk, an owner skipped)
         self.pods_by_group: dict[str, set[str]] = {}  # group key -> pod keys
         self.pods_by_owner: dict[str, set[str]] = {}  # owner uid -> pod keys
         self.unlabelled: set[str] = set()  # pod keys without membership (backfill)
@@ -450,6 +453,7 @@ class Cache:
 
     def set_watched(self, kind: str, watched: bool) -> None:
         """Record whether a workload kind is being watched (optional CRDs may be absent)."""
+        self._walks.clear()  # a walk ended at a kind not watched, or waits for one that is
         if watched:
             self.watched_kinds.add(kind)
         else:
@@ -514,6 +518,7 @@ class Cache:
         may be None) and say what needs a look. The store itself is already updated."""
         if kind == "Pod":
             return self._apply_pod(old, new)
+        self._walks.clear()
         backend = self._podgroup_backend(kind)
         if backend is not None:
             changes = Changes(urgent=True)
@@ -698,19 +703,37 @@ class Cache:
         """The cached owner objects of a pod, nearest first, and whether the walk is
         complete. It is incomplete when an owner of a watched kind is not (yet)
         in the cache; owners of kinds the grouper does not watch end the walk."""
+        memo = self._walk_key(pod)
+        if memo is not None and memo in self._walks:
+            return list(self._walks[memo][0]), True
         chain: list[Obj] = []
         for _ in range(16):
             ref = rules.owner_to_look_up(pod, chain)
             if ref is None:
-                return chain, True
+                break
             obj = self.by_uid.get(ref.uid) if ref.uid else None
             if obj is None or obj.get("kind") != ref.kind:
                 if ref.kind in self.watched_kinds:
                     return chain, False
                 # a kind podgang does not watch (or a pod out of scope): it is the top
-                return chain, True
+                break
             chain.append(obj)
+        if memo is not None and all(o.get("kind") != "Pod" for o in chain):
+            self._walks[memo] = (list(chain), rules.owner_skip_problem(chain, self.settings) is not None)
         return chain, True
+
+    def owner_skipped(self, pod: Mapping[str, Any]) -> bool:
+        """Whether an owner of ``pod`` (as far as the cache holds them) is labelled podgang.io/skip."""
+        key = self._walk_key(pod)
+        walked = self._walks.get(key) if key is not None else None
+        if walked is not None:
+            return walked[1]
+        return rules.owner_skip_problem(self.owner_chain(pod)[0], self.settings) is not None
+
+    @staticmethod
+    def _walk_key(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+        first = rules.owner_to_look_up(pod)
+        return (first.uid, first.kind) if first is not None and first.uid and first.kind != "Pod" else None
 
 
 def _discard(index: dict[str, set], key: str, member: Any) -> None:

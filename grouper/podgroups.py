@@ -201,9 +201,6 @@ def pod_subgroup(cache: Cache, pod: Obj) -> str | None:
     return gang.subgroup if isinstance(gang, rules.Gang) else None
 
 
-def owner_skipped(cache: Cache, pod: Obj) -> bool:
-    """Whether an owner of ``pod`` (as far as the cache holds them) is labelled podgang.io/skip."""
-    return rules.owner_skip_problem(cache.owner_chain(pod)[0], cache.settings) is not None
 
 
 def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual: Obj | None) -> Desired:
@@ -211,7 +208,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     namespace, name = split_key(group_key)
     # a pod whose owner is labelled podgang.io/skip is none of podgang's business, whatever
     # group it names (KAI's own pod-grouper gives it one): as the webhook decides
-    members = [p for p in cache.members(group_key) if not owner_skipped(cache, p)]
+    members = [p for p in cache.members(group_key) if not cache.owner_skipped(p)]
 
     # 1. A top workload owns it (spec §2.2), found from the workload itself.
     owner_workload = cache.group_owner_workload(group_key)

@@ -41,10 +41,18 @@ sys.path.insert(0, str(ROOT))
 
 from tests.kube_emulator import KubeEmulator  # noqa: E402
 
+from podgang.backends import KAI  # noqa: E402
 from podgang.objects import OwnerRef  # noqa: E402
 from podgang.rules import owned_group_name  # noqa: E402
 
 NS = "bench"
+
+
+def admitted(app: str, group: str) -> dict:
+    """A pod's labels and annotations as podgang's webhook admits it into ``group`` (the KAI
+    backend's own membership keys, so that the grouper finds nothing to backfill)."""
+    membership = KAI.backfill_patch({}, group)["metadata"]
+    return {"labels": {"app": app, **membership.get("labels", {})}, "annotations": membership.get("annotations", {})}
 
 
 def populate(emu: KubeEmulator, gangs: int, per_gang: int) -> list[tuple[str, str]]:
@@ -70,8 +78,7 @@ def populate(emu: KubeEmulator, gangs: int, per_gang: int) -> list[tuple[str, st
         for i in range(per_gang):
             emu.put({"apiVersion": "v1", "kind": "Pod",
                      "metadata": {"name": f"{rs_name}-{i:03d}", "namespace": NS, "ownerReferences": [rs_owner],
-                                  "labels": {"app": name, "kai.scheduler/podgroup": group},
-                                  "annotations": {"pod-group-name": group}},
+                                  **admitted(name, group)},
                      "spec": {"schedulerName": "kai-scheduler", "nodeName": f"node-{i % 50}",
                               "containers": [{"name": "c", "image": "busybox",
                                               "resources": {"requests": {"cpu": "100m"}}}]},
@@ -178,8 +185,7 @@ async def measure(args: argparse.Namespace, size: int) -> dict:
                                       "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                                                            "name": rs_name, "uid": rs["metadata"]["uid"],
                                                            "controller": True}],
-                                      "labels": {"app": dep, "kai.scheduler/podgroup": group},
-                                      "annotations": {"pod-group-name": group}},
+                                      **admitted(dep, group)},
                          "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]},
                          "status": {"phase": "Pending"}})
             await emu.wait_for(lambda: emu.get("podgroups", NS, group)["spec"]["minMember"] == 1000, 5.0)

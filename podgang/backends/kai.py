@@ -8,6 +8,7 @@ sharing annotations are KAI's too; the rules read their names from here.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Mapping
 
@@ -159,9 +160,9 @@ class KaiBackend(MinMemberPodGroups):
             md = metadata(top)
             api_version = str(top.get("apiVersion") or "")
             group, _, version = api_version.rpartition("/")
-            owner = {"name": str(md.get("name") or ""), "uid": str(md.get("uid") or ""), "group": group,
-                     "version": version, "kind": str(top.get("kind") or "")}
-            options["annotations"] = {TOP_OWNER_METADATA_ANNOTATION: yaml.safe_dump(owner, sort_keys=True),
+            owner = _top_owner_metadata(str(md.get("name") or ""), str(md.get("uid") or ""), group, version,
+                                        str(top.get("kind") or ""))
+            options["annotations"] = {TOP_OWNER_METADATA_ANNOTATION: owner,
                                       **{k: v for k, v in annotations(top).items()
                                          if isinstance(v, str) and k != LAST_APPLIED_ANNOTATION}}
         if extra:
@@ -404,4 +405,17 @@ def _first(objs: list[Any], section: str, key: str) -> tuple[str | None, str]:
     return None, ""
 
 
+@functools.lru_cache(maxsize=16384)
+def _top_owner_metadata(name: str, uid: str, group: str, version: str, kind: str) -> str:
+    """KAI's top-owner-metadata annotation, as KAI's grouper writes it (YAML). Remembered, and
+    written by libyaml where PyYAML has it: every reconcile of a gang asks for it again, and
+    pure-Python YAML takes 0.35 ms a time (3.5 s of a first reconcile of 10,000 gangs)."""
+    return yaml.dump({"name": name, "uid": uid, "group": group, "version": version, "kind": kind},
+                     Dumper=_SAFE_DUMPER, sort_keys=True)
+
+
+_SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
 KAI = KaiBackend()
+
