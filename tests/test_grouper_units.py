@@ -496,3 +496,23 @@ async def test_a_watch_cut_after_working_reconnects_at_once_every_time():
         await asyncio.gather(task, return_exceptions=True)
     assert seen[:5] == [1, 1, 1, 1, 1]
     assert informer.lists == 1  # resumed from the bookmark's resourceVersion, never relisted
+
+
+def test_an_owner_walk_is_remembered_per_owner_and_forgotten_when_a_workload_changes():
+    """The pods of one ReplicaSet share its walk and its podgang.io/skip verdict; a label put
+    on the Deployment afterwards, or the Deployment gone, is seen at once."""
+    dep = deployment("web", 2)
+    rs = replicaset(dep)
+    pods = [pod(f"web-abc12-{i}", owner=rs) for i in range(2)]
+    cache = feed(Cache(), dep, rs, *pods)
+    slim = [cache.pods[obj_key(p)] for p in pods]
+    assert [o["kind"] for o in cache.owner_chain(slim[0])[0]] == ["ReplicaSet", "Deployment"]
+    assert cache.owner_chain(slim[1]) == cache.owner_chain(slim[0]) and len(cache._walks) == 1
+    assert not cache.owner_skipped(slim[1])
+    skipped = {**dep, "metadata": {**dep["metadata"], "labels": {"podgang.io/skip": "true"}}}
+    feed(cache, skipped)
+    assert all(cache.owner_skipped(p) for p in slim)
+    remove(cache, skipped)
+    chain, complete = cache.owner_chain(slim[0])
+    assert [o["kind"] for o in chain] == ["ReplicaSet"] and not complete  # its Deployment not (yet) cached
+    assert not cache.owner_skipped(slim[0])
