@@ -722,6 +722,22 @@ class Cache:
             self._walks[memo] = (list(chain), rules.owner_skip_problem(chain, self.settings) is not None)
         return chain, True
 
+    def not_skipped(self, pods: list[Obj]) -> list[Obj]:
+        """``pods`` without those whose owner is labelled podgang.io/skip. Pods naming the same
+        owner the same way share one reference object (the Slimmer's): asked once per owner."""
+        verdicts: dict[int, bool] = {}  # by id of that object, alive for the whole call
+        out = []
+        for pod in pods:
+            refs = _d(pod.get("metadata")).get("ownerReferences")
+            shared = refs[0] if isinstance(refs, list) and len(refs) == 1 else None
+            if shared is None:
+                skipped = self.owner_skipped(pod)
+            elif (skipped := verdicts.get(id(shared))) is None:  # type: ignore[assignment]
+                skipped = verdicts[id(shared)] = self.owner_skipped(pod)
+            if not skipped:
+                out.append(pod)
+        return out
+
     def owner_skipped(self, pod: Mapping[str, Any]) -> bool:
         """Whether an owner of ``pod`` (as far as the cache holds them) is labelled podgang.io/skip."""
         key = self._walk_key(pod)

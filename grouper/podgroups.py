@@ -208,7 +208,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     namespace, name = split_key(group_key)
     # a pod whose owner is labelled podgang.io/skip is none of podgang's business, whatever
     # group it names (KAI's own pod-grouper gives it one): as the webhook decides
-    members = [p for p in cache.members(group_key) if not cache.owner_skipped(p)]
+    members = cache.not_skipped(cache.members(group_key))
 
     # 1. A top workload owns it (spec §2.2), found from the workload itself.
     owner_workload = cache.group_owner_workload(group_key)

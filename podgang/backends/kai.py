@@ -396,10 +396,10 @@ def _kind_name(obj: Any) -> str:
 
 
 def _first(objs: list[Any], section: str, key: str) -> tuple[str | None, str]:
-    """The first non-empty ``key`` in ``metadata.<section>`` of ``objs``, and whose it is."""
-    read = labels if section == "labels" else annotations
+    """The first non-empty ``key`` in ``metadata.<section>`` of ``objs``, and whose it is (one
+    look-up per object: a gang's every pod is asked for every setting)."""
     for obj in objs:
-        value = read(obj).get(key)
+        value = as_dict(metadata(obj).get(section)).get(key)
         if isinstance(value, str) and value:
             return value, _kind_name(obj) if as_dict(obj).get("kind") else "the pod"
     return None, ""
