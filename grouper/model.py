@@ -732,7 +732,9 @@ class Cache:
             shared = refs[0] if isinstance(refs, list) and len(refs) == 1 else None
             if shared is None:
                 skipped = self.owner_skipped(pod)
-            elif (skipped := verdicts.get(id(shared))) is None:  # type: ignore[assignment]
+            elif id(shared) in verdicts:
+                skipped = verdicts[id(shared)]
+            else:
                 skipped = verdicts[id(shared)] = self.owner_skipped(pod)
             if not skipped:
                 out.append(pod)

@@ -201,8 +201,6 @@ def pod_subgroup(cache: Cache, pod: Obj) -> str | None:
     return gang.subgroup if isinstance(gang, rules.Gang) else None
 
 
-
-
 def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual: Obj | None) -> Desired:
     settings = cache.settings
     namespace, name = split_key(group_key)
