@@ -445,7 +445,9 @@ class Controller:
         if not self.touches(split_key(key)[0], group_backend(self.cache, key)):
             return  # outside --namespace-selector: not ours to touch (nor worth deciding)
         if self.being_deleted(split_key(key)[0]):
-            self._let_go(key)
+            # its members leave on purpose, and nothing new can be made there: neither judged
+            # stale nor evicted, its PodGroup neither made nor resized
+            self._unwatch(key, contributions=True)
             return
         for _attempt in range(self.options.max_write_attempts):
             desired = desired_group(self.cache, key)
@@ -462,7 +464,7 @@ class Controller:
                 if not await self._write(key, writes[0], desired, actual, started):
                     continue  # the cache was refreshed: plan again
             except NamespaceTerminating:
-                self._let_go(key)
+                self._unwatch(key, contributions=True)  # as above: the namespace is being deleted
                 raise
             except ApiError:
                 # the write is warned about and retried, but the gang is still
@@ -485,14 +487,14 @@ class Controller:
         await self._label_subgroups(key, desired, actual)
         self._observe(key, desired, started)
 
-    def _let_go(self, key: str) -> None:
-        """Forget a gang whose namespace is being deleted: its members leave on purpose, so it is
-        neither stale nor evicted, and its PodGroup is neither made nor resized (the apiserver
-        refuses anything new there)."""
+    def _unwatch(self, key: str, *, contributions: bool) -> None:
+        """Stop judging a gang: forget its stale state and sizes (and what its workloads
+        contributed, when the group is gone for good)."""
         self.tracker.forget(key)
         self._observed_min.pop(key, None)
         self._lowered_at.pop(key, None)
-        self._contributions.pop(key, None)
+        if contributions:
+            self._contributions.pop(key, None)
         self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
 
     def _changed_by_others(self, key: str, desired: Desired, actual: Obj | None) -> None:
@@ -793,12 +795,7 @@ class Controller:
     def _observe(self, key: str, desired: Desired, started: float) -> None:
         actual = self._actual(key, desired)
         if actual is None or desired.source is None:
-            self.tracker.forget(key)
-            self._observed_min.pop(key, None)
-            self._lowered_at.pop(key, None)
-            if actual is None and not desired.members:
-                self._contributions.pop(key, None)
-            self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
+            self._unwatch(key, contributions=actual is None and not desired.members)
             return
         assert desired.backend is not None  # it holds the group
         if size_held(desired, actual, self.settings) and desired.min_member is not None:
