@@ -166,7 +166,7 @@ def render(args: argparse.Namespace, snapshot: Snapshot, settings: Settings,
             raise StatusError(f"pod {args.explain} not found in namespace {namespace}")
         code = STALE_FOUND if found.gang is not None and found.gang.state == "stale" else OK
         if args.output in ("json", "yaml"):
-            return _dumped(explanation_as_dict(found, snapshot.now), args.output, code)
+            return _dumped(explanation_as_dict(found, snapshot.now), args, code)
         text = explanation_text(found, snapshot.now)
         return text, code, text
     report = build_report(snapshot, settings, grace, namespace, args.group)
@@ -175,14 +175,14 @@ def render(args: argparse.Namespace, snapshot: Snapshot, settings: Settings,
         raise StatusError(f"no gang named {args.group} in {where}")
     code = STALE_FOUND if report.stale else OK
     if args.output in ("json", "yaml"):
-        return _dumped(report_as_dict(report), args.output, code)
+        return _dumped(report_as_dict(report), args, code)
     text = table(report, wide=args.output == "wide")
     return text, code, text
 
 
-def _dumped(data: dict[str, Any], output: str, code: int) -> tuple[str, int, str]:
-    text = dump(data, output)
-    return text, code, dump({**data, "time": None}, "json")
+def _dumped(data: dict[str, Any], args: argparse.Namespace, code: int) -> tuple[str, int, str]:
+    text = dump(data, args.output)
+    return text, code, dump({**data, "time": None}, "json") if args.watch else text
 
 
 def context_namespace(kubeconfig: str | None, context: str | None) -> str:
