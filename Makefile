@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: run test test-fast bench-webhook bench-slow-clients bench-grouper clean
+.PHONY: run test test-fast reference docs bench-webhook bench-slow-clients bench-grouper clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,16 @@ test: $(BIN)/.installed
 test-fast: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m "not real_cluster"
 
+# The reference pages (docs/reference/, the chart README's values) and the outputs of the
+# offline commands the docs show, written again from their sources; tests/test_docs.py fails
+# while any of them is stale.
+reference: $(BIN)/.installed
+	$(BIN)/python docs/generate.py
+
+# The documentation site (mkdocs-material) into site/; broken links and missing pages fail.
+docs: $(BIN)/.installed
+	$(BIN)/mkdocs build --strict
+
 # podgang webhook vs a bare aiohttp TLS endpoint (and the Go anchor when a Go toolchain
 # is found), same load generator (wrk if installed), pinned cores (see bench/README.md).
 bench-webhook: $(BIN)/.installed
@@ -46,4 +56,4 @@ bench-grouper: $(BIN)/.installed
 	$(BIN)/python bench/grouper/bench.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) build site *.egg-info .pytest_cache .hypothesis

@@ -994,7 +994,7 @@ def _namespace_name(raw: Any) -> Obj:
     return {"metadata": {"name": md.get("name"), "namespace": "", "resourceVersion": md.get("resourceVersion")}}
 
 
-#: the annotation podgang touches on a held gang's PodGroup to have its scheduler try it again
+#: written on a held coscheduling gang's PodGroup every 20 s: the plugin tries the gang again
 WOKEN_ANNOTATION = "podgang.io/woken-at"
 
 

@@ -41,7 +41,9 @@ ONE_PER_REPLICA = "replica"  # one PodGroup per replica group (LeaderWorkerSet)
 FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget", "Completed",
                                  "Succeeded"})  # Succeeded: a Kubeflow training job's
 
+#: read on a pod: its LeaderWorkerSet (set by the LWS controller)
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+#: read on a pod: its LWS group, the suffix of its PodGroup (`…-group-<index>`)
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 
 
@@ -57,6 +59,17 @@ class Role:
     reason: str  # where the number comes from
     template: Template = field(default_factory=dict)  # its pod template: podgang.io/min-available pins the role
     path: str = ""  # where that template is
+
+
+@dataclass(frozen=True)
+class KindDoc:
+    """What the reference page says of a kind (``docs/reference/workload-kinds.md`` is
+    generated from it by ``make reference``): the rules above in words, beside KAI's."""
+
+    size: str  # its gang's size, in words
+    roles: str = ""  # its subgroups; empty: one part (the whole gang)
+    staging: str = ""  # when its controller makes pods in stages: what the gang counts when
+    kai: str = ""  # KAI's own pod-grouper, where it does otherwise; empty: the same
 
 
 @dataclass(frozen=True)
@@ -106,6 +119,8 @@ class WorkloadKind:
     suspended: Callable[[Any], bool] = lambda obj: spec(obj).get("suspend") is True
     #: the run is over: it wants no pods any more
     finished: Callable[[Any], bool] = lambda obj: _conditions_finished(obj)
+    #: the kind's rules in words, for the generated reference page
+    doc: KindDoc = KindDoc("")
 
     @property
     def kind(self) -> str:
@@ -354,7 +369,9 @@ def _slim_template_only(s: Mapping[str, Any], slim_template: SlimTemplate) -> Ob
 # ---------------------------------------------------------------------------
 # Kubeflow training jobs: training-operator's v1 kinds, mpi-operator's v2beta1 MPIJob
 
+#: read on a pod: its role (subgroup) in a Kubeflow training job (training-operator)
 KUBEFLOW_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+#: read on a pod: its role in an MPIJob (mpi-operator)
 KUBEFLOW_JOB_ROLE_LABEL = "training.kubeflow.org/job-role"
 #: the replica type a smaller minimum (elastic, minAvailable) is taken from first: the
 #: others (master, launcher, chief, ps) are each the one pod the rest cannot run without
@@ -466,19 +483,21 @@ def _run_policy_suspended(obj: Any) -> bool:
     return as_dict(spec(obj).get("runPolicy")).get("suspend") is True
 
 
-def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...], *, version: str = "v1",
-                   also: tuple[str, ...] = (), elastic: bool = False, launcher_waits: bool = False) -> WorkloadKind:
+def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...], doc: KindDoc, *,
+                   version: str = "v1", also: tuple[str, ...] = (), elastic: bool = False,
+                   launcher_waits: bool = False) -> WorkloadKind:
     roles, size, templates = _kubeflow(field, elastic, launcher_waits)
     return WorkloadKind(
         Resource("kubeflow.org", version, plural, kind, optional=True, also=also), size, templates,
         _slim_kubeflow(field), aliases=aliases, status_fields=("replicaStatuses",), roles=roles,
-        role_labels=(KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_JOB_ROLE_LABEL), suspended=_run_policy_suspended,
+        role_labels=(KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_JOB_ROLE_LABEL), suspended=_run_policy_suspended, doc=doc,
     )
 
 
 # ---------------------------------------------------------------------------
 # JobSet (and through it Trainer v2's TrainJob): a subgroup per replicated job
 
+#: read on a pod: its replicated job (subgroup) in a JobSet
 JOBSET_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 
 
@@ -509,6 +528,7 @@ def _slim_trainjob(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 # ---------------------------------------------------------------------------
 # KubeRay: a RayCluster (on its own, or made by a RayJob or a RayService)
 
+#: read on a pod: its Ray group (subgroup): `headgroup` or a worker group's name
 RAY_GROUP_LABEL = "ray.io/group"
 RAY_HEAD_GROUP = "headgroup"  # the head pod's ray.io/group
 
@@ -594,6 +614,7 @@ def _ray_job_finished(obj: Any) -> bool:
 # ---------------------------------------------------------------------------
 # Spark operator: a SparkApplication's driver, then its executors (owned by the driver pod)
 
+#: read on a pod: `driver` or `executor` (subgroup) of a SparkApplication
 SPARK_ROLE_LABEL = "spark-role"
 _SPARK_DRIVER_RUNS = ("RUNNING",)
 _SPARK_DONE = ("COMPLETED", "FAILED", "SUBMISSION_FAILED")
@@ -720,58 +741,100 @@ REPLICA_SET = WorkloadKind(
     Resource("apps", "v1", "replicasets", "ReplicaSet"), _replicas_size, _spec_template, _slim_replicas,
     aliases=("replicaset", "replicasets", "rs"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.replica_set_rollout, status_fields=_REPLICATED_STATUS,
+    doc=KindDoc("`spec.replicas`", kai="1 (the default grouper)"),
 )
 DEPLOYMENT = WorkloadKind(
     Resource("apps", "v1", "deployments", "Deployment"), _replicas_size, _spec_template, _slim_deployment,
     aliases=("deployment", "deployments", "deploy"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.deployment_rollout, status_fields=_REPLICATED_STATUS, kept_conditions=("Progressing",),
+    doc=KindDoc("`spec.replicas`", kai="1: one PodGroup per pod (`pg-<pod>-<uid>`, owned by the pod), no gang"),
 )
 STATEFUL_SET = WorkloadKind(
     Resource("apps", "v1", "statefulsets", "StatefulSet"), _statefulset_size, _spec_template, _slim_statefulset,
     aliases=("statefulset", "statefulsets", "sts"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.statefulset_rollout, status_fields=_REPLICATED_STATUS, stages=_statefulset_stages,
+    doc=KindDoc("`spec.replicas` with `podManagementPolicy: Parallel`, else 1",
+                staging="`OrderedReady` (the default) makes pod N+1 only once pod N is Ready: a gang of 1 and a "
+                        "`GangStaged` warning",
+                kai="1 for the whole set"),
 )
 JOB = WorkloadKind(
     Resource("batch", "v1", "jobs", "Job"), _job_kind_size, _spec_template, _slim_job,
     aliases=("job", "jobs"), scale_path=("spec", "parallelism"), status_fields=_RUN_STATUS,
+    doc=KindDoc("`parallelism` capped by the completions still to come (`completions` − `status.succeeded`)",
+                kai="the annotation `kai.scheduler/batch-min-member`, else 1"),
 )
 CRON_JOB = WorkloadKind(
     Resource("batch", "v1", "cronjobs", "CronJob"), _cronjob_size, _cronjob_templates, _slim_cronjob,
     aliases=("cronjob", "cronjobs", "cj"), scale_path=("spec", "jobTemplate", "spec", "parallelism"),
     layout=ONE_PER_RUN, runs=("Job",),
+    doc=KindDoc("per Job run (one PodGroup each): its `jobTemplate` sized as a Job",
+                kai="one PodGroup per Job run, size 1"),
 )
 LEADER_WORKER_SET = WorkloadKind(
     Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", optional=True),
     _lws_size, _lws_templates, _slim_lws,
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
+    doc=KindDoc("`leaderWorkerTemplate.size` per group (one PodGroup per LWS group, `…-group-<index>`)",
+                kai="the same, but 1 while the leader is unbound under `startupPolicy: LeaderReady`"),
 )
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
     _jobset_size, _jobset_templates, _slim_jobset, aliases=("jobset", "jobsets"),
     status_fields=(*_RUN_STATUS, "replicatedJobsStatus"),
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,),
+    doc=KindDoc("Σ `replicas × min(parallelism, completions)` over the replicated jobs made now",
+                roles="one per replicated job (label `jobset.sigs.k8s.io/replicatedjob-name`)",
+                staging="a replicated job that `dependsOn` another joins once that one is Ready or Complete, one "
+                        "others wait to see Complete leaves once it is; under `startupPolicy: InOrder` each joins "
+                        "once the one before it is Ready",
+                kai="`minSubGroup` over replicated jobs (1 under `InOrder`) and a leaf per Job; `dependsOn` not read"),
 )
-PYTORCH_JOB = _kubeflow_kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", ("pytorchjob", "pytorchjobs"),
-                             elastic=True)
-TF_JOB = _kubeflow_kind("TFJob", "tfjobs", "tfReplicaSpecs", ("tfjob", "tfjobs"))
-XGBOOST_JOB = _kubeflow_kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("xgboostjob", "xgboostjobs"))
-JAX_JOB = _kubeflow_kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", ("jaxjob", "jaxjobs"))
-PADDLE_JOB = _kubeflow_kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs", ("paddlejob", "paddlejobs"))
+PYTORCH_JOB = _kubeflow_kind(
+    "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", ("pytorchjob", "pytorchjobs"),
+    KindDoc("`runPolicy.schedulingPolicy.minAvailable`, else `elasticPolicy.minReplicas`, else Σ replica specs' "
+            "`replicas` (unset: 1)", roles="one per replica type: `master`, `worker`",
+            kai="the same size; subgroups `master`, `worker`"), elastic=True)
+TF_JOB = _kubeflow_kind("TFJob", "tfjobs", "tfReplicaSpecs", ("tfjob", "tfjobs"), KindDoc(
+    "`minAvailable`, else Σ `replicas`", roles="one per replica type: `chief`, `ps`, `worker`, `evaluator`, …",
+    kai="the same size, no subgroups"))
+XGBOOST_JOB = _kubeflow_kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("xgboostjob", "xgboostjobs"), KindDoc(
+    "`minAvailable`, else Σ `replicas`", roles="one per replica type", kai="the same size, no subgroups"))
+JAX_JOB = _kubeflow_kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", ("jaxjob", "jaxjobs"), KindDoc(
+    "`minAvailable`, else Σ `replicas`", roles="one per replica type", kai="the same size, no subgroups"))
+PADDLE_JOB = _kubeflow_kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs", ("paddlejob", "paddlejobs"), KindDoc(
+    "`minAvailable`, else Σ `replicas`", roles="`master`, `worker`",
+    kai="no plugin, no RBAC: one PodGroup per pod, no gang"))
 #: mpi-operator's v2beta1 (its launcher is a Job) or training-operator's v1: one CRD name, so
 #: a cluster serves one of them, with the fields podgang reads in the same places
-MPI_JOB = _kubeflow_kind("MPIJob", "mpijobs", "mpiReplicaSpecs", ("mpijob", "mpijobs"), version="v2beta1",
-                         also=("v1",), launcher_waits=True)
+MPI_JOB = _kubeflow_kind(
+    "MPIJob", "mpijobs", "mpiReplicaSpecs", ("mpijob", "mpijobs"),
+    KindDoc("`minAvailable`, else Σ `replicas`", roles="`launcher`, `worker`",
+            staging="with `launcherCreationPolicy: WaitForWorkersReady` the launcher is left out until mpi-operator "
+                    "reports it (`status.replicaStatuses.Launcher`)",
+            kai="the same size (it looks for the launcher pod), no subgroups"),
+    version="v2beta1", also=("v1",), launcher_waits=True)
 #: Trainer v2: the trainer makes one JobSet per TrainJob (named after it) from the runtime; that
 #: JobSet is the TrainJob's one gang, sized and split into subgroups as a JobSet
 TRAIN_JOB = WorkloadKind(
     Resource("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", optional=True), _trainjob_size,
     lambda obj: [], _slim_trainjob, aliases=("trainjob", "trainjobs"), layout=ONE_PER_RUN, runs=("JobSet",),
     lends_metadata=True,
+    doc=KindDoc("the JobSet the trainer makes for it (named after it) is its one gang, sized as a JobSet; its KAI "
+                "queue, priority and preemptibility are read from the TrainJob's labels and annotations where the "
+                "JobSet has none of its own", roles="as the JobSet", staging="as the JobSet",
+                kai="the same (it skips the TrainJob, copies its labels and annotations onto the JobSet without "
+                    "overwriting, and groups the JobSet)"),
 )
+RAY_SIZE_RULE = ("head 1 + Σ worker groups `minReplicas` (or `replicas` when `minReplicas` is 0) × `numOfHosts`; a "
+                 "worker group with `suspend: true` is left out, a suspended cluster wants no pods")
 RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
     _slim_ray(None), aliases=("raycluster", "rayclusters"), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    doc=KindDoc(RAY_SIZE_RULE, roles="`headgroup` + one per worker group (`groupName`, pods by label `ray.io/group`)",
+                kai="the same size, but it checks a field `suspended` that KubeRay does not have (KubeRay's is "
+                    "`suspend`): suspended groups still count"),
 )
 #: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
 #: own, and so is its submitter Job: the submitter starts only once the cluster is ready
@@ -780,12 +843,20 @@ RAY_JOB = WorkloadKind(
     _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
     status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj),
+    doc=KindDoc("its cluster (the one `status.rayClusterName` names, made from `spec.rayClusterSpec`) is a gang of "
+                "its own, sized as a RayCluster; the submitter Job, made once the cluster is ready, is a gang of its "
+                "own too", roles="as the RayCluster",
+                kai="one PodGroup per RayJob that also holds the submitter; an error until `status.rayClusterName` "
+                    "is set"),
 )
 #: each cluster of a RayService (the serving one, and a new one during an upgrade) is a gang of its own
 RAY_SERVICE = WorkloadKind(
     Resource("ray.io", "v1", "rayservices", "RayService", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), layout=ONE_PER_RUN, runs=("RayCluster",),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    doc=KindDoc("each cluster it makes (the serving one, and a new one during an upgrade) is a gang of its own, "
+                "sized as a RayCluster", roles="as the RayCluster",
+                kai="one PodGroup per RayService: the old and the new cluster in one gang"),
 )
 #: a staged gang: the driver, then (once spark-operator says it runs) the driver and the
 #: executors it makes, which Spark owns by the driver pod
@@ -794,10 +865,17 @@ SPARK_APPLICATION = WorkloadKind(
     _spark_size, _spark_templates, _slim_spark, aliases=("sparkapplication", "sparkapplications", "sparkapp"),
     status_fields=("applicationState",), roles=_spark_roles, role_labels=(SPARK_ROLE_LABEL,), whole_roles=_spark_whole,
     finished=lambda obj: _spark_state(obj) in _SPARK_DONE,
+    doc=KindDoc("the driver + `executor.instances` (or `dynamicAllocation.minExecutors`)",
+                roles="`driver`, `executor` (label `spark-role`), once the executors are counted",
+                staging="the driver (1) until spark-operator reports the application `RUNNING`; the executors are "
+                        "owned by the driver pod, which podgang follows to the application",
+                kai="no plugin, no RBAC: a Spark pod's group is its `spark-app-selector` label, minMember 1"),
 )
 DAEMON_SET = WorkloadKind(
     Resource("apps", "v1", "daemonsets", "DaemonSet"), _per_node, _spec_template, _slim_template_only,
     aliases=("daemonset", "daemonsets", "ds"), followed=False,
+    doc=KindDoc("1: one pod per node, each placed on its own (not followed: the top owner of its pods)",
+                kai="1 (the default grouper)"),
 )
 
 #: every workload kind, by kind name

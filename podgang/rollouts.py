@@ -39,7 +39,7 @@ from podgang.objects import annotations, is_active, is_terminating, labels, meta
 POD_TEMPLATE_HASH = "pod-template-hash"  # Deployment → ReplicaSet → pod
 CONTROLLER_REVISION_HASH = "controller-revision-hash"  # StatefulSet pod: its revision's name
 POD_INDEX = "apps.kubernetes.io/pod-index"  # StatefulSet pod: its ordinal
-REVISION_ANNOTATION = "deployment.kubernetes.io/revision"  # Deployment and ReplicaSet: 1, 2, ...
+REVISION_ANNOTATION = "deployment.kubernetes.io/revision"  # read on a Deployment and its ReplicaSets: 1, 2, ...
 
 #: Progressing reasons of a Deployment whose rollout is under way.
 ROLLOUT_REASONS = frozenset({"NewReplicaSetCreated", "FoundNewReplicaSet", "ReplicaSetUpdated"})

@@ -24,19 +24,27 @@ class Settings:
     #: ``spec.schedulerName`` is one of these (several names may share a backend)
     backends: tuple[tuple[str, Backend], ...] = ((kai.SCHEDULER_NAME, KAI),)
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
-    # podgang's own keys
+    # podgang's own keys (each ``#:`` comment is its line in docs/reference/keys.md)
+    #: read on a workload (or an owner above it: a CronJob for its runs) or a PodGroup: pins
+    #: `minMember`; the grouper stops reconciling that group's size
     min_member_annotation: str = "podgang.io/min-member"
-    # a workload's minimum inside a group several workloads share (its subgroup's)
+    #: read on a workload: its minimum inside a group several workloads share (its subgroup's
+    #: `minMember`), or on a role's pod template; default its replicas
     min_available_annotation: str = "podgang.io/min-available"
+    #: read on a workload or PodGroup: how long a stale gang may stay incomplete (`90s`, `5m`;
+    #: `-1` never evicts)
     grace_period_annotation: str = "podgang.io/staleness-grace-period"
-    # the size podgang wants for a PodGroup whose backend cannot change it while it lives
+    #: written on a PodGroup whose backend cannot change its size while it lives: the size
+    #: podgang wants for it
     desired_size_annotation: str = "podgang.io/desired-min-member"
-    # the subgroups podgang wrote into a shared hand-made group (so that it removes
-    # only those once the group has one part again, never a user's own)
+    #: written on a shared hand-made PodGroup: the subgroups podgang wrote into it (so that it
+    #: removes only those once the group has one part again, never a user's own)
     subgroups_annotation: str = "podgang.io/subgroups"
-    #: on a hand-made PodGroup: the minResources podgang last wrote (it keeps a user's own)
+    #: written on a hand-made PodGroup: the minResources podgang last wrote (it keeps a user's own)
     min_resources_annotation: str = "podgang.io/min-resources"
+    #: read on a pod or workload, `"true"`: podgang leaves it alone (the webhooks' objectSelector too)
     skip_label: str = "podgang.io/skip"
+    #: written on a PodGroup, `podgang`: podgang created it and may change or delete it
     managed_by_label: str = "podgang.io/managed-by"
     managed_by_value: str = "podgang"
     # the field managers podgang's writes are recorded under (metadata.managedFields):

@@ -4,9 +4,7 @@ the two processes share has the same label names in both."""
 
 from __future__ import annotations
 
-import re
 import socket
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -17,7 +15,6 @@ from tests.kube_emulator import kube_emulator_fixture
 from tests.metrics_support import exported_series
 from tests.webhook_support import eventually, review, running_webhook
 
-README = Path(__file__).resolve().parent.parent / "README.md"
 PROCESS_SERIES = ("process_resident_memory_bytes", "process_open_fds", "process_cpu_seconds_total")
 
 
@@ -100,13 +97,3 @@ def test_each_process_object_has_its_own_counts():
     key = {"endpoint": "/mutate-pods", "operation": "CREATE", "verdict": "patched"}
     assert first.registry.get_sample_value("podgang_webhook_admission_requests_total", key) == 1
     assert second.registry.get_sample_value("podgang_webhook_admission_requests_total", key) is None
-
-
-def test_the_readme_lists_every_podgang_metric():
-    readme = README.read_text()
-    listed = set(re.findall(r"\bpodgang_[a-z_]+[a-z]", readme))
-    for metrics in (WebhookMetrics(), GrouperMetrics()):
-        for name in exported_series(metrics):
-            family = re.sub(r"_(bucket|sum|count)$", "", name)
-            if family.startswith("podgang_"):
-                assert family in listed, f"{family} is not in README.md"

@@ -22,7 +22,10 @@ from podgang.backends.base import GangSource, GangSpec
 from podgang.backends.keyed import OneKeyBackend, first_annotation
 from podgang.objects import Resource, quoted
 
+#: written (and read) on a pod: its coscheduling PodGroup, the only key the plugin reads
 GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+#: read on the workload or pod template (`300`, `90s`, `5m`, `1h30m`): the group's
+#: `spec.scheduleTimeoutSeconds`
 TIMEOUT_ANNOTATION = "podgang.io/schedule-timeout"
 SCHEDULER_NAME = "scheduler-plugins-scheduler"
 SCHEDULE_TIMEOUT = "scheduleTimeoutSeconds"

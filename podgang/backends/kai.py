@@ -19,11 +19,19 @@ from podgang.backends.keyed import MinMemberPodGroups
 from podgang.objects import (LAST_APPLIED_ANNOTATION, Denial, Resource, annotations, as_dict, as_list, labels, metadata,
                              quoted, spec, status)
 
+#: written (and read) on a pod: its PodGroup, what the KAI scheduler reads
 GROUP_ANNOTATION = "pod-group-name"
+#: written (and read) on a pod: its PodGroup, as `pod-group-name` (a name of at most 63 characters); select a gang
+#: with `kubectl get pods -l kai.scheduler/podgroup=NAME`; set it on a pod or pod template to
+#: put it into a hand-made group
 GROUP_LABEL = "kai.scheduler/podgroup"
+#: written on a pod: its subgroup inside a PodGroup (its workload's name or role, `standalone`
+#: for a pod nothing owns); a pod template that sets it keeps its own
 SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
 SUBGROUPS = "subGroups"
+#: read on a pod: GPU memory in MiB, a positive integer (KAI's GPU sharing, whatever the backend)
 GPU_MEMORY_ANNOTATION = "gpu-memory"
+#: read on a pod: a fraction of one GPU, 0 < x < 1
 GPU_FRACTION_ANNOTATION = "gpu-fraction"
 SCHEDULER_NAME = "kai-scheduler"
 MAX_LABEL_VALUE = 63  # the longest label value the apiserver accepts
@@ -31,20 +39,30 @@ MAX_LABEL_VALUE = 63  # the longest label value the apiserver accepts
 # What KAI's own pod-grouper writes on the PodGroups it makes, and where it reads each
 # value (pkg/podgrouper/podgrouper/plugins/defaultgrouper/default_grouper.go): podgang
 # writes the same on the PodGroups it makes, so that KAI schedules them alike.
+#: read on the top owner, then the pod: the KAI gang's `spec.queue`
 QUEUE_LABEL = "kai.scheduler/queue"
+#: read on the top owner, then the pod, without a queue label: the queue (`<project>-<node pool>`
+#: with `kai.scheduler/node-pool`)
 PROJECT_LABEL = "project"
+#: read on the pod: the node pool a `project` queue is suffixed with
 NODE_POOL_LABEL = "kai.scheduler/node-pool"
+#: read on an owner (nearest first) or the pod: the KAI gang's `spec.priorityClassName`
 PRIORITY_LABEL = "priorityClassName"
+#: read on the top owner or pod: the KAI gang's `spec.preemptibility`
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 PREEMPTIBILITY_VALUES = ("preemptible", "non-preemptible")
+#: read on the top owner or pod: the KAI gang's `spec.preemptionDelay`
 PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
+#: read on the top owner: the KAI gang's `spec.topologyConstraint`
 TOPOLOGY_ANNOTATIONS = (("kai.scheduler/topology", "topology"),
                         ("kai.scheduler/topology-required-placement", "requiredTopologyLevel"),
                         ("kai.scheduler/topology-preferred-placement", "preferredTopologyLevel"))
+#: written on a KAI PodGroup podgang makes: the top owner's metadata, as KAI's own pod-grouper writes it
 TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
 STALENESS_GRACE_PERIOD = "stalenessGracePeriod"
 DISABLED_STALENESS = "-1s"  # a negative grace period: KAI never evicts the gang
-#: on a pod (or an owner): KAI's own pod-grouper (v0.15 and later) leaves it alone
+#: written on a pod podgang puts into a KAI gang, `"true"`: KAI's own pod-grouper (v0.15 and
+#: later) leaves it alone
 SKIP_PODGROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"
 DEFAULT_QUEUE = "default-queue"  # KAI's constants.DefaultQueueName
 #: KAI's fallback priority per top-owner kind; every other kind gets TRAIN

@@ -16,9 +16,12 @@ from podgang.backends.base import GangSource
 from podgang.backends.keyed import PRIORITY_CLASS, OneKeyBackend, first_annotation, with_templates
 from podgang.objects import Resource, as_dict, spec
 
+#: written (and read) on a pod: its Volcano PodGroup, what Volcano's scheduler reads
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+#: read on the pod template or workload (the nearest wins): the Volcano gang's queue
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
-TASK_ANNOTATION = "volcano.sh/task-spec"  # a pod's task: the key of spec.minTaskMember
+#: written on a pod: its task, the key of the group's `spec.minTaskMember` (subgroups on Volcano)
+TASK_ANNOTATION = "volcano.sh/task-spec"
 MIN_TASK_MEMBER = "minTaskMember"
 MIN_RESOURCES = "minResources"  # what Volcano's enqueue checks the queue's room against
 SCHEDULER_NAME = "volcano"

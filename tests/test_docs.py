@@ -1,0 +1,125 @@
+"""The documentation: the reference pages are what ``docs/generate.py`` makes of their sources
+today (``make reference`` writes them), they cover every kind, flag, chart value, metric and key,
+the offline commands the pages show print what the pages say, and the site builds strictly."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from podgang import cli, kinds
+from podgang.metrics import GrouperMetrics, WebhookMetrics
+from tests.metrics_support import exported_series
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("docs_generate", ROOT / "docs" / "generate.py")
+generate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(generate)
+REFERENCE = ROOT / "docs" / "reference"
+
+
+@pytest.fixture(autouse=True)
+def built_in_defaults(monkeypatch):
+    """Flags read their defaults from PODGANG_* variables: the pages show the built-in ones."""
+    for name in [n for n in __import__("os").environ if n.startswith("PODGANG_") or n == "POD_NAMESPACE"]:
+        monkeypatch.delenv(name)
+
+
+def test_every_generated_page_is_what_its_source_makes_today():
+    stale = [str(path.relative_to(ROOT)) for path, content in generate.pages().items()
+             if not path.exists() or path.read_text() != content]
+    assert not stale, f"stale generated pages (run `make reference`): {stale}"
+
+
+def test_a_stale_page_is_found_and_written_again(tmp_path, monkeypatch):
+    page = tmp_path / "metrics.md"
+    page.write_text("# Metrics\n\nhand-edited\n")
+    monkeypatch.setattr(generate, "pages", lambda: {page: "# Metrics\n\nfrom the registry\n"})
+    assert generate.main(["--check"]) == 1
+    assert page.read_text() == "# Metrics\n\nhand-edited\n"  # --check writes nothing
+    assert generate.main([]) == 0
+    assert generate.main(["--check"]) == 0
+    assert page.read_text() == "# Metrics\n\nfrom the registry\n"
+
+
+def test_the_kinds_page_has_every_kind_of_the_registry_with_its_rules():
+    page = (REFERENCE / "workload-kinds.md").read_text()
+    for kind in kinds.WORKLOADS.values():
+        row = next((line for line in page.splitlines() if line.startswith(f"| `{kind.kind}` |")), None)
+        assert row is not None, f"{kind.kind} is not on the kinds page"
+        assert kind.resource.group in row
+        assert kind.doc.size, f"{kind.kind} has no KindDoc: say its gang size in words"
+    ray = next(line for line in page.splitlines() if line.startswith("| `RayCluster` |"))
+    assert "headgroup" in ray and "`suspended`" in ray  # its roles, and where KAI's grouper differs
+
+
+def _flags(parser):
+    for action in parser._actions:
+        yield from action.option_strings
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _flags(sub)
+
+
+def test_the_cli_page_has_every_flag_of_every_command():
+    page = (REFERENCE / "cli.md").read_text()
+    for name in ("webhook", "grouper", "plan", "status", "certs"):
+        parser, _run = cli.command_parser(name)
+        assert f"## `podgang {name}`" in page
+        missing = [flag for flag in _flags(parser) if f"`{flag}`" not in page and flag not in ("-h", "--help")]
+        assert not missing, f"podgang {name}: {missing} not on the CLI page"
+    assert "### `podgang certs ensure`" in page
+
+
+def test_the_metrics_page_has_every_metric_each_process_exports():
+    page = (REFERENCE / "metrics.md").read_text()
+    listed = set(re.findall(r"`(podgang_[a-z_]+[a-z])`", page))
+    for metrics in (WebhookMetrics(), GrouperMetrics()):
+        for name in exported_series(metrics):
+            family = re.sub(r"_(bucket|sum|count)$", "", name)
+            if family.startswith("podgang_"):
+                assert family in listed, f"{family} is not on docs/reference/metrics.md"
+    evictions = next(line for line in page.splitlines() if line.startswith("| `podgang_grouper_evictions_total`"))
+    assert "`PodgangGangsEvicted`" in evictions  # the alert that reads it, from the chart's PrometheusRule
+
+
+def test_the_keys_page_has_podgangs_keys_from_their_definitions():
+    page = (REFERENCE / "keys.md").read_text()
+    for key in ("podgang.io/min-member", "podgang.io/skip", "pod-group-name", "kai.scheduler/podgroup",
+                "scheduling.k8s.io/group-name", "scheduling.x-k8s.io/pod-group", "ray.io/group", "podgang.io/woken-at"):
+        assert f"| `{key}` |" in page, key
+    undocumented = [key for key, _kind, _where, meaning in generate.keys() if not meaning]
+    assert not undocumented, f"keys without a #: comment at their definition: {undocumented}"
+
+
+def test_every_chart_value_has_a_meaning_in_values_yaml_or_the_schema():
+    undocumented = [key for key, _type, _default, meaning in generate.chart_values() if not meaning]
+    assert not undocumented, f"chart values without a `# --` comment in values.yaml: {undocumented}"
+
+
+@pytest.mark.parametrize("page", generate.pages_with_commands(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_offline_commands_a_page_shows_print_what_it_shows(page):
+    for command, shown in generate.shown_commands(page.read_text()):
+        assert generate.run_offline(command) == shown, f"{page.relative_to(ROOT)}: `{command}` prints otherwise " \
+                                                       f"(run `make reference`)"
+
+
+def test_the_site_builds_strictly(tmp_path):
+    """Broken links, missing pages and pages left out of the nav fail the build."""
+    built = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-4000:]
+    assert (tmp_path / "site" / "reference" / "workload-kinds" / "index.html").exists()
+
+
+def test_the_readme_is_short_and_points_into_the_site():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    for target in re.findall(r"\]\(((?:docs|examples|charts|bench)/[^)#]*)", readme):
+        assert (ROOT / target).exists(), f"README links to a missing {target}"
