@@ -123,3 +123,13 @@ def test_the_readme_is_short_and_points_into_the_site():
     assert len(readme.splitlines()) <= 200
     for target in re.findall(r"\]\(((?:docs|examples|charts|bench)/[^)#]*)", readme):
         assert (ROOT / target).exists(), f"README links to a missing {target}"
+
+
+def test_the_examples_table_names_every_example_and_a_page_that_exists():
+    table = (ROOT / "examples" / "README.md").read_text()
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([^`]+\.yaml)` \|(.*)$", table, re.MULTILINE)}
+    assert set(rows) == {p.name for p in (ROOT / "examples").glob("*.yaml")}
+    for name, row in rows.items():
+        pages = re.findall(r"\]\(\.\./(docs/[^)#]+)", row)
+        assert pages, f"{name}: no page explains it"
+        assert all((ROOT / page).exists() for page in pages), f"{name}: {pages}"
