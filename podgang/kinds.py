@@ -786,7 +786,8 @@ JOB_SET = WorkloadKind(
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,),
     doc=KindDoc("Σ `replicas × min(parallelism, completions)` over the replicated jobs made now",
                 roles="one per replicated job (label `jobset.sigs.k8s.io/replicatedjob-name`)",
-                staging="a replicated job that `dependsOn` another joins once that one is Ready or Complete, one "
+                staging="a replicated job that `dependsOn` another (Trainer's nodes after its initializers) joins "
+                        "once that one is Ready or Complete, one "
                         "others wait to see Complete leaves once it is; under `startupPolicy: InOrder` each joins "
                         "once the one before it is Ready",
                 kai="`minSubGroup` over replicated jobs (1 under `InOrder`) and a leaf per Job; `dependsOn` not read"),
