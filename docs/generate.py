@@ -6,7 +6,7 @@
 Each page is read from what the code itself uses:
 
 - ``docs/reference/workload-kinds.md``: the ``WorkloadKind`` registry (``podgang/kinds.py``),
-  its ``KindDoc`` beside KAI's own pod-grouper;
+  its ``KindDoc`` beside KAI's own pod-grouper (``OWN_GROUPER_RULES`` in ``podgang/backends/kai.py``);
 - ``docs/reference/cli.md``: the argument parsers of ``podgang webhook|grouper|plan|status|certs``;
 - ``docs/reference/chart-values.md`` and the Values section of ``charts/podgang/README.md``
   (what Artifact Hub shows): ``values.schema.json`` (which keys, their types and limits) and
@@ -55,6 +55,7 @@ def _cell(text: object) -> str:
 
 def workload_kinds_page() -> str:
     from podgang import kinds
+    from podgang.backends import kai
 
     layouts = {kinds.ONE_PER_OBJECT: "one per object", kinds.ONE_PER_RUN: "one per run",
                kinds.ONE_PER_REPLICA: "one per replica group"}
@@ -68,7 +69,7 @@ def workload_kinds_page() -> str:
         roles = k.doc.roles or (f"by label {', '.join(f'`{x}`' for x in k.role_labels)}" if k.role_labels else "—")
         size = k.doc.size or (k.size.__doc__ or "").strip().split("\n")[0] or "—"
         rows.append(f"| `{k.kind}` | {api} | {_cell(gang)} | {_cell(size)} | {_cell(roles)} | "
-                    f"{_cell(k.doc.staging or '—')} | {_cell(k.doc.kai or 'the same')} |")
+                    f"{_cell(k.doc.staging or '—')} | {_cell(kai.OWN_GROUPER_RULES.get(k.kind, 'the same'))} |")
     scale = [f"| `{k.kind}` | {', '.join(f'`{a}`' for a in k.aliases)} | "
              f"{'`' + '.'.join(k.scale_path) + '`' if k.scale_path else '—'} | "
              f"{'yes' if k.followed else 'no: the top owner of its pods'} | {'yes' if k.resource.optional else 'no'} |"

@@ -64,12 +64,12 @@ class Role:
 @dataclass(frozen=True)
 class KindDoc:
     """What the reference page says of a kind (``docs/reference/workload-kinds.md`` is
-    generated from it by ``make reference``): the rules above in words, beside KAI's."""
+    generated from it by ``make reference``): the rules above in words. What KAI's own
+    pod-grouper does instead is said beside it, from ``podgang.backends.kai``."""
 
     size: str  # its gang's size, in words
     roles: str = ""  # its subgroups; empty: one part (the whole gang)
     staging: str = ""  # when its controller makes pods in stages: what the gang counts when
-    kai: str = ""  # KAI's own pod-grouper, where it does otherwise; empty: the same
 
 
 @dataclass(frozen=True)
@@ -741,13 +741,13 @@ REPLICA_SET = WorkloadKind(
     Resource("apps", "v1", "replicasets", "ReplicaSet"), _replicas_size, _spec_template, _slim_replicas,
     aliases=("replicaset", "replicasets", "rs"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.replica_set_rollout, status_fields=_REPLICATED_STATUS,
-    doc=KindDoc("`spec.replicas`", kai="1 (the default grouper)"),
+    doc=KindDoc("`spec.replicas`"),
 )
 DEPLOYMENT = WorkloadKind(
     Resource("apps", "v1", "deployments", "Deployment"), _replicas_size, _spec_template, _slim_deployment,
     aliases=("deployment", "deployments", "deploy"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.deployment_rollout, status_fields=_REPLICATED_STATUS, kept_conditions=("Progressing",),
-    doc=KindDoc("`spec.replicas`", kai="1: one PodGroup per pod (`pg-<pod>-<uid>`, owned by the pod), no gang"),
+    doc=KindDoc("`spec.replicas`"),
 )
 STATEFUL_SET = WorkloadKind(
     Resource("apps", "v1", "statefulsets", "StatefulSet"), _statefulset_size, _spec_template, _slim_statefulset,
@@ -755,29 +755,25 @@ STATEFUL_SET = WorkloadKind(
     rolling_out=rollouts.statefulset_rollout, status_fields=_REPLICATED_STATUS, stages=_statefulset_stages,
     doc=KindDoc("`spec.replicas` with `podManagementPolicy: Parallel`, else 1",
                 staging="`OrderedReady` (the default) makes pod N+1 only once pod N is Ready: a gang of 1 and a "
-                        "`GangStaged` warning",
-                kai="1 for the whole set"),
+                        "`GangStaged` warning"),
 )
 JOB = WorkloadKind(
     Resource("batch", "v1", "jobs", "Job"), _job_kind_size, _spec_template, _slim_job,
     aliases=("job", "jobs"), scale_path=("spec", "parallelism"), status_fields=_RUN_STATUS,
-    doc=KindDoc("`parallelism` capped by the completions still to come (`completions` − `status.succeeded`)",
-                kai="the annotation `kai.scheduler/batch-min-member`, else 1"),
+    doc=KindDoc("`parallelism` capped by the completions still to come (`completions` − `status.succeeded`)"),
 )
 CRON_JOB = WorkloadKind(
     Resource("batch", "v1", "cronjobs", "CronJob"), _cronjob_size, _cronjob_templates, _slim_cronjob,
     aliases=("cronjob", "cronjobs", "cj"), scale_path=("spec", "jobTemplate", "spec", "parallelism"),
     layout=ONE_PER_RUN, runs=("Job",),
-    doc=KindDoc("per Job run (one PodGroup each): its `jobTemplate` sized as a Job",
-                kai="one PodGroup per Job run, size 1"),
+    doc=KindDoc("per Job run (one PodGroup each): its `jobTemplate` sized as a Job"),
 )
 LEADER_WORKER_SET = WorkloadKind(
     Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", optional=True),
     _lws_size, _lws_templates, _slim_lws,
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
-    doc=KindDoc("`leaderWorkerTemplate.size` per group (one PodGroup per LWS group, `…-group-<index>`)",
-                kai="the same, but 1 while the leader is unbound under `startupPolicy: LeaderReady`"),
+    doc=KindDoc("`leaderWorkerTemplate.size` per group (one PodGroup per LWS group, `…-group-<index>`)"),
 )
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
@@ -789,32 +785,27 @@ JOB_SET = WorkloadKind(
                 staging="a replicated job that `dependsOn` another (Trainer's nodes after its initializers) joins "
                         "once that one is Ready or Complete, one "
                         "others wait to see Complete leaves once it is; under `startupPolicy: InOrder` each joins "
-                        "once the one before it is Ready",
-                kai="`minSubGroup` over replicated jobs (1 under `InOrder`) and a leaf per Job; `dependsOn` not read"),
+                        "once the one before it is Ready"),
 )
 PYTORCH_JOB = _kubeflow_kind(
     "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", ("pytorchjob", "pytorchjobs"),
     KindDoc("`runPolicy.schedulingPolicy.minAvailable`, else `elasticPolicy.minReplicas`, else Σ replica specs' "
-            "`replicas` (unset: 1)", roles="one per replica type: `master`, `worker`",
-            kai="the same size; subgroups `master`, `worker`"), elastic=True)
+            "`replicas` (unset: 1)", roles="one per replica type: `master`, `worker`"), elastic=True)
 TF_JOB = _kubeflow_kind("TFJob", "tfjobs", "tfReplicaSpecs", ("tfjob", "tfjobs"), KindDoc(
-    "`minAvailable`, else Σ `replicas`", roles="one per replica type: `chief`, `ps`, `worker`, `evaluator`, …",
-    kai="the same size, no subgroups"))
+    "`minAvailable`, else Σ `replicas`", roles="one per replica type: `chief`, `ps`, `worker`, `evaluator`, …"))
 XGBOOST_JOB = _kubeflow_kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("xgboostjob", "xgboostjobs"), KindDoc(
-    "`minAvailable`, else Σ `replicas`", roles="one per replica type", kai="the same size, no subgroups"))
+    "`minAvailable`, else Σ `replicas`", roles="one per replica type"))
 JAX_JOB = _kubeflow_kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", ("jaxjob", "jaxjobs"), KindDoc(
-    "`minAvailable`, else Σ `replicas`", roles="one per replica type", kai="the same size, no subgroups"))
+    "`minAvailable`, else Σ `replicas`", roles="one per replica type"))
 PADDLE_JOB = _kubeflow_kind("PaddleJob", "paddlejobs", "paddleReplicaSpecs", ("paddlejob", "paddlejobs"), KindDoc(
-    "`minAvailable`, else Σ `replicas`", roles="`master`, `worker`",
-    kai="no plugin, no RBAC: one PodGroup per pod, no gang"))
+    "`minAvailable`, else Σ `replicas`", roles="`master`, `worker`"))
 #: mpi-operator's v2beta1 (its launcher is a Job) or training-operator's v1: one CRD name, so
 #: a cluster serves one of them, with the fields podgang reads in the same places
 MPI_JOB = _kubeflow_kind(
     "MPIJob", "mpijobs", "mpiReplicaSpecs", ("mpijob", "mpijobs"),
     KindDoc("`minAvailable`, else Σ `replicas`", roles="`launcher`, `worker`",
             staging="with `launcherCreationPolicy: WaitForWorkersReady` the launcher is left out until mpi-operator "
-                    "reports it (`status.replicaStatuses.Launcher`)",
-            kai="the same size (it looks for the launcher pod), no subgroups"),
+                    "reports it (`status.replicaStatuses.Launcher`)"),
     version="v2beta1", also=("v1",), launcher_waits=True)
 #: Trainer v2: the trainer makes one JobSet per TrainJob (named after it) from the runtime; that
 #: JobSet is the TrainJob's one gang, sized and split into subgroups as a JobSet
@@ -824,18 +815,14 @@ TRAIN_JOB = WorkloadKind(
     lends_metadata=True,
     doc=KindDoc("the JobSet the trainer makes for it (named after it) is its one gang, sized as a JobSet; its KAI "
                 "queue, priority and preemptibility are read from the TrainJob's labels and annotations where the "
-                "JobSet has none of its own", roles="as the JobSet", staging="as the JobSet",
-                kai="the same (it skips the TrainJob, copies its labels and annotations onto the JobSet without "
-                    "overwriting, and groups the JobSet)"),
+                "JobSet has none of its own", roles="as the JobSet", staging="as the JobSet"),
 )
 RAY_SIZE_RULE = ("head 1 + Σ worker groups `minReplicas` (or `replicas` when `minReplicas` is 0) × `numOfHosts`; a "
                  "worker group with `suspend: true` is left out, a suspended cluster wants no pods")
 RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
     _slim_ray(None), aliases=("raycluster", "rayclusters"), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
-    doc=KindDoc(RAY_SIZE_RULE, roles="`headgroup` + one per worker group (`groupName`, pods by label `ray.io/group`)",
-                kai="the same size, but it checks a field `suspended` that KubeRay does not have (KubeRay's is "
-                    "`suspend`): suspended groups still count"),
+    doc=KindDoc(RAY_SIZE_RULE, roles="`headgroup` + one per worker group (`groupName`, pods by label `ray.io/group`)"),
 )
 #: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
 #: own, and so is its submitter Job: the submitter starts only once the cluster is ready
@@ -846,9 +833,7 @@ RAY_JOB = WorkloadKind(
     status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj),
     doc=KindDoc("its cluster (the one `status.rayClusterName` names, made from `spec.rayClusterSpec`) is a gang of "
                 "its own, sized as a RayCluster; the submitter Job, made once the cluster is ready, is a gang of its "
-                "own too", roles="as the RayCluster",
-                kai="one PodGroup per RayJob that also holds the submitter; an error until `status.rayClusterName` "
-                    "is set"),
+                "own too", roles="as the RayCluster"),
 )
 #: each cluster of a RayService (the serving one, and a new one during an upgrade) is a gang of its own
 RAY_SERVICE = WorkloadKind(
@@ -856,8 +841,7 @@ RAY_SERVICE = WorkloadKind(
     _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), layout=ONE_PER_RUN, runs=("RayCluster",),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
     doc=KindDoc("each cluster it makes (the serving one, and a new one during an upgrade) is a gang of its own, "
-                "sized as a RayCluster", roles="as the RayCluster",
-                kai="one PodGroup per RayService: the old and the new cluster in one gang"),
+                "sized as a RayCluster", roles="as the RayCluster"),
 )
 #: a staged gang: the driver, then (once spark-operator says it runs) the driver and the
 #: executors it makes, which Spark owns by the driver pod
@@ -869,14 +853,12 @@ SPARK_APPLICATION = WorkloadKind(
     doc=KindDoc("the driver + `executor.instances` (or `dynamicAllocation.minExecutors`)",
                 roles="`driver`, `executor` (label `spark-role`), once the executors are counted",
                 staging="the driver (1) until spark-operator reports the application `RUNNING`; the executors are "
-                        "owned by the driver pod, which podgang follows to the application",
-                kai="no plugin, no RBAC: a Spark pod's group is its `spark-app-selector` label, minMember 1"),
+                        "owned by the driver pod, which podgang follows to the application"),
 )
 DAEMON_SET = WorkloadKind(
     Resource("apps", "v1", "daemonsets", "DaemonSet"), _per_node, _spec_template, _slim_template_only,
     aliases=("daemonset", "daemonsets", "ds"), followed=False,
-    doc=KindDoc("1: one pod per node, each placed on its own (not followed: the top owner of its pods)",
-                kai="1 (the default grouper)"),
+    doc=KindDoc("1: one pod per node, each placed on its own (not followed: the top owner of its pods)"),
 )
 
 #: every workload kind, by kind name

@@ -74,6 +74,32 @@ DEFAULT_QUEUE_HELP = (f"kai: the queue of a gang whose top owner and pods name n
 DEFAULT_PRIORITY_HELP = ("kai: the priorityClassName of a gang of a top-owner KIND that names none (repeatable; "
                          f"KAI's own: {', '.join(f'{k}={v}' for k, v in DEFAULT_PRIORITY_CLASSES)}, "
                          f"any other kind {TRAIN})")
+#: What KAI's own pod-grouper does with each top-owner kind (its gang, its size, its subgroups),
+#: shown beside podgang's rule on the workload kinds reference page (``make reference``); a kind
+#: not listed is grouped alike. From KAI v0.17's pkg/podgrouper plugins.
+OWN_GROUPER_RULES: dict[str, str] = {
+    "Deployment": "1: one PodGroup per pod (`pg-<pod>-<uid>`, owned by the pod), no gang",
+    "ReplicaSet": "1 (the default grouper)",
+    "StatefulSet": "1 for the whole set",
+    "Job": "the annotation `kai.scheduler/batch-min-member`, else 1",
+    "CronJob": "one PodGroup per Job run, size 1",
+    "LeaderWorkerSet": "the same, but 1 while the leader is unbound under `startupPolicy: LeaderReady`",
+    "JobSet": "`minSubGroup` over replicated jobs (1 under `InOrder`) and a leaf per Job; `dependsOn` not read",
+    "DaemonSet": "1 (the default grouper)",
+    "PyTorchJob": "the same size; subgroups `master`, `worker`",
+    "TFJob": "the same size, no subgroups",
+    "MPIJob": "the same size (it looks for the launcher pod), no subgroups",
+    "XGBoostJob": "the same size, no subgroups",
+    "JAXJob": "the same size, no subgroups",
+    "PaddleJob": "no plugin, no RBAC: one PodGroup per pod, no gang",
+    "TrainJob": ("the same (it skips the TrainJob, copies its labels and annotations onto the JobSet "
+                 "without overwriting, and groups the JobSet)"),
+    "RayCluster": ("the same size, but it checks a field `suspended` that KubeRay does not have "
+                   "(KubeRay's is `suspend`): suspended groups still count"),
+    "RayJob": "one PodGroup per RayJob that also holds the submitter; an error until `status.rayClusterName` is set",
+    "RayService": "one PodGroup per RayService: the old and the new cluster in one gang",
+    "SparkApplication": "no plugin, no RBAC: a Spark pod's group is its `spark-app-selector` label, minMember 1",
+}
 _GO_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$|^0$")
 
 # the messages KAI's own webhook denies contradictory GPU requests with
