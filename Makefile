@@ -40,7 +40,7 @@ reference: $(BIN)/.installed
 
 # The documentation site (mkdocs-material) into site/; broken links and missing pages fail.
 docs: $(BIN)/.installed
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # podgang webhook vs a bare aiohttp TLS endpoint (and the Go anchor when a Go toolchain
 # is found), same load generator (wrk if installed), pinned cores (see bench/README.md).
