@@ -283,6 +283,7 @@ def plan_as_dict(plan) -> dict[str, Any]:
              "pinned": g.min_member.pinned, "origin": g.origin, "exists": g.exists,
              "definedAt": str(g.defined_at) if g.defined_at else None, "owner": g.owner_text or None,
              "backend": g.backend.name if g.backend is not None else None,
+             "queue": g.options.get("queue"), "priorityClassName": g.options.get("priority_class"),
              "subgroups": [{"name": s.name, "minMember": s.min_member, "reason": s.reason} for s in g.subgroups]}
             for g in (plan.groups[k] for k in sorted(plan.groups))
         ],
