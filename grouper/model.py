@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from podgang import kinds, rollouts, rules
 from podgang.backends import Backend
 from podgang.backends.base import ClusterFacts
-from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, OWNER_KINDS, RUN_OWNERS, is_finished
+from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, is_finished
 from podgang.objects import LAST_APPLIED_ANNOTATION, OwnerRef, field_writers, is_active
 from podgang.settings import DEFAULT, Settings
 
@@ -504,7 +504,8 @@ class Cache:
         if _d(workload.get("metadata")).get("deletionTimestamp"):
             return None
         owner = rules.controller_ref(workload)
-        if owner is not None and owner.kind in OWNER_KINDS and owner.kind not in RUN_OWNERS:
+        if owner is not None and kinds.resource_for(owner.api_version, owner.kind) is not None \
+                and not kinds.run_kinds(owner):
             return None  # counted through its owner (a Deployment's ReplicaSet, a JobSet's Job)
         named = rules.template_group(workload, self.settings)
         if not isinstance(named, str):

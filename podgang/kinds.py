@@ -19,6 +19,7 @@ from podgang import rollouts
 from podgang.objects import (
     EMPTY,
     POD,
+    OwnerRef,
     Resource,
     as_dict,
     as_int,
@@ -83,6 +84,9 @@ class WorkloadKind:
     runs: tuple[str, ...] = ()
     #: the grouper watches it and follows its size; the webhook fetches it as an owner
     followed: bool = True
+    #: its pods are ever placed together (False: a DaemonSet, whose pods each go to their
+    #: own node when that node comes: its group is always 1, whatever a pin says)
+    gang: bool = True
     #: status fields the grouper keeps
     status_fields: tuple[str, ...] = ()
     #: status conditions the grouper keeps (type, status, reason), besides the finished ones
@@ -242,7 +246,7 @@ def _one_pod(obj: Any) -> tuple[int, str]:
 
 
 def _per_node(obj: Any) -> tuple[int, str]:
-    return 1, "DaemonSet: one pod at a time (one per node)"
+    return 1, "a DaemonSet is not a gang: one pod at a time, one per node, each placed on its own"
 
 
 # ---------------------------------------------------------------------------
@@ -797,7 +801,7 @@ SPARK_APPLICATION = WorkloadKind(
 )
 DAEMON_SET = WorkloadKind(
     Resource("apps", "v1", "daemonsets", "DaemonSet"), _per_node, _spec_template, _slim_template_only,
-    aliases=("daemonset", "daemonsets", "ds"), followed=False,
+    aliases=("daemonset", "daemonsets", "ds"), followed=False, gang=False,
 )
 
 #: every workload kind, by kind name
@@ -805,6 +809,14 @@ WORKLOADS: dict[str, WorkloadKind] = {
     k.kind: k for k in (DEPLOYMENT, REPLICA_SET, STATEFUL_SET, JOB, CRON_JOB, LEADER_WORKER_SET, JOB_SET, DAEMON_SET,
                         PYTORCH_JOB, TF_JOB, MPI_JOB, XGBOOST_JOB, JAX_JOB, PADDLE_JOB, TRAIN_JOB, RAY_CLUSTER, RAY_JOB,
                         RAY_SERVICE, SPARK_APPLICATION)
+}
+
+#: kinds that are templates for workloads, not workloads: they own no pods, so they get no
+#: gang (the workloads made from them do), by (API group, kind)
+TEMPLATE_KINDS: dict[tuple[str, str], str] = {
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "the TrainJobs that name it (through their JobSets)",
+    ("trainer.kubeflow.org", "TrainingRuntime"): "the TrainJobs that name it (through their JobSets)",
+    ("", "PodTemplate"): "the workloads that copy it",
 }
 
 #: the pod labels that name a pod's role, of every kind
@@ -823,8 +835,64 @@ RUN_OWNERS: dict[str, tuple[str, ...]] = {k.kind: k.runs for k in WORKLOADS.valu
 
 
 def workload_kind(obj_or_kind: Any) -> WorkloadKind | None:
-    kind = obj_or_kind if isinstance(obj_or_kind, str) else as_dict(obj_or_kind).get("kind")
-    return WORKLOADS.get(kind) if isinstance(kind, str) else None
+    """The registry entry of an object, an owner reference or a kind name. An object or
+    reference is matched by its API group and kind, never its kind alone: Volcano's
+    ``batch.volcano.sh`` Job is not a ``batch/v1`` Job. A bare kind name (the grouper's
+    own stores, filled by watches of the kind's resource), or an object whose apiVersion
+    is left out (a list's items), is taken as the entry of that name."""
+    if isinstance(obj_or_kind, str):
+        kind, api_version = obj_or_kind, None
+    elif isinstance(obj_or_kind, OwnerRef):
+        kind, api_version = obj_or_kind.kind, obj_or_kind.api_version or None
+    else:
+        kind, api_version = as_dict(obj_or_kind).get("kind"), as_dict(obj_or_kind).get("apiVersion")
+    entry = WORKLOADS.get(kind) if isinstance(kind, str) else None
+    if entry is None or not isinstance(api_version, str):
+        return entry
+    return entry if api_version.rpartition("/")[0] == entry.resource.group else None
+
+
+def api_group(obj: Any) -> str:
+    """``apps`` of an ``apps/v1`` object, ``""`` of a ``v1`` one."""
+    return str(as_dict(obj).get("apiVersion") or "").rpartition("/")[0]
+
+
+def template_of(obj: Any) -> str | None:
+    """For a kind that is a template for workloads (a Trainer runtime), what gets the gangs
+    instead; None for anything else."""
+    return TEMPLATE_KINDS.get((api_group(obj), str(as_dict(obj).get("kind"))))
+
+
+def any_pod_templates(obj: Any) -> list[tuple[str, Template]]:
+    """The pod templates of a workload, or of an object of a kind podgang does not know
+    wherever they are in it (anything with a ``spec.containers``), with their path."""
+    if workload_kind(obj) is not None or as_dict(obj).get("kind") == POD.kind:
+        return pod_templates(obj)
+    found: list[tuple[str, Template]] = []
+
+    def walk(value: Any, path: str, depth: int) -> None:
+        if depth > 10 or len(found) >= 16:
+            return
+        if isinstance(value, Mapping):
+            if isinstance(value.get("spec"), Mapping) and "containers" in value["spec"]:
+                found.append((path, value))
+                return
+            for k, v in value.items():
+                if k != "metadata":
+                    walk(v, f"{path}.{k}" if path else str(k), depth + 1)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]", depth + 1)
+
+    walk(spec(obj), "spec", 0)
+    return found
+
+
+def run_kinds(owner: Any) -> tuple[str, ...]:
+    """The kinds of the runs ``owner`` (an object or reference) starts, each a gang of its
+    own (a CronJob's Jobs); none for a kind that is not laid out by run."""
+    entry = workload_kind(owner)
+    return entry.runs if entry is not None and entry.layout == ONE_PER_RUN else ()
 
 
 def resource_for(api_version: str, kind: str) -> Resource | None:
@@ -906,20 +974,21 @@ def roles(obj: Any) -> list[Role]:
     return entry.roles(obj) if entry is not None else []
 
 
-def pod_role(top_kind: str, pod: Any) -> str | None:
-    """The role a pod of a ``top_kind`` workload plays (its subgroup), from the labels
-    the kind's operator sets on it; None for a kind without roles."""
-    entry = WORKLOADS.get(top_kind)
+def pod_role(top: Any, pod: Any) -> str | None:
+    """The role a pod of the ``top`` workload (a reference or a kind name) plays (its
+    subgroup), from the labels the kind's operator sets on it; None for a kind without roles."""
+    entry = workload_kind(top)
     if entry is None:
         return None
     found = labels(pod)
     return next((found[k].lower() for k in entry.role_labels if found.get(k)), None)
 
 
-def replica_suffix(top_kind: str, pod: Any) -> tuple[str, str]:
-    """The suffix of the PodGroup a pod of a ``top_kind`` workload joins, and why
-    (``-group-3`` for a LeaderWorkerSet's fourth group); ``("", "")`` otherwise."""
-    entry = WORKLOADS.get(top_kind)
+def replica_suffix(top: Any, pod: Any) -> tuple[str, str]:
+    """The suffix of the PodGroup a pod of the ``top`` workload (a reference or a kind
+    name) joins, and why (``-group-3`` for a LeaderWorkerSet's fourth group); ``("", "")``
+    otherwise."""
+    entry = workload_kind(top)
     if entry is None or entry.layout != ONE_PER_REPLICA:
         return "", ""
     index = labels(pod).get(LWS_GROUP_INDEX_LABEL)

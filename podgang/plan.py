@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import jsonpatch
 
 from podgang import kinds, rules
-from podgang.backends import Backend, GangSpec, native
+from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, gang_spec
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
 from podgang.grouper.podgroups import Desired, desired_group, gang_options
@@ -108,8 +108,13 @@ def _ns(obj: dict[str, Any], default_namespace: str) -> str:
 
 
 def _what(obj: dict[str, Any], namespace: str) -> str:
+    """``job default/train``; a kind named as one podgang knows but of another API group
+    with its group (``job.batch.volcano.sh default/train``: not a batch/v1 Job)."""
     md = metadata(obj)
-    return f"{str(obj.get('kind')).lower()} {namespace}/{md.get('name') or md.get('generateName') or '?'}"
+    kind = str(obj.get('kind')).lower()
+    if obj.get("kind") in kinds.WORKLOADS and kinds.workload_kind(obj) is None:
+        kind = f"{kind}.{kinds.api_group(obj) or 'core'}"
+    return f"{kind} {namespace}/{md.get('name') or md.get('generateName') or '?'}"
 
 
 def shown(name: str) -> str:
@@ -228,19 +233,6 @@ class _Objects:
         return chain, None
 
 
-def _has_pod_template(value: Any, depth: int = 0) -> bool:
-    """Whether an object of a kind podgang does not know holds a pod template."""
-    if depth > 8:
-        return False
-    if isinstance(value, dict):
-        if isinstance(value.get("spec"), dict) and "containers" in value["spec"]:
-            return True
-        return any(_has_pod_template(v, depth + 1) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_pod_template(v, depth + 1) for v in value)
-    return False
-
-
 # ---------------------------------------------------------------------------
 # admission, as the webhook does it
 
@@ -297,10 +289,10 @@ def build_plan(
                 defined[key] = m  # a 1.35 Workload defines a gang per pod group
         elif kind == POD.kind:
             _admit_pod(plan, m.source, obj, ns, objects, settings, put, named_by_pods, random_names)
-        elif kind in cache.workloads and metadata(obj).get("name"):
+        elif kinds.workload_kind(obj) is not None and kind in cache.workloads and metadata(obj).get("name"):
             put(kind, obj)
             workloads.append((Member(m.source, _what(obj, ns), ns), obj, ns))
-        elif kinds.workload_kind(obj) is not None or _has_pod_template(obj):
+        elif kinds.workload_kind(obj) is not None or kinds.template_of(obj) or kinds.any_pod_templates(obj):
             _unfollowed_workload(plan, m.source, obj, ns, settings)
 
     for member, obj, ns in workloads:
@@ -358,12 +350,30 @@ def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects
 
 
 def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: str, settings: Settings) -> None:
-    """A workload whose size podgang does not follow (a DaemonSet, a kind it does not
-    know): each of its pods is a gang of one unless a pin says otherwise."""
+    """An object with pod templates whose size podgang does not follow. A template for
+    workloads (a Trainer runtime) owns no pods: no gang. A scheduler's own workload (a
+    Volcano Job) is ganged by that scheduler's controller. Any other gets a gang only when
+    its pod templates name a mapped scheduler: a DaemonSet's is always 1 (not a gang),
+    an unknown kind's 1 unless pinned."""
     member = Member(source, _what(obj, ns), ns)
     plan.members.append(member)
+    made_from = kinds.template_of(obj)
+    if made_from is not None:
+        member.no_group = f"a template, not a workload: it owns no pods; {made_from} get the gangs"
+        return
+    key = (kinds.api_group(obj), str(obj.get("kind")))
+    own = next((b.own_workloads[key] for b in BACKENDS.values() if key in b.own_workloads), None)
+    if own is not None:
+        member.no_group = f"{own}; podgang makes none"
+        return
     if rules.is_skipped(obj, settings):
         member.skipped = f"labelled {settings.skip_label}=true"
+        return
+    templates = kinds.any_pod_templates(obj)
+    in_scope = [t for _, t in templates if not rules.scope_problem(t, ns, settings)]
+    if not in_scope:
+        member.skipped = next((p for _, t in templates if (p := rules.scope_problem(t, ns, settings))),
+                              "no pod template")
         return
     named = rules.template_group(obj, settings)
     if isinstance(named, str):
@@ -371,9 +381,11 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
         return
     name = rules.owned_group_name(OwnerRef.of(obj), "", settings)
     mm = rules.min_member_for(obj, None, settings)
-    backend = template_backend(obj, settings) or settings.default_backend
+    backend = settings.backend_for(in_scope[0]) or settings.default_backend
     member.group = shown(name)
-    if kinds.workload_kind(obj) is None:
+    entry = kinds.workload_kind(obj)
+    pinned, _ = rules.pinned_min_member(obj, settings)
+    if entry is None:
         member.why = f"podgang does not know the kind {obj.get('kind')}: a gang of {mm.value}"
         if not mm.pinned:
             plan.warnings.append(Finding(source, member.what, (
@@ -381,6 +393,9 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
                 f"pin it with {settings.min_member_annotation}")))
     else:
         member.why = mm.reason
+        if not entry.gang and pinned is not None:
+            plan.warnings.append(Finding(source, member.what, (
+                f"{settings.min_member_annotation}={pinned} is ignored: {mm.reason}")))
     plan.groups.setdefault((ns, shown(name)), PlannedGroup(ns, shown(name), mm, "owned", owner=OwnerRef.of(obj),
                                                            owner_text=rules.kind_name(obj), backend=backend,
                                                            options=gang_options(backend, (), (obj,))))
@@ -455,7 +470,7 @@ def _under_missing_owner(plan: Plan, member: Member, parent: OwnerRef, replaced:
         plan.warnings.append(Finding(member.source, member.what, f"{replaced}: the webhook admits its pods "
                                      f"without a group and the garbage collector deletes it"))
         return
-    entry = kinds.workload_kind(parent.kind)
+    entry = kinds.workload_kind(parent)
     if not parent.uid:
         member.no_group = (f"its owner {owner_text} is not in these manifests and its ownerReference has no "
                            f"uid: the group's name (pg-<name>-<uid>) cannot be known")
@@ -490,7 +505,7 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     mm = desired.min_member
     top = desired.owner
     if (desired.source == rules.OWNED and not desired.workloads and top is not None and mm is not None
-            and not mm.pinned and kinds.workload_kind(top.kind) is not None):
+            and not mm.pinned and kinds.workload_kind(top) is not None):
         mm = dataclasses.replace(mm, reason=f"{clip(f'{top.kind.lower()}/{top.name}')} is not in these "
                                             f"manifests: the grouper sizes the gang by it (1 here)")
     if mm is None:  # only standalone pods name it: the user's size stands
@@ -560,7 +575,7 @@ def apply_scale(manifests: list[Manifest], scales: dict[str, int]) -> tuple[list
             raise ScaleError(f"--scale {target}={count}: expected KIND/NAME=N with KIND one of {', '.join(scalable)}")
         if not 0 <= count <= MAX_SCALE:
             raise ScaleError(f"--scale {target}={count}: a count is a whole number from 0 to {MAX_SCALE}")
-        hits = [m for m in out if m.obj.get("kind") == entry.kind and metadata(m.obj).get("name") == name]
+        hits = [m for m in out if kinds.workload_kind(m.obj) is entry and metadata(m.obj).get("name") == name]
         if not hits:
             raise ScaleError(f"--scale {target}={count}: no {entry.kind} named {name!r} in the manifests")
         path = entry.scale_path

@@ -31,7 +31,7 @@ ECOSYSTEMS: dict[str, Any] = yaml.safe_load((CORPUS / "ecosystems.yaml").read_te
 CASES = sorted(CORPUS.glob("*/*.yaml"))
 #: what no output may ever show: the stand-in for a UID the cluster has not assigned yet
 PLACEHOLDER = re.compile(r"x0uid0x|Traceback")
-GANG_FIELDS = {"backend", "minMember", "subgroups", "queue", "priority", "members", "origin"}
+GANG_FIELDS = {"backend", "minMember", "subgroups", "queue", "priority", "members", "origin", "reason"}
 CASE_FIELDS = {"why", "backends", "scale", "gangs", "no_gang", "denied", "warnings", "notes"}
 
 
@@ -98,6 +98,9 @@ def check(plan: dict[str, Any], expect: dict[str, Any]) -> list[str]:
         want = {"subgroups": {}, **want}
         if "members" in want:
             want["members"] = sorted(want["members"])
+        if "reason" in want and str(want.pop("reason")).lower() not in got["reason"].lower():
+            problems.append(f"gang {name}: minMember {got['minMember']} because {got['reason']!r}, expected it "
+                            f"to say so")
         for key, value in want.items():
             if actual[key] != value:
                 problems.append(f"gang {name}: {key} is {actual[key]!r}, expected {value!r}")

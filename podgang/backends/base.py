@@ -138,6 +138,9 @@ class Backend(ABC):
     pod_spec_keys: tuple[str, ...] = ()
     #: the scheduler's verdict is read from the gang's pods (its PodGroup holds none)
     verdict_on_pods: bool = False
+    #: (API group, kind) of the scheduler's own workloads, whose controller makes their
+    #: PodGroup itself (Volcano's Job): podgang makes none, and says why
+    own_workloads: Mapping[tuple[str, str], str] = {}
 
     # -- pod membership -------------------------------------------------------
 

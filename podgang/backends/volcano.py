@@ -34,6 +34,10 @@ class VolcanoBackend(OneKeyBackend):
     subgroups_field = MIN_TASK_MEMBER
     pod_spec_keys = (PRIORITY_CLASS,)
     min_resources_field = MIN_RESOURCES
+    own_workloads = {
+        ("batch.volcano.sh", "Job"): "Volcano's job controller makes its PodGroup itself (spec.minAvailable)",
+        ("batch.volcano.sh", "CronJob"): "each run is a Volcano Job, whose PodGroup Volcano's job controller makes",
+    }
 
     def gang_options(self, source: GangSource) -> dict[str, Any]:
         objs = source.nearest_first

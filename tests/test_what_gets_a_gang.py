@@ -1,0 +1,82 @@
+"""Which objects get a gang: kinds matched by API group and kind, templates that own no
+pods, a DaemonSet (never a gang), a scheduler's own workloads, unfollowed kinds (a gang
+only when their pod templates name a mapped scheduler)."""
+
+from __future__ import annotations
+
+from podgang import kinds, rules
+from podgang.manifests import Manifest, Source
+from podgang.objects import OwnerRef
+from podgang.plan import build_plan
+from podgang.settings import Settings
+from podgang.backends import KAI, VOLCANO
+
+
+def manifests(*objs):
+    return [Manifest(o, Source("m.yaml", i)) for i, o in enumerate(objs, 1)]
+
+
+def test_a_kind_is_its_api_group_and_kind_never_its_kind_alone():
+    assert kinds.workload_kind({"apiVersion": "batch/v1", "kind": "Job"}) is kinds.JOB
+    assert kinds.workload_kind({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"}) is None
+    assert kinds.workload_kind({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "CronJob"}) is None
+    assert kinds.workload_kind(OwnerRef("batch.volcano.sh/v1alpha1", "Job", "j", "u")) is None
+    assert kinds.workload_kind(OwnerRef("kubeflow.org/v1", "MPIJob", "j", "u")) is kinds.MPI_JOB
+    assert kinds.run_kinds(OwnerRef("batch/v1", "CronJob", "c", "u")) == ("Job",)
+    assert kinds.run_kinds(OwnerRef("batch.volcano.sh/v1alpha1", "CronJob", "c", "u")) == ()
+
+
+def test_a_pod_of_a_volcano_job_is_not_a_run_of_a_cronjob_of_another_group():
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "uid": "ju", "ownerReferences": [
+        {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "CronJob", "name": "c", "uid": "cu", "controller": True}]}}
+    # a batch/v1 CronJob's Job is a run of its own (the walk stops); a Volcano CronJob is just an owner
+    assert rules.owner_to_look_up(job) is None  # not fetchable: the Volcano CronJob is the top
+    assert rules.next_owner(job) == OwnerRef("batch.volcano.sh/v1alpha1", "CronJob", "c", "cu")
+
+
+def _vcjob():
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "tf"},
+            "spec": {"minAvailable": 2, "schedulerName": "volcano", "tasks": [
+                {"name": "w", "replicas": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}]}}
+
+
+def test_a_volcano_job_is_gangd_by_volcano_not_read_as_a_batch_job():
+    plan = build_plan(manifests(_vcjob()), Settings(backends=(("volcano", VOLCANO),)))
+    [member] = plan.members
+    assert member.what == "job.batch.volcano.sh default/tf"
+    assert member.group is None and "Volcano's job controller makes its PodGroup itself" in member.no_group
+    assert not plan.groups and not plan.warnings
+
+
+def test_a_trainer_runtime_is_a_template_with_no_gang_and_no_advice():
+    runtime = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+               "metadata": {"name": "torch"}, "spec": {"template": {"spec": {"replicatedJobs": [{"name": "node",
+               "template": {"spec": {"template": {"spec": {"schedulerName": "kai-scheduler",
+                                                            "containers": [{"name": "c"}]}}}}}]}}}}
+    plan = build_plan(manifests(runtime))
+    [member] = plan.members
+    assert member.group is None and member.no_group.startswith("a template, not a workload")
+    assert not plan.groups and not plan.warnings
+
+
+def test_an_unknown_kind_gets_a_gang_only_when_its_templates_name_a_mapped_scheduler():
+    def sandbox(scheduler):
+        return {"apiVersion": "example.com/v1", "kind": "Sandbox", "metadata": {"name": scheduler},
+                "spec": {"podTemplate": {"spec": {"schedulerName": scheduler, "containers": [{"name": "c"}]}}}}
+    plan = build_plan(manifests(sandbox("my-scheduler"), sandbox("kai-scheduler")),
+                      Settings(backends=(("kai-scheduler", KAI),)))
+    other, kai = plan.members
+    assert other.group is None and "my-scheduler" in other.skipped
+    assert kai.group == "pg-kai-scheduler-<uid>"
+    assert [w.what for w in plan.warnings] == ["sandbox default/kai-scheduler"]
+
+
+def test_a_daemonset_is_never_a_gang_whatever_a_pin_says():
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "uid": "u",
+          "annotations": {"podgang.io/min-member": "3"}},
+          "spec": {"template": {"spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c"}]}}}}
+    mm = rules.min_member_for(ds)
+    assert (mm.value, mm.pinned) == (1, False) and "not a gang" in mm.reason
+    plan = build_plan(manifests(ds))
+    assert [g.min_member.value for g in plan.groups.values()] == [1]
+    assert [w.message for w in plan.warnings] == [f"podgang.io/min-member=3 is ignored: {mm.reason}"]
