@@ -143,6 +143,10 @@ class _Objects:
     can only have matched them so); a reference without a UID takes its owner's."""
 
     def __init__(self, manifests: list[Manifest], default_namespace: str):
+        #: (ignored, the one that wins) of every object defined more than once: the last
+        #: definition is what the cluster holds after applying them in order
+        self.duplicates: list[tuple[Manifest, Manifest]] = []
+        manifests = self._last_of_each(manifests, default_namespace)
         self.items: list[tuple[Manifest, dict[str, Any], str]] = []  # (manifest, completed copy, namespace)
         self.sources: dict[str, Source] = {}  # by UID
         self.by_name: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # (namespace, API group, kind, name)
@@ -181,6 +185,20 @@ class _Objects:
                 owner = self.named(ref, ns)
                 if owner is not None and not ref.get("uid"):
                     ref["uid"] = owner["metadata"]["uid"]
+
+    def _last_of_each(self, manifests: list[Manifest], default_namespace: str) -> list[Manifest]:
+        """The manifests with each object (API group, kind, namespace, name) once: its last
+        definition; the others are remembered in :attr:`duplicates`."""
+        last: dict[tuple[str, str, str, str], Manifest] = {}
+        for m in manifests:
+            name = metadata(m.obj).get("name")
+            if isinstance(name, str) and name:
+                key = (_ns(m.obj, default_namespace), _api_group(m.obj.get("apiVersion")), str(m.obj.get("kind")), name)
+                if key in last:
+                    self.duplicates.append((last[key], m))
+                last[key] = m
+        ignored = {id(first) for first, _ in self.duplicates}
+        return [m for m in manifests if id(m) not in ignored]
 
     @staticmethod
     def _refs(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -262,6 +280,9 @@ def build_plan(
     """Decide, for every object in ``manifests``, what podgang would do."""
     plan = Plan()
     objects = _Objects(manifests, default_namespace)
+    for ignored, wins in objects.duplicates:
+        plan.warnings.append(Finding(ignored.source, _what(ignored.obj, _ns(ignored.obj, default_namespace)),
+                                     f"defined twice: {wins.source} wins (applied after it, it replaces this one)"))
     cache = Cache(settings)
     cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
     defined: dict[str, Manifest] = {}  # group key -> its PodGroup as written

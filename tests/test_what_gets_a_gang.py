@@ -80,3 +80,16 @@ def test_a_daemonset_is_never_a_gang_whatever_a_pin_says():
     plan = build_plan(manifests(ds))
     assert [g.min_member.value for g in plan.groups.values()] == [1]
     assert [w.message for w in plan.warnings] == [f"podgang.io/min-member=3 is ignored: {mm.reason}"]
+
+
+def test_an_object_defined_twice_is_one_finding_and_its_last_definition_wins():
+    def deployment(replicas):
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+                "spec": {"replicas": replicas, "template": {"spec": {"schedulerName": "kai-scheduler",
+                                                                     "containers": [{"name": "c"}]}}}}
+    plan = build_plan(manifests(deployment(2), deployment(5)))
+    [member] = plan.members
+    assert (member.group, member.pods, member.no_group) == ("pg-web-<uid>", 5, None)
+    assert [(str(w.source), w.message) for w in plan.warnings] == [
+        ("m.yaml#1", "defined twice: m.yaml#2 wins (applied after it, it replaces this one)")]
+    assert [g.min_member.value for g in plan.groups.values()] == [5]
