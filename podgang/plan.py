@@ -30,8 +30,10 @@ from podgang.settings import DEFAULT, Settings
 
 UNKNOWN_UID = "<uid>"
 MAX_SCALE = rules.MAX_MIN_MEMBER
-#: stands in for a UID the cluster has not assigned yet (a valid name part, shown as <uid>)
+#: stands in for a UID the cluster has not assigned yet (a valid name part as long as a
+#: UID, so that a name's length is what the cluster's will be; never shown: <uid>)
 _UID_TOKEN = "x0uid0x"
+_UID_DIGITS = 36 - len(_UID_TOKEN)
 
 
 class ScaleError(ValueError):
@@ -177,7 +179,7 @@ class _Objects:
         for m, obj, _ in self.items:
             md = obj["metadata"]
             if "uid" not in md:
-                md["uid"] = f"{_UID_TOKEN}{next(numbers)}"
+                md["uid"] = f"{_UID_TOKEN}{next(numbers):0{_UID_DIGITS}d}"
                 self.by_uid[md["uid"]] = obj
             self.sources.setdefault(md["uid"], m.source)
         for _, obj, ns in self.items:  # references by name get the UID the object was given
@@ -323,7 +325,19 @@ def build_plan(
         _planned_group(plan, desired_group(cache, key), cache, settings, objects, defined, named_by_pods, random_names)
     order = {m.source: i for i, m in enumerate(manifests)}
     plan.members.sort(key=lambda member: order.get(member.source, 0))  # as the manifests are written
+    _show_uids(plan)
     return plan
+
+
+def _show_uids(plan: Plan) -> None:
+    """Every text of the plan with the stand-in for an unassigned UID shown as ``<uid>``:
+    the stand-in is the plan's own and never reaches its output."""
+    for findings in (plan.denials, plan.warnings, plan.notes):
+        findings[:] = [Finding(f.source, shown(f.what), shown(f.message)) for f in findings]
+    for member in plan.members:
+        member.why = shown(member.why)
+        member.no_group = shown(member.no_group) if member.no_group else member.no_group
+        member.skipped = shown(member.skipped) if member.skipped else member.skipped
 
 
 def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects: _Objects, settings: Settings,
@@ -682,7 +696,10 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
             comments.append(f"PodGroup {group.namespace}/{group.name} (minMember {group.min_member.value}, "
                             f"{group.owner_text}): {why}")
             continue
+        # an owner-less pod's group has no owner (the webhook makes it before the pod has a UID)
+        owned = group.origin == "owned" and group.owner is not None and group.owner.uid \
+            and _UID_TOKEN not in group.owner.uid
         docs.append(backend.build_podgroup(gang_spec(
             group.name, group.namespace, group.min_member.value, labels=settings.managed_labels,
-            options=group.options, owner=group.owner if group.owner and group.owner.uid else None)))
+            options=group.options, owner=group.owner if owned else None)))
     return docs, comments

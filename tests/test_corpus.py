@@ -118,9 +118,12 @@ def check(plan: dict[str, Any], expect: dict[str, Any]) -> list[str]:
             problems.append(f"{m['object']}: {why or 'denied'}, which the case does not expect")
     for missing in set(no_gang) - {m["object"] for m in plan["members"]}:
         problems.append(f"{missing}: not in the plan")
-    problems += words_match([f["message"] for f in plan["denials"]], expect.get("denied") or [], "denied")
-    problems += words_match([f["message"] for f in plan["warnings"]], expect.get("warnings") or [], "warnings")
-    notes = [f["message"] for f in plan["notes"]]
+    def said(findings):  # what a finding is about and what it says
+        return [f"{f['object']}: {f['message']}" for f in findings]
+
+    problems += words_match(said(plan["denials"]), expect.get("denied") or [], "denied")
+    problems += words_match(said(plan["warnings"]), expect.get("warnings") or [], "warnings")
+    notes = said(plan["notes"])
     for words in expect.get("notes") or ():
         parts = [words] if isinstance(words, str) else list(words)
         if not any(all(p.lower() in n.lower() for p in parts) for n in notes):
