@@ -23,7 +23,7 @@ from podgang import kinds, rules
 from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, gang_spec
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
-from podgang.grouper.podgroups import Desired, desired_group, gang_options
+from podgang.grouper.podgroups import Desired, desired_group, gang_options, owned_subgroups
 from podgang.manifests import Manifest, Source
 from podgang.objects import POD, OwnerRef, clip, metadata
 from podgang.settings import DEFAULT, Settings
@@ -485,9 +485,12 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         name = f"{settings.group_prefix}-{metadata(obj).get('name')}-<run>-{UNKNOWN_UID}"
         run = entry.runs[0]
         member.group, member.why = name, f"one PodGroup per {run} it starts, owned by that {run}"
-        plan.groups[(ns, name)] = PlannedGroup(ns, name, rules.min_member_for(obj, None, settings), "owned",
-                                               owner_text=f"each {run} of {owner_text}", per_run=True,
-                                               backend=template_backend(obj, settings))
+        mm = rules.min_member_for(obj, None, settings)
+        backend = template_backend(obj, settings) or settings.default_backend
+        plan.groups[(ns, name)] = PlannedGroup(ns, name, mm, "owned", owner_text=f"each {run} of {owner_text}",
+                                               per_run=True, backend=backend,
+                                               options=gang_options(backend, (), (obj,)),
+                                               subgroups=owned_subgroups(obj, mm, settings))
     elif owned:
         member.group, member.why = ", ".join(shown(n) for n in owned), f"top owner {owner_text}"
     else:
@@ -546,11 +549,13 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     if mm is None:  # only standalone pods name it: the user's size stands
         mm = rules.MinMember(written or len(desired.members),
                              f"as written: only standalone pods use it ({len(desired.members)} here)")
+    options = desired.options or gang_options(backend, desired.members, desired.workloads)
+    if desired.source == rules.HAND_MADE and as_written is not None:
+        options = _as_written(backend, options, as_written, at)
     group = PlannedGroup(ns, shown(name), mm, _ORIGINS[desired.source], exists=actual is not None,
                          owner=desired.owner, defined_at=at, defined_obj=as_written,
                          cluster_min_member=written, random_name=key in random_names, backend=backend,
-                         options=desired.options or gang_options(backend, desired.members, desired.workloads),
-                         subgroups=desired.subgroups)
+                         options=options, subgroups=desired.subgroups)
     _note_fixed_size(plan, backend, group)
     if desired.source == rules.OWNER_LESS and desired.owner is not None:
         group.owner_text = f"pod/{desired.owner.name}"
@@ -567,6 +572,22 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
     for problem in group.options.get("problems") or ():
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+
+
+_OPTION_FIELDS = {"queue": "queue", "priority_class": "priorityClassName"}
+
+
+def _as_written(backend: Backend, options: dict[str, Any], podgroup: dict[str, Any],
+                at: Source | None) -> dict[str, Any]:
+    """A hand-made group's settings: its own queue and priority class as written (podgang
+    never changes them), the rest as its pods and workloads give them."""
+    written = backend.written_options(podgroup)
+    if not written:
+        return options
+    origins = [(setting, where) for setting, where in options.get("origins") or ()
+               if setting not in {_OPTION_FIELDS[k] for k in written}]
+    origins += [(_OPTION_FIELDS[k], f"as written in the PodGroup at {at}") for k in written]
+    return {**options, **written, "origins": tuple(origins)}
 
 
 def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:

@@ -229,10 +229,8 @@ def write_text(plan, out: TextIO) -> None:
             for last, s in enumerate(g.subgroups, 1 - len(g.subgroups)):
                 out.write(f"    {'└' if last == 0 else '├'} {s.name.ljust(sub_w)}  minimum {s.min_member}  "
                           f"[{s.reason}]\n")
-            for setting, where in g.options.get("origins") or ():
-                value = {"queue": g.options.get("queue"), "priorityClassName": g.options.get("priority_class")}.get(
-                    setting, (g.options.get("extra_spec") or {}).get(setting))
-                out.write(f"    {setting} {value}  [{where}]\n")
+            for setting, value, where in _settings(g.options):
+                out.write(f"    {setting} {value}" + (f"  [{where}]" if where else "") + "\n")
     out.write("\n")
     for title, findings in (("Denied", plan.denials), ("Warnings", plan.warnings), ("Notes", plan.notes)):
         if title == "Notes" and not findings:
@@ -243,6 +241,16 @@ def write_text(plan, out: TextIO) -> None:
             out.write(f"  {where}{f.what}\n    {f.message}\n")
         out.write("\n")
     out.write(f"{len(plan.members)} pods/workloads, {len(groups)} PodGroups, {_verdict(plan)}\n")
+
+
+def _settings(options) -> list[tuple[str, Any, str]]:
+    """The scheduler's settings of a gang to show, (field, value, where it comes from): every
+    one with an origin, and the queue and priority class of any backend."""
+    own = {"queue": options.get("queue"), "priorityClassName": options.get("priority_class")}
+    out = [(setting, own.get(setting, (options.get("extra_spec") or {}).get(setting)), where)
+           for setting, where in options.get("origins") or ()]
+    said = {setting for setting, _, _ in out}
+    return out + [(setting, value, "") for setting, value in own.items() if value and setting not in said]
 
 
 def _origin_text(g, backends: set[str]) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import re
 from pathlib import Path
 from typing import Any
@@ -151,3 +152,18 @@ def test_every_ecosystem_has_cases_and_every_case_its_expectation():
     assert all(c.with_suffix(".expect").exists() for c in CASES)
     strays = [p for p in CORPUS.glob("*/*") if p.suffix not in (".yaml", ".expect")]
     assert not strays
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c.parent.name}/{c.stem}" for c in CASES])
+def test_text_output_shows_each_gangs_queue_and_priority_as_json_has_them(case):
+    args = flags(case, expected(case))
+    plan = orjson.loads(run_plan(case, args, "json")[1])
+    text = run_plan(case, args, "text")[1]
+    for group in plan["podGroups"]:
+        head = f"  {group['namespace']}/{group['name']} "
+        assert head in text
+        rest = text.split(head, 1)[1].split("\n")[1:]
+        block = "\n" + "\n".join(itertools.takewhile(lambda line: line.startswith("    "), rest))  # its lines
+        for field, key in (("queue", "queue"), ("priorityClassName", "priorityClassName")):
+            if group[key]:
+                assert f"\n    {field} {group[key]}" in block, (group["name"], field)
