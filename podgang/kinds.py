@@ -73,8 +73,13 @@ class WorkloadKind:
     slim_spec: Callable[[Mapping[str, Any], SlimTemplate], Obj]
     #: names accepted by ``podgang plan --scale KIND/NAME=N``
     aliases: tuple[str, ...] = ()
-    #: the field ``--scale`` sets (None: the kind does not scale)
+    #: the field ``--scale`` sets (None: the kind does not scale, or scales by parts)
     scale_path: tuple[str, ...] | None = None
+    #: a kind sized by parts (a Kubeflow job's replica types, a RayCluster's worker groups,
+    #: a JobSet's replicated jobs): the field ``--scale KIND/NAME:PART=N`` sets for each part
+    #: of an object, by part name (lower-cased), and the part a plain ``KIND/NAME=N`` scales
+    scale_parts: Callable[[Any], dict[str, tuple[str | int, ...]]] | None = None
+    default_scale_part: Callable[[Any], str | None] = lambda obj: None
     #: why its controller replaces pods on purpose right now, or None (:mod:`podgang.rollouts`),
     #: given the workload and what is known of its pods
     rolling_out: Callable[[Any, rollouts.WorkloadPods], str | None] = lambda obj, seen: None
@@ -114,6 +119,10 @@ class WorkloadKind:
     @property
     def kind(self) -> str:
         return self.resource.kind
+
+    @property
+    def scales(self) -> bool:
+        return self.scale_path is not None or self.scale_parts is not None
 
     def replica_suffixes(self, obj: Any) -> list[str]:
         """The name suffix of each PodGroup an object of this kind owns itself."""
@@ -476,6 +485,9 @@ def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...],
     return WorkloadKind(
         Resource("kubeflow.org", version, plural, kind, optional=True, also=also), size, templates,
         _slim_kubeflow(field), aliases=aliases, status_fields=("replicaStatuses",), roles=roles,
+        scale_parts=lambda obj: {str(rtype).lower(): ("spec", field, str(rtype), "replicas")
+                                 for rtype in as_dict(spec(obj).get(field))},
+        default_scale_part=lambda obj: SCALING_ROLE,
         role_labels=(KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_JOB_ROLE_LABEL), suspended=_run_policy_suspended,
     )
 
@@ -549,6 +561,14 @@ def _ray_roles(obj: Any) -> list[Role]:
         out.append(Role(name.lower(), count * hosts, why, as_dict(group.get("template")),
                         f"workerGroupSpecs[{i}].template"))
     return [r for r in out if r.size > 0]
+
+
+def _ray_scale_parts(obj: Any) -> dict[str, tuple[str | int, ...]]:
+    """Each worker group's ``replicas`` (its head is one pod), wherever the cluster spec is."""
+    where: tuple[str, ...] = {"RayJob": ("spec", "rayClusterSpec"), "RayService": ("spec", "rayClusterConfig")}.get(
+        str(as_dict(obj).get("kind")), ("spec",))
+    return {str(as_dict(g).get("groupName") or f"worker-group-{i}").lower(): (*where, "workerGroupSpecs", i, "replicas")
+            for i, g in enumerate(as_list(_ray_cluster_spec(obj).get("workerGroupSpecs")))}
 
 
 def _ray_size(obj: Any) -> tuple[int, str]:
@@ -753,6 +773,9 @@ LEADER_WORKER_SET = WorkloadKind(
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
     _jobset_size, _jobset_templates, _slim_jobset, aliases=("jobset", "jobsets"),
+    scale_parts=lambda obj: {str(as_dict(r).get("name", "")).lower(): ("spec", "replicatedJobs", i, "replicas")
+                             for i, r in enumerate(as_list(spec(obj).get("replicatedJobs")))},
+    default_scale_part=lambda obj: _only_part(JOB_SET, obj),
     status_fields=(*_RUN_STATUS, "replicatedJobsStatus"),
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,),
 )
@@ -775,20 +798,23 @@ TRAIN_JOB = WorkloadKind(
 )
 RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
-    _slim_ray(None), aliases=("raycluster", "rayclusters"), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    _slim_ray(None), aliases=("raycluster", "rayclusters"), scale_parts=_ray_scale_parts,
+    default_scale_part=lambda obj: _only_part(RAY_CLUSTER, obj), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
 )
 #: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
 #: own, and so is its submitter Job: the submitter starts only once the cluster is ready
 RAY_JOB = WorkloadKind(
     Resource("ray.io", "v1", "rayjobs", "RayJob", optional=True), _ray_size, _ray_templates,
-    _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
+    _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), scale_parts=_ray_scale_parts,
+    default_scale_part=lambda obj: _only_part(RAY_JOB, obj), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
     status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj),
 )
 #: each cluster of a RayService (the serving one, and a new one during an upgrade) is a gang of its own
 RAY_SERVICE = WorkloadKind(
     Resource("ray.io", "v1", "rayservices", "RayService", optional=True), _ray_size, _ray_templates,
-    _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), layout=ONE_PER_RUN, runs=("RayCluster",),
+    _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), scale_parts=_ray_scale_parts,
+    default_scale_part=lambda obj: _only_part(RAY_SERVICE, obj), layout=ONE_PER_RUN, runs=("RayCluster",),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
 )
 #: a staged gang: the driver, then (once spark-operator says it runs) the driver and the
@@ -1000,5 +1026,29 @@ def replica_suffix(top: Any, pod: Any) -> tuple[str, str]:
 def scale_target(alias: str) -> WorkloadKind | None:
     """The kind ``--scale`` means by ``alias`` (``deploy``, ``sts``, ``lws`` ...)."""
     alias = alias.lower()
-    return next((k for k in WORKLOADS.values() if k.scale_path and alias in k.aliases), None)
+    return next((k for k in WORKLOADS.values() if k.scales and alias in k.aliases), None)
+
+
+def _only_part(entry: WorkloadKind, obj: Any) -> str | None:
+    """The one part of an object sized by parts, when it has exactly one."""
+    parts = list(entry.scale_parts(obj)) if entry.scale_parts is not None else []
+    return parts[0] if len(parts) == 1 else None
+
+
+def scale_field(entry: WorkloadKind, obj: Any, part: str | None) -> tuple[str | int, ...] | str:
+    """The field ``--scale`` sets on ``obj`` (of kind ``entry``) for ``part`` (None: the
+    kind's own), or why there is none."""
+    if entry.scale_parts is None:
+        if part:
+            return f"a {entry.kind} has no parts to scale (scale it as {entry.kind.lower()}/NAME=N)"
+        assert entry.scale_path is not None
+        return entry.scale_path
+    parts = entry.scale_parts(obj)
+    wanted = part.lower() if part else entry.default_scale_part(obj)
+    if wanted in parts:
+        return parts[wanted]
+    listed = ", ".join(parts) or "none"
+    if part:
+        return f"it has no part {part!r} (its parts: {listed})"
+    return f"say which part: NAME:PART=N with PART one of {listed}"
 

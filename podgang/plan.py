@@ -620,32 +620,47 @@ def native_version_in(manifests: list[Manifest]) -> tuple[str, str] | None:
 
 
 def apply_scale(manifests: list[Manifest], scales: dict[str, int]) -> tuple[list[Manifest], list[str]]:
-    """Copies of ``manifests`` with ``KIND/NAME=N`` scales applied, and what changed."""
+    """Copies of ``manifests`` with ``KIND/NAME[:PART]=N`` scales applied, and what changed.
+    The kind's registry entry says which field a scale sets (a Kubeflow job's workers, a
+    RayCluster's worker group, a JobSet's replicated job: ``PART``)."""
     out = [Manifest(copy.deepcopy(m.obj), m.source) for m in manifests]
     done: list[str] = []
     for target, count in scales.items():
-        kind_text, _, name = target.partition("/")
+        kind_text, _, named = target.partition("/")
+        name, _, part = named.partition(":")
         entry = kinds.scale_target(kind_text)
         if entry is None or not name:
-            scalable = sorted(k.kind for k in kinds.WORKLOADS.values() if k.scale_path)
-            raise ScaleError(f"--scale {target}={count}: expected KIND/NAME=N with KIND one of {', '.join(scalable)}")
+            scalable = sorted(k.kind for k in kinds.WORKLOADS.values() if k.scales)
+            raise ScaleError(f"--scale {target}={count}: expected KIND/NAME=N with KIND one of {', '.join(scalable)}"
+                             f" (KIND/NAME:PART=N for a part: a replica type, a worker group, a replicated job)")
         if not 0 <= count <= MAX_SCALE:
             raise ScaleError(f"--scale {target}={count}: a count is a whole number from 0 to {MAX_SCALE}")
         hits = [m for m in out if kinds.workload_kind(m.obj) is entry and metadata(m.obj).get("name") == name]
         if not hits:
             raise ScaleError(f"--scale {target}={count}: no {entry.kind} named {name!r} in the manifests")
-        path = entry.scale_path
-        assert path is not None
         for m in hits:
+            path = kinds.scale_field(entry, m.obj, part or None)
+            if isinstance(path, str):
+                raise ScaleError(f"--scale {target}={count}: {entry.kind.lower()}/{name}: {path}")
             node: Any = m.obj
             for step in path[:-1]:
-                node = node.setdefault(step, {}) if isinstance(node, dict) else {}
+                if isinstance(node, dict) and isinstance(step, str):
+                    node = node.setdefault(step, {})
+                elif isinstance(node, list) and isinstance(step, int) and step < len(node):
+                    node = node[step]
+                else:
+                    node = {}
             old = node.get(path[-1]) if isinstance(node, dict) else None
             if isinstance(node, dict):
                 node[path[-1]] = count
             before = old if old is not None else 1
-            done.append(f"{entry.kind.lower()}/{name} {'.'.join(path[1:])} {before} → {count}")
+            done.append(f"{entry.kind.lower()}/{name} {_path_text(path[1:])} {before} → {count}")
     return out, done
+
+
+def _path_text(path: tuple[str | int, ...]) -> str:
+    """``workerGroupSpecs[0].replicas`` of ``("workerGroupSpecs", 0, "replicas")``."""
+    return "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path).lstrip(".")
 
 
 def plan_with_scale(

@@ -49,8 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="FILE|DIR", help="manifest files or directories ('-' for stdin)")
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="text",
                         help="text (default); yaml: the PodGroups as manifests to apply; json: the whole plan")
-    parser.add_argument("--scale", action="append", type=_scale, default=[], metavar="KIND/NAME=N",
-                        help="show what minMember becomes after scaling a workload (repeatable)")
+    parser.add_argument("--scale", action="append", type=_scale, default=[], metavar="KIND/NAME[:PART]=N",
+                        help="show what minMember becomes after scaling a workload (repeatable); PART: the "
+                             "replica type, Ray worker group or JobSet replicated job (a Kubeflow job's workers "
+                             "by default)")
     add_backend_flags(parser)
     add_flag(parser, "--native-version", choices=("auto", *native.VERSIONS), default="auto",
              help="the native gang API to plan for: v1beta1 (Kubernetes 1.37), v1alpha2 (1.36), v1alpha1 (1.35's "

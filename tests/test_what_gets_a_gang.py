@@ -4,10 +4,14 @@ only when their pod templates name a mapped scheduler)."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from podgang import kinds, rules
 from podgang.manifests import Manifest, Source
 from podgang.objects import OwnerRef
-from podgang.plan import build_plan
+from podgang.plan import ScaleError, apply_scale, build_plan
 from podgang.settings import Settings
 from podgang.backends import KAI, VOLCANO
 
@@ -93,3 +97,22 @@ def test_an_object_defined_twice_is_one_finding_and_its_last_definition_wins():
     assert [(str(w.source), w.message) for w in plan.warnings] == [
         ("m.yaml#1", "defined twice: m.yaml#2 wins (applied after it, it replaces this one)")]
     assert [g.min_member.value for g in plan.groups.values()] == [5]
+
+
+def test_scale_reaches_every_kind_sized_by_parts_and_says_which_part_it_needs():
+    pytorch = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "pt"},
+               "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": 3}}}}
+    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "js"},
+              "spec": {"replicatedJobs": [{"name": "a", "replicas": 1}, {"name": "b", "replicas": 2}]}}
+    ray = {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": {"name": "rj"},
+           "spec": {"rayClusterSpec": {"workerGroupSpecs": [{"groupName": "Small", "replicas": 2}]}}}
+    out, done = apply_scale(manifests(pytorch, jobset, ray), {"pytorchjob/pt": 5, "jobset/js:b": 4, "rayjob/rj": 3})
+    assert done == ["pytorchjob/pt pytorchReplicaSpecs.Worker.replicas 3 → 5",
+                    "jobset/js replicatedJobs[1].replicas 2 → 4",
+                    "rayjob/rj rayClusterSpec.workerGroupSpecs[0].replicas 2 → 3"]
+    assert out[2].obj["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["replicas"] == 3
+    for target, said in (("jobset/js", "say which part: NAME:PART=N with PART one of a, b"),
+                         ("pytorchjob/pt:launcher", "it has no part 'launcher' (its parts: master, worker)"),
+                         ("deployment/web:x", "no Deployment named 'web'")):
+        with pytest.raises(ScaleError, match=re.escape(said)):
+            apply_scale(manifests(pytorch, jobset), {target: 2})
