@@ -301,10 +301,13 @@ def build_plan(
         cache.apply(kind, old, slim)
         return key
 
+    native_planned = next((b.version for b in settings.enabled_backends if isinstance(b, native.NativeBackend)), None)
     for m, obj, ns in objects.items:
         kind = obj.get("kind")
         backend = next((b for b in settings.enabled_backends if b.is_podgroup(obj)), None)
-        if backend is not None and metadata(obj).get("name"):
+        if backend is None and native_planned and (problem := native.version_problem(obj, native_planned)):
+            plan.warnings.append(Finding(m.source, _what(obj, ns), problem))
+        elif backend is not None and metadata(obj).get("name"):
             for refused in backend.refusals(obj):  # what the apiserver would not create
                 plan.denials.append(Finding(m.source, _what(obj, ns), refused))
             holder = put(backend, obj)
@@ -315,7 +318,8 @@ def build_plan(
         elif kinds.workload_kind(obj) is not None and kind in cache.workloads and metadata(obj).get("name"):
             put(kind, obj)
             workloads.append((Member(m.source, _what(obj, ns), ns), obj, ns))
-        elif kinds.workload_kind(obj) is not None or kinds.template_of(obj) or kinds.any_pod_templates(obj):
+        elif (kinds.workload_kind(obj) is not None or kinds.template_of(obj) or _own_workload(obj)
+              or kinds.any_pod_templates(obj)):
             _unfollowed_workload(plan, m.source, obj, ns, settings)
 
     for member, obj, ns in workloads:
@@ -384,6 +388,13 @@ def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects
     put(POD.kind, admitted)
 
 
+def _own_workload(obj: dict[str, Any]) -> str | None:
+    """Why a scheduler's own workload (a Volcano Job, a 1.36 Workload) gets its gang from
+    that scheduler's controllers, or None."""
+    key = (kinds.api_group(obj), str(obj.get("kind")))
+    return next((b.own_workloads[key] for b in BACKENDS.values() if key in b.own_workloads), None)
+
+
 def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: str, settings: Settings) -> None:
     """An object with pod templates whose size podgang does not follow. A template for
     workloads (a Trainer runtime) owns no pods: no gang. A scheduler's own workload (a
@@ -396,8 +407,7 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
     if made_from is not None:
         member.no_group = f"a template, not a workload: it owns no pods; {made_from} get the gangs"
         return
-    key = (kinds.api_group(obj), str(obj.get("kind")))
-    own = next((b.own_workloads[key] for b in BACKENDS.values() if key in b.own_workloads), None)
+    own = _own_workload(obj)
     if own is not None:
         member.no_group = f"{own}; podgang makes none"
         return

@@ -116,3 +116,22 @@ def test_scale_reaches_every_kind_sized_by_parts_and_says_which_part_it_needs():
                          ("deployment/web:x", "no Deployment named 'web'")):
         with pytest.raises(ScaleError, match=re.escape(said)):
             apply_scale(manifests(pytorch, jobset), {target: 2})
+
+
+def test_a_native_workload_is_planned_for_the_version_it_is_written_for_or_refused_saying_why():
+    from podgang.backends import native
+    def workload(version):
+        return {"apiVersion": f"scheduling.k8s.io/{version}", "kind": "Workload", "metadata": {"name": "w"}}
+    assert [native.written_for(workload(v)) for v in ("v1alpha1", "v1alpha2", "v1beta1", "v2")] == [
+        "v1alpha1", "v1alpha2", "v1beta1", None]
+    assert native.version_problem(workload("v1beta1"), "v1beta1") is None
+    assert native.version_problem(workload("v1beta1"), "v1alpha2") == (
+        "written for scheduling.k8s.io/v1beta1 (Kubernetes 1.37), but planned for scheduling.k8s.io/v1alpha2 "
+        "(Kubernetes 1.36), which does not serve it: not planned (--native-version v1beta1 plans for it)")
+    plan = build_plan(manifests(workload("v1beta1")),
+                      Settings(backends=(("default-scheduler", native.native_backend("v1beta1")),)))
+    [member] = plan.members
+    assert member.no_group.startswith("a Workload is a template for gangs") and not plan.groups
+    plan = build_plan(manifests(workload("v1beta1")), Settings(backends=(("default-scheduler", native.NATIVE),)))
+    assert not plan.members and [w.message.split(",")[0] for w in plan.warnings] == [
+        "written for scheduling.k8s.io/v1beta1 (Kubernetes 1.37)"]
