@@ -843,6 +843,10 @@ TEMPLATE_KINDS: dict[tuple[str, str], str] = {
     ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "the TrainJobs that name it (through their JobSets)",
     ("trainer.kubeflow.org", "TrainingRuntime"): "the TrainJobs that name it (through their JobSets)",
     ("", "PodTemplate"): "the workloads that copy it",
+    ("kueue.x-k8s.io", "Workload"): "the job Kueue admits by it",
+    ("kubeflow.org", "Experiment"): "the trials (Jobs, training jobs) it starts",
+    ("serving.kserve.io", "ServingRuntime"): "the InferenceServices that use it",
+    ("serving.kserve.io", "ClusterServingRuntime"): "the InferenceServices that use it",
 }
 
 #: the pod labels that name a pod's role, of every kind

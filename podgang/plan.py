@@ -313,7 +313,7 @@ def build_plan(
             holder = put(backend, obj)
             for key in cache.podgroups.keys_of(backend, cache.store_for(backend)[holder]):
                 defined[key] = m  # a 1.35 Workload defines a gang per pod group
-        elif kind == POD.kind:
+        elif kind == POD.kind and kinds.api_group(obj) == POD.group:
             _admit_pod(plan, m.source, obj, ns, objects, settings, put, named_by_pods, random_names)
         elif kinds.workload_kind(obj) is not None and kind in cache.workloads and metadata(obj).get("name"):
             put(kind, obj)

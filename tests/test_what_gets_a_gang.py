@@ -135,3 +135,19 @@ def test_a_native_workload_is_planned_for_the_version_it_is_written_for_or_refus
     plan = build_plan(manifests(workload("v1beta1")), Settings(backends=(("default-scheduler", native.NATIVE),)))
     assert not plan.members and [w.message.split(",")[0] for w in plan.warnings] == [
         "written for scheduling.k8s.io/v1beta1 (Kubernetes 1.37)"]
+
+
+@pytest.mark.parametrize("api_version, kind, said", [
+    ("kueue.x-k8s.io/v1beta1", "Workload", "a template, not a workload"),
+    ("kubeflow.org/v1beta1", "Experiment", "a template, not a workload"),
+    ("v1", "PodTemplate", "a template, not a workload"),
+    ("flow.volcano.sh/v1alpha1", "JobTemplate", "Volcano's job controller makes"),
+])
+def test_more_templates_with_pod_templates_inside_get_no_gang(api_version, kind, said):
+    template = {"spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c"}]}}
+    obj = {"apiVersion": api_version, "kind": kind, "metadata": {"name": "t"},
+           "spec": {"podSets": [{"name": "main", "count": 3, "template": template}]}}
+    plan = build_plan(manifests(obj))
+    [member] = plan.members
+    assert member.group is None and said in member.no_group
+    assert not plan.groups and not plan.warnings

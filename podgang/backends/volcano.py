@@ -42,6 +42,8 @@ class VolcanoBackend(OneKeyBackend):
     own_workloads = {
         ("batch.volcano.sh", "Job"): "Volcano's job controller makes its PodGroup itself (spec.minAvailable)",
         ("batch.volcano.sh", "CronJob"): "each run is a Volcano Job, whose PodGroup Volcano's job controller makes",
+        ("flow.volcano.sh", "JobTemplate"): "a template for the Volcano Jobs a JobFlow runs, whose PodGroups "
+                                            "Volcano's job controller makes",
     }
 
     def gang_options(self, source: GangSource) -> dict[str, Any]:
