@@ -822,6 +822,7 @@ RAY_SERVICE = WorkloadKind(
 SPARK_APPLICATION = WorkloadKind(
     Resource("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", optional=True),
     _spark_size, _spark_templates, _slim_spark, aliases=("sparkapplication", "sparkapplications", "sparkapp"),
+    scale_path=("spec", "executor", "instances"),
     status_fields=("applicationState",), roles=_spark_roles, role_labels=(SPARK_ROLE_LABEL,), whole_roles=_spark_whole,
     finished=lambda obj: _spark_state(obj) in _SPARK_DONE,
 )
