@@ -75,6 +75,19 @@ def _resources_only(spec: Mapping[str, Any]) -> Obj:
     return out
 
 
+def _placement_only(spec: Mapping[str, Any]) -> Obj:
+    """Where a pod template's pods may go and their priority class: what the never-placed
+    verdicts read (podgang.feasibility), nothing else."""
+    out: Obj = {}
+    for key in ("nodeSelector", "tolerations", "priorityClassName"):
+        if spec.get(key):
+            out[key] = spec[key]
+    required = _d(_d(_d(spec.get("affinity")).get("nodeAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if required:
+        out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    return out
+
+
 def _pick(source: Any, keys: Iterable[str]) -> dict[str, str]:
     src = _d(source)
     return {k: src[k] for k in keys if isinstance(src.get(k), str)}
@@ -195,6 +208,7 @@ class Slimmer:
         if isinstance(scheduler, str):
             spec["schedulerName"] = _intern(scheduler)
         spec.update(_resources_only(_d(t.get("spec"))))
+        spec.update(_placement_only(_d(t.get("spec"))))
         return {"metadata": meta, "spec": spec}
 
     def _membership_spec(self, spec: Mapping[str, Any]) -> Obj:
@@ -415,6 +429,9 @@ class Cache:
         self.fact_stores: dict[str, dict[str, Obj]] = {
             r.kind: {} for b in settings.enabled_backends for r in b.fact_resources}
         self.known_facts: set[str] = set()
+        #: bumped whenever a fact store changes: the facts worked out from them are kept until then
+        self.facts_version = 0
+        self._facts: dict[str, tuple[int, ClusterFacts]] = {}
 
     # -- stores
 
@@ -460,9 +477,15 @@ class Cache:
             self.watched_kinds.discard(kind)
 
     def facts_for(self, backend: Backend) -> ClusterFacts:
-        """What is known of the cluster objects ``backend`` checks its settings against."""
-        return backend.cluster_facts({r.kind: list(self.fact_stores[r.kind].values())
-                                      if r.kind in self.known_facts else None for r in backend.fact_resources})
+        """What is known of the cluster objects ``backend`` checks its settings against
+        (worked out once per change of them: every reconcile asks)."""
+        kept = self._facts.get(backend.name)
+        if kept is not None and kept[0] == self.facts_version:
+            return kept[1]
+        facts = backend.cluster_facts({r.kind: list(self.fact_stores[r.kind].values())
+                                       if r.kind in self.known_facts else None for r in backend.fact_resources})
+        self._facts[backend.name] = (self.facts_version, facts)
+        return facts
 
     def workload(self, kind: str, key: str) -> Obj | None:
         store = self.workloads.get(kind)
