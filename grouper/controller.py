@@ -169,7 +169,8 @@ class Controller:
                 out.append(informer)
         for resource in dict.fromkeys(r for b in backends for r in b.fact_resources):
             informer = Informer(
-                self.api, resource, None, store=self.cache.fact_stores[resource.kind], slim=slim_fact,
+                self.api, resource, None, store=self.cache.fact_stores[resource.kind],
+                slim=lambda raw, kind=resource.kind: slim_fact(raw, kind),
                 keep=lambda obj: True, handler=self._fact_changed, metrics=self.metrics,
                 watch_timeout=self.options.watch_timeout, page_size=self.options.page_size,
                 optional=True, absent_probe_interval=self.options.absent_probe_interval)

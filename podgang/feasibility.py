@@ -182,12 +182,31 @@ class _Room:
         return sum((n.allocatable.get(resource, Decimal(0)) for n in self.nodes), Decimal(0))
 
 
-def _room(facts: ClusterFacts, where: Placement) -> _Room:
+#: the most answers kept with one set of facts (placements and pod shapes are few; a bound all the same)
+MEMO_SIZE = 4096
+
+
+def _memo(facts: ClusterFacts, key: Any, compute: Any) -> Any:
+    """``compute()``, kept with ``facts`` under ``key``: a webhook admitting many pods of one
+    shape, or a grouper judging many gangs of one placement, walks the nodes once."""
     memo = facts.memo
-    key = ("room", where)
     if key not in memo:
-        memo[key] = _Room(tuple(n for n in facts.nodes or () if may_use(n, where)))
+        if len(memo) >= MEMO_SIZE:
+            memo.clear()
+        memo[key] = compute()
     return memo[key]
+
+
+def _room(facts: ClusterFacts, where: Placement) -> _Room:
+    return _memo(facts, ("room", where), lambda: _Room(tuple(n for n in facts.nodes or () if may_use(n, where))))
+
+
+def _holds(facts: ClusterFacts, where: Placement, requests: Mapping[str, Decimal]) -> tuple[int, int]:
+    """How many pods of ``requests`` the nodes ``where`` allows hold, at most on one node and in all."""
+    def compute() -> tuple[int, int]:
+        fits = [_fits(n, requests) for n in _room(facts, where).nodes]
+        return max(fits, default=0), sum(fits)
+    return _memo(facts, ("holds", where, tuple(sorted(requests.items()))), compute)
 
 
 def _fits(node: NodeFacts, requests: Mapping[str, Decimal]) -> int:
@@ -226,8 +245,8 @@ def _node_verdicts(backend: Backend, parts: Sequence[tuple[int, Any]], facts: Cl
                 f"{backend.scheduler_title} says only that the pods do not fit yet"))
             continue
         for count, requests in shapes:
-            holds = [(_fits(n, requests), n) for n in room.nodes]
-            if not any(h for h, _ in holds):
+            most, held = _holds(facts, where, requests)
+            if not most:
                 largest = _largest(room, requests)
                 found.append(Verdict(
                     POD_TOO_LARGE, f"one pod requests {_describe(requests)}, more than any node it may use has "
@@ -236,10 +255,10 @@ def _node_verdicts(backend: Backend, parts: Sequence[tuple[int, Any]], facts: Cl
                     "may go (node selector, tolerations)",
                     f"{backend.scheduler_title} says only that the pods do not fit yet"))
                 break
-            if sum(h for h, _ in holds) < count:
+            if held < count:
                 found.append(Verdict(
                     CLUSTER_TOO_SMALL, f"its minimum of {count} pods of {_describe(requests)} exceeds what the nodes "
-                    f"it may use hold even empty: {sum(h for h, _ in holds)} such pods ({scope})",
+                    f"it may use hold even empty: {held} such pods ({scope})",
                     "add nodes where its pods may go, or lower the gang's minimum or its pods' requests",
                     f"{backend.scheduler_title} says only that the gang does not fit yet"))
                 break

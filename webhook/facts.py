@@ -1,5 +1,6 @@
 """What a backend checks its PodGroup settings against (KAI: which PriorityClasses and
-queues exist), for the groups the webhook creates itself: listed in the background at
+queues exist) and the never-placed verdicts read (queues' bounds, nodes — slimmed as soon
+as listed), for the groups the webhook creates itself: listed in the background at
 most once a minute, never by an admission waiting for it. Until the first list answers
 (or while it is refused) the facts are unknown and values are taken as written."""
 
@@ -12,7 +13,7 @@ from typing import Any, Callable
 
 from podgang.api import Api, ApiError
 from podgang.backends import Backend
-from podgang.backends.base import ClusterFacts
+from podgang.backends.base import ClusterFacts, slim_fact
 
 log = logging.getLogger("podgang.webhook")
 
@@ -47,7 +48,14 @@ class ClusterFactsCache:
         for resource in backend.fact_resources:
             try:
                 answer = await self.api.get(resource.path(), timeout=self.timeout, limit=MAX_FACTS)
-                found[resource.kind] = answer.get("items") or []
+                if (answer.get("metadata") or {}).get("continue"):
+                    # more than one page: a part of the nodes (or queues) would prove what the
+                    # whole would not; left unknown
+                    found[resource.kind] = None
+                    log.info("too many %s to list at once: their values are taken as written", resource.label)
+                    continue
+                found[resource.kind] = [slim_fact(item, resource.kind) for item in answer.get("items") or []
+                                        if isinstance(item, dict)]
             except ApiError as exc:
                 found[resource.kind] = None
                 log.info("cannot list %s: its values are taken as written", resource.label,

@@ -86,11 +86,11 @@ class ClusterFacts:
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False, hash=False)
 
 
-def slim_fact(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """A fact object as the grouper's store keeps it: a Node trimmed to what the verdicts
-    read (:func:`podgang.nodes.slim_node`); a PriorityClass to its name and value; a queue
-    to its name and spec (parent, quota, limit: small)."""
-    if raw.get("kind") == nodes.NODES.kind or "allocatable" in as_dict(raw.get("status")):
+def slim_fact(raw: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """A fact object of ``kind`` as the processes keep it: a Node trimmed to what the
+    verdicts read (:func:`podgang.nodes.slim_node`); a PriorityClass to its name and value;
+    a queue to its name and spec (parent, quota, limit: small)."""
+    if kind == nodes.NODES.kind:
         return nodes.slim_node(raw)
     md = metadata(raw)
     out: dict[str, Any] = {"metadata": {"name": md.get("name"),
