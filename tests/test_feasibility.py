@@ -295,3 +295,52 @@ def test_counts_give_every_verdict():
 def test_kai_counts_cpu_memory_and_gpus():
     demand = KAI.queue_demand([(2, template("1500m", "1", annotations={}))])
     assert demand == {"cpu": Decimal(3), "gpu": Decimal(2)}
+
+
+# -- podgang status: NEVER beside the scheduler's own verdict, and --explain's numbers and fix
+
+
+def quickstart_snapshot(facts_listed: bool = True):
+    from datetime import datetime, timezone
+
+    from podgang.status import Snapshot
+    from tests.grouper_support import deployment as gdeployment, owned_group, pod, podgroup, replicaset
+
+    dep = gdeployment("web", 2)
+    dep["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+    rs = replicaset(dep)
+    group = owned_group(dep)
+    pods = [pod(f"web-{i}", owner=rs, phase="Pending", group=group, labels={"app": "web"}) for i in range(2)]
+    pg = podgroup(group, 2, managed=True, owner=dep)
+    pg["status"] = {"schedulingConditions": [{
+        "type": "UnschedulableOnNodePool", "nodePool": "default", "status": "True", "transitionID": "0",
+        "lastTransitionTime": "2026-11-23T09:42:57Z",
+        "reasons": [{"reason": "NonPreemptibleOverQuota", "message": "Non-preemptible workload is over quota"}]}]}
+    facts_found = {"PriorityClass": [{"metadata": {"name": n}, "value": v} for n, v in PRIORITIES.items()],
+                   "Queue": QUICKSTART, "Node": [node("n1"), node("n2")]} if facts_listed else {}
+    snapshot = Snapshot(pods, {"kai": [pg]}, {"Deployment": [dep], "ReplicaSet": [rs]}, [],
+                        datetime.now(timezone.utc), facts=facts_found)
+    return snapshot, group
+
+
+def test_status_says_never_beside_the_schedulers_verdict_and_explain_gives_the_fix():
+    from podgang.settings import DEFAULT
+    from podgang.status import build_report, explain_pod
+
+    snapshot, group = quickstart_snapshot()
+    gang = next(g for g in build_report(snapshot, DEFAULT).gangs if g.name == group)
+    assert gang.state == feasibility.NEVER and "over quota" in str(gang.scheduler)  # KAI's own, beside
+    assert "never placed: non-preemptible" in gang.state_text and [v.kind for v in gang.never] == [
+        feasibility.OVER_QUOTA]
+    explained = explain_pod(snapshot, DEFAULT, "team", "web-0")
+    said = " ".join(explained.waits_for)
+    assert "2 CPU cores" in said and "spec.resources.cpu.quota >= 2000" in said, said
+
+
+def test_status_without_the_facts_says_waiting():
+    from podgang.settings import DEFAULT
+    from podgang.status import build_report
+
+    snapshot, group = quickstart_snapshot(facts_listed=False)
+    gang = next(g for g in build_report(snapshot, DEFAULT).gangs if g.name == group)
+    assert gang.state == "waiting" and gang.never == []
