@@ -21,7 +21,7 @@ import jsonpatch
 
 from podgang import kinds, rules
 from podgang.backends import Backend, GangSpec, native
-from podgang.backends.base import PATCH, gang_spec
+from podgang.backends.base import PATCH, gang_spec, slim_fact
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
 from podgang.grouper.podgroups import Desired, desired_group, gang_options
 from podgang.manifests import Manifest, Source
@@ -266,12 +266,27 @@ def build_plan(
     manifests: list[Manifest],
     settings: Settings = DEFAULT,
     default_namespace: str = "default",
+    facts: Mapping[str, list[dict[str, Any]] | None] | None = None,
 ) -> Plan:
-    """Decide, for every object in ``manifests``, what podgang would do."""
+    """Decide, for every object in ``manifests``, what podgang would do. ``facts``: the
+    cluster's queues, PriorityClasses and nodes by kind (``--kubeconfig``); the manifests'
+    own objects of those kinds are added to them. A kind neither gives is not known, and
+    no never-placed verdict is drawn from it."""
     plan = Plan()
     objects = _Objects(manifests, default_namespace)
     cache = Cache(settings)
     cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
+    fact_kinds = {r.kind: r for b in settings.enabled_backends for r in b.fact_resources}
+    for kind, listed in (facts or {}).items():
+        if listed is not None and kind in cache.fact_stores:
+            cache.fact_stores[kind].update({key_of("", str(metadata(f).get("name"))): slim_fact(f, kind) for f in listed})
+            cache.known_facts.add(kind)
+    for _, obj, _ in objects.items:
+        resource = fact_kinds.get(str(obj.get("kind")))
+        if resource is not None and obj.get("apiVersion") == resource.api_version and metadata(obj).get("name"):
+            cache.fact_stores[resource.kind][key_of("", str(metadata(obj)["name"]))] = slim_fact(obj, resource.kind)
+            cache.known_facts.add(resource.kind)
+    cache.facts_version += 1
     defined: dict[str, Manifest] = {}  # group key -> its PodGroup as written
     named_by_pods: dict[str, Source] = {}  # hand-made group key -> first pod naming it
     random_names: set[str] = set()
@@ -517,6 +532,9 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
     for problem in group.options.get("problems") or ():
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+    for verdict in desired.verdicts:
+        plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
+                                     verdict.message))
 
 
 def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:
@@ -582,13 +600,14 @@ def plan_with_scale(
     scales: dict[str, int],
     settings: Settings = DEFAULT,
     default_namespace: str = "default",
+    facts: Mapping[str, list[dict[str, Any]] | None] | None = None,
 ) -> Plan:
     """The plan after ``scales``; each group remembers its minMember before them."""
     if not scales:
-        return build_plan(manifests, settings, default_namespace)
-    before = build_plan(manifests, settings, default_namespace)
+        return build_plan(manifests, settings, default_namespace, facts)
+    before = build_plan(manifests, settings, default_namespace, facts)
     scaled, changes = apply_scale(manifests, scales)
-    after = build_plan(scaled, settings, default_namespace)
+    after = build_plan(scaled, settings, default_namespace, facts)
     after.scaled = changes
     for key, group in after.groups.items():
         old = before.groups.get(key)

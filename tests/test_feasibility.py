@@ -344,3 +344,34 @@ def test_status_without_the_facts_says_waiting():
     snapshot, group = quickstart_snapshot(facts_listed=False)
     gang = next(g for g in build_report(snapshot, DEFAULT).gangs if g.name == group)
     assert gang.state == "waiting" and gang.never == []
+
+
+# -- podgang plan: the manifests' queues, PriorityClasses and nodes are the facts
+
+
+def test_plan_says_never_placed_when_the_manifests_give_the_queues_and_nodes(tmp_path):
+    import io
+
+    import yaml
+
+    from podgang import cli, plan_cli
+
+    dep = {**deployment(3, template("8")), "metadata": {"name": "web", "namespace": "team"}}
+    dep["spec"]["selector"] = {"matchLabels": {"app": "web"}}
+    dep["spec"]["template"]["metadata"]["labels"] = {"app": "web"}
+    classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+               for n, v in PRIORITIES.items()]
+    path = tmp_path / "all.yaml"
+
+    def planned(docs: list) -> str:
+        path.write_text(yaml.safe_dump_all(docs))
+        parser, _ = cli.command_parser("plan")
+        out, err = io.StringIO(), io.StringIO()
+        assert plan_cli.run(parser.parse_args([str(path)]), out, err) == 0, err.getvalue()
+        return out.getvalue()
+
+    said = planned([*QUICKSTART, *classes, node("n1"), node("n2"), dep])
+    assert "never placed: non-preemptible (priority inference 125 >= 100)" in said, said
+    assert "cluster-too-small" not in said and "never fits" not in said
+    assert "never placed" in planned([*classes, node("n1"), dep])  # 24 CPU on one 8-CPU node
+    assert "never placed" not in planned([dep])  # nothing known: nothing concluded
