@@ -1,0 +1,61 @@
+"""The grouper says each never-placed verdict once per subject (not per pod, nor per
+reconcile), takes it back with a Normal event when it no longer holds, and counts gangs per
+verdict in its metric."""
+
+from __future__ import annotations
+
+from podgang import feasibility
+from podgang.grouper.controller import NEVER_PLACED, PLACEABLE, Controller
+from podgang.grouper.podgroups import Desired
+from podgang.settings import DEFAULT
+
+
+def sample(registry, name: str, **labels: str) -> float | None:
+    return registry.get_sample_value(name, labels)
+
+
+class Recorder:
+    def __init__(self):
+        self.said: list[tuple[str, str, str, str]] = []
+
+    def emit(self, obj, reason, message, type="Normal"):
+        self.said.append((obj["kind"], reason, type, message))
+
+
+OVER = feasibility.Verdict(feasibility.OVER_QUOTA, "over the quota", "raise it", "KAI: NonPreemptibleOverQuota")
+SMALL = feasibility.Verdict(feasibility.CLUSTER_TOO_SMALL, "9 pods, room for 3", "add nodes")
+DEPLOYMENT = {"kind": "Deployment", "metadata": {"name": "web", "namespace": "team", "uid": "u"}}
+GROUP = {"kind": "PodGroup", "metadata": {"name": "pg-web-u", "namespace": "team"}}
+
+
+def desired(*verdicts: feasibility.Verdict) -> Desired:
+    return Desired("team", "pg-web-u", "owner", workloads=(DEPLOYMENT,), verdicts=verdicts)
+
+
+def test_each_verdict_is_said_once_per_subject_and_taken_back_when_it_ends():
+    events = Recorder()
+    controller = Controller(None, DEFAULT, events=events)  # type: ignore[arg-type]
+    key = "team/pg-web-u"
+    controller._say_never(key, desired(OVER), None)  # before the PodGroup exists: the workload
+    controller._say_never(key, desired(OVER), GROUP)  # then the PodGroup too, once
+    controller._say_never(key, desired(OVER), GROUP)  # a reconcile more: nothing new
+    assert [(k, r, t) for k, r, t, _ in events.said] == [("Deployment", NEVER_PLACED, "Warning"),
+                                                         ("PodGroup", NEVER_PLACED, "Warning")]
+    assert sample(controller.metrics.registry, "podgang_grouper_never_placed_gangs", verdict="over-quota") == 1
+
+    events.said.clear()
+    controller._say_never(key, desired(OVER, SMALL), GROUP)
+    assert [(k, m) for k, _, _, m in events.said] == [("Deployment", SMALL.message), ("PodGroup", SMALL.message)]
+
+    events.said.clear()
+    controller._say_never(key, desired(SMALL), GROUP)  # the quota was raised
+    assert [(k, r, t) for k, r, t, _ in events.said] == [("Deployment", PLACEABLE, "Normal"),
+                                                         ("PodGroup", PLACEABLE, "Normal")]
+    assert all("over-quota" in m for *_, m in events.said)
+    assert sample(controller.metrics.registry, "podgang_grouper_never_placed_gangs", verdict="over-quota") == 0
+    assert sample(controller.metrics.registry, "podgang_grouper_never_placed_gangs",
+                  verdict="cluster-too-small") == 1
+
+    controller._unwatch(key, contributions=True)  # the gang is gone: no longer counted
+    assert sample(controller.metrics.registry, "podgang_grouper_never_placed_gangs",
+                  verdict="cluster-too-small") == 0
