@@ -162,12 +162,27 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     # a hand-made group's settings are the user's; with neither pods nor workloads yet (a
     # group the webhook just made for a pod not seen yet) there is nothing to read them from
     if backend is not None and desired.source != HAND_MADE and (desired.members or desired.workloads):
-        facts = cache.facts_for(backend)
-        options = gang_options(backend, desired.members, lent_metadata(cache, desired.workloads), facts)
-        if desired.min_member is not None and not desired.min_member.idle:
-            verdicts = feasibility.never_placed(backend, options, minimum, facts)
+        options = gang_options(backend, desired.members, lent_metadata(cache, desired.workloads),
+                               cache.facts_for(backend))
+    actual = cache.podgroups.of(backend, group_key) if backend is not None else None
+    if backend is not None and desired.source is not None and (desired.members or desired.workloads) \
+            and not (desired.min_member is not None and desired.min_member.idle):
+        verdicts = feasibility.never_placed(backend, judged_settings(backend, options, actual), minimum,
+                                            cache.facts_for(backend))
     min_resources = backend.min_resources_for(minimum) if backend else None
     return replace(desired, backend=backend, options=options, min_resources=min_resources, verdicts=verdicts)
+
+
+def judged_settings(backend: Backend, options: Mapping[str, Any], actual: Any) -> dict[str, Any]:
+    """The settings the scheduler reads for a gang: what podgang would write (``options``),
+    overridden by what its live PodGroup holds (a KAI queue is never moved; a hand-made
+    group's settings are the user's)."""
+    live = backend.live_settings(actual) if actual is not None else {}
+    judged = {**options, **live}
+    if live.get("queue") is not None and live.get("queue") != options.get("queue"):
+        origins = tuple(o for o in options.get("origins") or () if o[0] != "queue")
+        judged["origins"] = (*origins, ("queue", "spec.queue of its PodGroup"))
+    return judged
 
 
 def minimum_pods(desired: Desired) -> tuple[tuple[int, Any], ...] | None:

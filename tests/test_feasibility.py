@@ -375,3 +375,26 @@ def test_plan_says_never_placed_when_the_manifests_give_the_queues_and_nodes(tmp
     assert "cluster-too-small" not in said and "never fits" not in said
     assert "never placed" in planned([*classes, node("n1"), dep])  # 24 CPU on one 8-CPU node
     assert "never placed" not in planned([dep])  # nothing known: nothing concluded
+
+
+def test_a_hand_made_group_is_judged_by_the_settings_it_holds():
+    """Seed 003's shape: standalone pods naming a group a user wrote, in queue "test"."""
+    from datetime import datetime, timezone
+
+    from podgang.settings import DEFAULT
+    from podgang.status import Snapshot, build_report
+    from tests.grouper_support import pod, podgroup
+
+    group = podgroup("app-with-models", 3)
+    group["spec"].update(queue="test", priorityClassName="inference")
+    pods = [pod(f"m-{i}", phase="Pending", group="app-with-models") for i in range(3)]
+    known = {"PriorityClass": [{"metadata": {"name": n}, "value": v} for n, v in PRIORITIES.items()],
+             "Queue": QUICKSTART, "Node": [node("n1")]}
+    snapshot = Snapshot(pods, {"kai": [group]}, {}, [], datetime.now(timezone.utc), facts=known)
+    (gang,) = build_report(snapshot, DEFAULT).gangs
+    assert gang.state == feasibility.NEVER and [v.kind for v in gang.never] == [feasibility.QUEUE_MISSING]
+    assert 'KAI queue "test" (spec.queue of its PodGroup) does not exist' in gang.never[0].message
+    known["Queue"] = [*QUICKSTART, queue("test")]
+    (gang,) = build_report(Snapshot(pods, {"kai": [group]}, {}, [], datetime.now(timezone.utc), facts=known),
+                           DEFAULT).gangs
+    assert gang.never == [] and gang.state == "waiting"

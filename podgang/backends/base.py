@@ -302,6 +302,12 @@ class Backend(ABC):
     #: the scheduler's name in messages
     scheduler_title: str = "the scheduler"
 
+    def live_settings(self, podgroup: Any) -> dict[str, Any]:
+        """The settings a live PodGroup holds that the scheduler reads (KAI's queue, which is
+        never moved; a hand-made group's, which are the user's), as :meth:`gang_options` spells
+        them: what the verdicts judge once the group exists."""
+        return {}
+
     def queue_demand(self, parts: Iterable[tuple[int, Any]]) -> dict[str, Decimal]:
         """What a gang's minimum pods ``parts`` ((how many, pod or template)) count against
         its queue, in the units of :class:`QueueFacts` (by default: their requests)."""

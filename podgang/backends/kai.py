@@ -128,6 +128,17 @@ class KaiBackend(MinMemberPodGroups):
 
     # -- what KAI counts against its queues and nodes (podgang.feasibility asks)
 
+    def live_settings(self, podgroup: Any) -> dict[str, Any]:
+        group_spec = spec(podgroup)
+        out: dict[str, Any] = {}
+        if isinstance(group_spec.get("queue"), str):
+            out["queue"] = group_spec["queue"]
+        if isinstance(group_spec.get("priorityClassName"), str) and group_spec["priorityClassName"]:
+            out["priority_class"] = group_spec["priorityClassName"]
+        if group_spec.get("preemptibility") in PREEMPTIBILITY_VALUES:
+            out["extra_spec"] = {"preemptibility": group_spec["preemptibility"]}
+        return out
+
     def queue_demand(self, parts: Any) -> dict[str, Decimal]:
         """CPU cores, memory bytes and GPUs as KAI's proportion plugin counts a gang's pods against
         its queue: whole GPUs, and a fraction (``gpu-fraction`` × ``gpu-fraction-num-devices``) as
