@@ -44,6 +44,7 @@ VERDICTS = (QUEUE_MISSING, QUEUE_NOT_LEAF, PRIORITY_CLASS_MISSING, OVER_QUOTA, O
             CLUSTER_TOO_SMALL)
 #: the state ``podgang status`` shows for a gang with a verdict
 NEVER = "NEVER"
+ADD_NODES = "add nodes where its pods may go, or lower the gang's minimum or its pods' requests"
 #: at most this many nodes named in a message
 NODES_NAMED = 3
 
@@ -174,12 +175,22 @@ def _over(queue: str, bounds: Mapping[str, Any], demand: Mapping[str, Decimal],
 
 @dataclass(frozen=True)
 class _Room:
-    """The nodes one placement may use: how many, their names, their allocatable resources."""
+    """The nodes one placement may use, and what they allocate in all per resource."""
 
     nodes: tuple[NodeFacts, ...]
+    totals: Mapping[str, Decimal]
 
     def total(self, resource: str) -> Decimal:
-        return sum((n.allocatable.get(resource, Decimal(0)) for n in self.nodes), Decimal(0))
+        return self.totals.get(resource, Decimal(0))
+
+
+def _room_of(nodes: Iterable[NodeFacts]) -> _Room:
+    kept = tuple(nodes)
+    totals: dict[str, Decimal] = {}
+    for n in kept:
+        for resource, amount in n.allocatable.items():
+            totals[resource] = totals.get(resource, Decimal(0)) + amount
+    return _Room(kept, totals)
 
 
 #: the most answers kept with one set of facts (placements and pod shapes are few; a bound all the same)
@@ -198,7 +209,7 @@ def _memo(facts: ClusterFacts, key: Any, compute: Any) -> Any:
 
 
 def _room(facts: ClusterFacts, where: Placement) -> _Room:
-    return _memo(facts, ("room", where), lambda: _Room(tuple(n for n in facts.nodes or () if may_use(n, where))))
+    return _memo(facts, ("room", where), lambda: _room_of(n for n in facts.nodes or () if may_use(n, where)))
 
 
 def _holds(facts: ClusterFacts, where: Placement, requests: Mapping[str, Decimal]) -> tuple[int, int]:
@@ -237,10 +248,9 @@ def _node_verdicts(backend: Backend, parts: Sequence[tuple[int, Any]], facts: Cl
         by_placement.setdefault(where, []).append((int(count), requests))
     for where, shapes in by_placement.items():
         room = _room(facts, where)
-        scope = _scope(room, where)
         if not room.nodes:
             found.append(Verdict(
-                CLUSTER_TOO_SMALL, f"no node it may use exists ({scope})",
+                CLUSTER_TOO_SMALL, f"no node it may use exists ({_scope(room, where)})",
                 "add nodes where its pods may go, or widen where they may go (node selector, tolerations)",
                 f"{backend.scheduler_title} says only that the pods do not fit yet"))
             continue
@@ -250,7 +260,7 @@ def _node_verdicts(backend: Backend, parts: Sequence[tuple[int, Any]], facts: Cl
                 largest = _largest(room, requests)
                 found.append(Verdict(
                     POD_TOO_LARGE, f"one pod requests {_describe(requests)}, more than any node it may use has "
-                    f"({scope}{largest})",
+                    f"({_scope(room, where)}{largest})",
                     "add a node that large where its pods may go, lower the pod's requests, or widen where it "
                     "may go (node selector, tolerations)",
                     f"{backend.scheduler_title} says only that the pods do not fit yet"))
@@ -258,9 +268,8 @@ def _node_verdicts(backend: Backend, parts: Sequence[tuple[int, Any]], facts: Cl
             if held < count:
                 found.append(Verdict(
                     CLUSTER_TOO_SMALL, f"its minimum of {count} pods of {_describe(requests)} exceeds what the nodes "
-                    f"it may use hold even empty: {held} such pods ({scope})",
-                    "add nodes where its pods may go, or lower the gang's minimum or its pods' requests",
-                    f"{backend.scheduler_title} says only that the gang does not fit yet"))
+                    f"it may use hold even empty: {held} such pods ({_scope(room, where)})",
+                    ADD_NODES, f"{backend.scheduler_title} says only that the gang does not fit yet"))
                 break
         else:
             total: dict[str, Decimal] = {}
@@ -273,8 +282,8 @@ def _node_verdicts(backend: Backend, parts: Sequence[tuple[int, Any]], facts: Cl
                 found.append(Verdict(
                     CLUSTER_TOO_SMALL, f"its minimum requests {r} {quantities.format_quantity(total[r])} in all, "
                     f"more than the nodes it may use allocate ({r} {quantities.format_quantity(room.total(r))}; "
-                    f"{scope})", "add nodes where its pods may go, or lower the gang's minimum or its pods' requests",
-                    f"{backend.scheduler_title} says only that the gang does not fit yet"))
+                    f"{_scope(room, where)})", ADD_NODES, f"{backend.scheduler_title} says only that the gang does "
+                    f"not fit yet"))
     return found
 
 

@@ -93,8 +93,8 @@ def slim_fact(raw: Mapping[str, Any], kind: str) -> dict[str, Any]:
     if kind == nodes.NODES.kind:
         return nodes.slim_node(raw)
     md = metadata(raw)
-    out: dict[str, Any] = {"metadata": {"name": md.get("name"),
-                                        **({"resourceVersion": md["resourceVersion"]} if md.get("resourceVersion") else {})}}
+    version = {"resourceVersion": md["resourceVersion"]} if md.get("resourceVersion") else {}
+    out: dict[str, Any] = {"metadata": {"name": md.get("name"), **version}}
     if isinstance(raw.get("value"), int):
         out["value"] = raw["value"]
     if raw.get("globalDefault") is True:
