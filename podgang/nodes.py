@@ -52,7 +52,10 @@ def slim_node(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def node_facts(raw: Any) -> NodeFacts | None:
-    """A Node (as listed, or slimmed by :func:`slim_node`) as :class:`NodeFacts`."""
+    """A Node (as listed, or slimmed by :func:`slim_node`) as :class:`NodeFacts`; one
+    already parsed as itself."""
+    if isinstance(raw, NodeFacts):
+        return raw
     name = metadata(raw).get("name")
     if not isinstance(name, str) or not name:
         return None

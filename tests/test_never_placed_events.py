@@ -59,3 +59,44 @@ def test_each_verdict_is_said_once_per_subject_and_taken_back_when_it_ends():
     controller._unwatch(key, contributions=True)  # the gang is gone: no longer counted
     assert sample(controller.metrics.registry, "podgang_grouper_never_placed_gangs",
                   verdict="cluster-too-small") == 0
+
+
+# -- the webhook's facts: listed in the background, small kinds often, nodes seldom
+
+
+class FakeApi:
+    def __init__(self, answers):
+        self.answers = answers
+        self.asked: list[str] = []
+
+    async def get(self, path, timeout=None, limit=None):
+        self.asked.append(path)
+        return self.answers[path]
+
+
+async def test_the_webhook_lists_queues_often_and_nodes_seldom_and_never_for_an_admission():
+    from podgang.backends import KAI
+    from podgang.webhook.facts import ClusterFactsCache
+
+    node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8"}}}
+    queue = {"metadata": {"name": "default-queue"}, "spec": {"resources": {"cpu": {"quota": 0}}}}
+    api = FakeApi({"/apis/scheduling.k8s.io/v1/priorityclasses": {"items": []},
+                   "/apis/scheduling.run.ai/v2/queues": {"items": [queue]},
+                   "/api/v1/nodes": {"items": [node]}})
+    now = [0.0]
+    cache = ClusterFactsCache(api, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert cache.get(KAI).nodes is None  # not listed yet: nothing known, and the admission does not wait
+    await cache.refresh(KAI)
+    facts = cache.get(KAI)
+    assert [n.name for n in facts.nodes] == ["n1"] and facts.queue_bounds["default-queue"].quota["cpu"] == 0
+    api.asked.clear()
+    now[0] = 6.0  # queues and PriorityClasses are old, the nodes are not
+    queue["spec"]["resources"]["cpu"]["quota"] = 4000
+    await cache.refresh(KAI)
+    assert sorted(api.asked) == ["/apis/scheduling.k8s.io/v1/priorityclasses", "/apis/scheduling.run.ai/v2/queues"]
+    assert cache.get(KAI).queue_bounds["default-queue"].quota["cpu"] == 4
+    assert [n.name for n in cache.get(KAI).nodes] == ["n1"]
+    api.answers["/api/v1/nodes"] = {"metadata": {"continue": "more"}, "items": [node]}
+    now[0] = 70.0
+    await cache.refresh(KAI)
+    assert cache.get(KAI).nodes is None  # a part of the nodes proves nothing
