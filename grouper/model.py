@@ -224,6 +224,10 @@ class Slimmer:
             out_spec["schedulerName"] = _intern(spec["schedulerName"])
         if spec.get("nodeName"):
             out_spec["nodeName"] = _intern(str(spec["nodeName"]))
+        if not any(_d(ref).get("controller") for ref in md.get("ownerReferences") or ()):
+            # a standalone pod (no workload's template says what it requests): what it requests,
+            # for the never-placed verdicts of the group it names (podgang.feasibility)
+            out_spec.update(_resources_only(spec))
         meta = self._metadata(md, self.pod_labels, self.pod_annotations)
         if isinstance(md.get("generateName"), str) and md["generateName"]:
             meta["generateName"] = md["generateName"]  # how the webhook named an owner-less pod's group

@@ -167,8 +167,14 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     actual = cache.podgroups.of(backend, group_key) if backend is not None else None
     if backend is not None and desired.source is not None and (desired.members or desired.workloads) \
             and not (desired.min_member is not None and desired.min_member.idle):
+        least = None
+        size = desired.min_member.value if desired.min_member is not None else (
+            backend.min_member(actual) if actual is not None else None)
+        if minimum is None and not desired.workloads and size:
+            # standalone pods only (seed 003's shape): the least their minimum counts against the queue
+            least = feasibility.least_demand(backend, _live(list(desired.members)), size)
         verdicts = feasibility.never_placed(backend, judged_settings(backend, options, actual), minimum,
-                                            cache.facts_for(backend))
+                                            cache.facts_for(backend), least=least)
     min_resources = backend.min_resources_for(minimum) if backend else None
     return replace(desired, backend=backend, options=options, min_resources=min_resources, verdicts=verdicts)
 

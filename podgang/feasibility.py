@@ -69,22 +69,37 @@ class Verdict:
 
 
 def never_placed(backend: Backend, options: Mapping[str, Any], parts: Sequence[tuple[int, Any]] | None,
-                 facts: ClusterFacts) -> tuple[Verdict, ...]:
+                 facts: ClusterFacts, *, least: Mapping[str, Decimal] | None = None) -> tuple[Verdict, ...]:
     """The verdicts that hold for a gang of ``backend`` with settings ``options`` (its
     :meth:`~podgang.backends.base.Backend.gang_options`) and minimum pods ``parts`` ((how
     many, pod or pod template); None: not known — only its settings are judged), given
-    ``facts``. Empty: nothing proves it will never be placed."""
+    ``facts``. ``least``: where the minimum pods are not known, the least the gang counts
+    against its queue (:func:`least_demand`). Empty: nothing proves it will never be placed."""
     found: list[Verdict] = []
     queue = options.get("queue")
     queue_missing = _queue_verdict(backend, options, queue, facts)
     if queue_missing is not None:
         found.append(queue_missing)
+    demand = backend.queue_demand(parts) if parts else dict(least or {})
     if parts:
         found.extend(_priority_verdicts(parts, facts))
-        if queue_missing is None and isinstance(queue, str):
-            found.extend(_queue_bound_verdicts(backend, options, queue, parts, facts))
+    if queue_missing is None and isinstance(queue, str) and demand:
+        found.extend(_queue_bound_verdicts(backend, options, queue, demand, facts))
+    if parts:
         found.extend(_node_verdicts(backend, parts, facts))
     return tuple(found)
+
+
+def least_demand(backend: Backend, pods: Sequence[Any], minimum: int) -> dict[str, Decimal]:
+    """The least a gang of ``pods`` (standalone pods: nothing says which ``minimum`` of them
+    its scheduler places first) counts against its queue: per resource, its ``minimum``
+    smallest pods' amounts. Empty when fewer pods than the minimum exist."""
+    if minimum <= 0 or len(pods) < minimum:
+        return {}
+    each = [backend.queue_demand(((1, pod),)) for pod in pods]
+    names = {name for demand in each for name in demand}
+    least = {name: sum(sorted(d.get(name, Decimal(0)) for d in each)[:minimum]) for name in names}
+    return {name: Decimal(amount) for name, amount in least.items() if amount > 0}
 
 
 def _where(options: Mapping[str, Any], setting: str) -> str:
@@ -123,12 +138,9 @@ def _priority_verdicts(parts: Sequence[tuple[int, Any]], facts: ClusterFacts) ->
 
 
 def _queue_bound_verdicts(backend: Backend, options: Mapping[str, Any], queue: str,
-                          parts: Sequence[tuple[int, Any]], facts: ClusterFacts) -> list[Verdict]:
+                          demand: Mapping[str, Decimal], facts: ClusterFacts) -> list[Verdict]:
     bounds = facts.queue_bounds
     if bounds is None:
-        return []
-    demand = backend.queue_demand(parts)
-    if not demand:
         return []
     why = backend.non_preemptible(options, facts)
     found: list[Verdict] = []

@@ -398,3 +398,21 @@ def test_a_hand_made_group_is_judged_by_the_settings_it_holds():
     (gang,) = build_report(Snapshot(pods, {"kai": [group]}, {}, [], datetime.now(timezone.utc), facts=known),
                            DEFAULT).gangs
     assert gang.never == [] and gang.state == "waiting"
+    # in a queue of quota 0, its pods' requests (kept for standalone pods) are over it
+    known["Queue"] = [*QUICKSTART, queue("test", cpu={"quota": 0})]
+    for i, p in enumerate(pods):
+        p["spec"]["containers"][0]["resources"] = {"requests": {"cpu": f"{i + 1}"}}
+    (gang,) = build_report(Snapshot(pods, {"kai": [group]}, {}, [], datetime.now(timezone.utc), facts=known),
+                           DEFAULT).gangs
+    assert [v.kind for v in gang.never] == [feasibility.OVER_QUOTA]
+    assert "6 CPU cores" in gang.never[0].message  # 1 + 2 + 3: minMember 3 of its 3 pods
+    group["spec"]["minMember"] = 2
+    (gang,) = build_report(Snapshot(pods, {"kai": [group]}, {}, [], datetime.now(timezone.utc), facts=known),
+                           DEFAULT).gangs
+    assert "3 CPU cores" in gang.never[0].message  # at least its 2 smallest pods: 1 + 2
+
+
+def test_the_least_a_gang_of_standalone_pods_counts_is_its_smallest_minimum():
+    pods = [template(cpu) for cpu in ("4", "1", "2")]
+    assert feasibility.least_demand(KAI, pods, 2) == {"cpu": Decimal(3)}
+    assert feasibility.least_demand(KAI, pods, 4) == {}  # fewer pods than the minimum: nothing known

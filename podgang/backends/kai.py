@@ -280,7 +280,7 @@ class KaiBackend(MinMemberPodGroups):
 
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         kept = super().slim_podgroup_spec(spec)
-        for key in ("queue", STALENESS_GRACE_PERIOD):
+        for key in ("queue", STALENESS_GRACE_PERIOD, "priorityClassName", "preemptibility"):  # what KAI judges it by
             if isinstance(spec.get(key), str):
                 kept[key] = spec[key]
         return kept
