@@ -172,7 +172,7 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
             backend.min_member(actual) if actual is not None else None)
         if minimum is None and not desired.workloads and size:
             # standalone pods only (seed 003's shape): the least their minimum counts against the queue
-            least = feasibility.least_demand(backend, _live(list(desired.members)), size)
+            least = feasibility.least_demand(backend, _live(list(desired.members)), size, cache.facts_for(backend))
         verdicts = feasibility.never_placed(backend, judged_settings(backend, options, actual), minimum,
                                             cache.facts_for(backend), least=least)
     min_resources = backend.min_resources_for(minimum) if backend else None

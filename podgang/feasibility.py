@@ -80,7 +80,7 @@ def never_placed(backend: Backend, options: Mapping[str, Any], parts: Sequence[t
     queue_missing = _queue_verdict(backend, options, queue, facts)
     if queue_missing is not None:
         found.append(queue_missing)
-    demand = backend.queue_demand(parts) if parts else dict(least or {})
+    demand = backend.queue_demand(parts, facts) if parts else dict(least or {})
     if parts:
         found.extend(_priority_verdicts(parts, facts))
     if queue_missing is None and isinstance(queue, str) and demand:
@@ -90,13 +90,14 @@ def never_placed(backend: Backend, options: Mapping[str, Any], parts: Sequence[t
     return tuple(found)
 
 
-def least_demand(backend: Backend, pods: Sequence[Any], minimum: int) -> dict[str, Decimal]:
+def least_demand(backend: Backend, pods: Sequence[Any], minimum: int,
+                 facts: ClusterFacts | None = None) -> dict[str, Decimal]:
     """The least a gang of ``pods`` (standalone pods: nothing says which ``minimum`` of them
     its scheduler places first) counts against its queue: per resource, its ``minimum``
     smallest pods' amounts. Empty when fewer pods than the minimum exist."""
     if minimum <= 0 or len(pods) < minimum:
         return {}
-    each = [backend.queue_demand(((1, pod),)) for pod in pods]
+    each = [backend.queue_demand(((1, pod),), facts) for pod in pods]
     names = {name for demand in each for name in demand}
     least = {name: sum(sorted(d.get(name, Decimal(0)) for d in each)[:minimum]) for name in names}
     return {name: Decimal(amount) for name, amount in least.items() if amount > 0}

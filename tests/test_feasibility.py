@@ -124,7 +124,7 @@ def test_memory_quota_is_counted_in_kais_megabytes():
                  facts(queues, [node("n1")]), labels={"kai.scheduler/queue": "team"})
     over = judge(1, {**template("0"), "spec": {"containers": [{"name": "m", "resources": {"requests": {"memory": "1Gi"}}}]}},
                  facts(queues, [node("n1")]), labels={"kai.scheduler/queue": "team"})
-    assert feasibility.OVER_QUOTA not in fits and "1073.741824 MB memory" in over[feasibility.OVER_QUOTA]
+    assert feasibility.OVER_QUOTA not in fits and "1073.742 MB memory" in over[feasibility.OVER_QUOTA]
 
 
 # -- GPU and GPU fractions, as KAI counts them
@@ -141,6 +141,19 @@ def test_gpus_and_gpu_fractions_count_against_the_gpu_quota(pod, replicas, quota
     queues = [queue("team", gpu={"quota": quota})]
     said = judge(replicas, pod, facts(queues, [node("n1", gpu="8")]), labels={"kai.scheduler/queue": "team"})
     assert (feasibility.OVER_QUOTA in said) is never, said
+
+
+def test_gpu_memory_counts_as_its_share_of_the_largest_gpu_as_kai_counts_it():
+    """KAI: count × gpu-memory / the largest GPU memory a node is labelled with (MiB); with
+    no node labelled it counts nothing, and nothing is concluded."""
+    pod = template("0", annotations={"gpu-memory": "40960"})  # half of the largest GPU: 81920 floored to 81900
+    labelled = [node("n1", labels={"nvidia.com/gpu.memory": "81920"}),
+                node("n2", labels={"nvidia.com/gpu.memory": "40960"})]
+    queues = [queue("team", gpu={"quota": 1})]
+    fits = judge(1, pod, facts(queues, labelled), labels={"kai.scheduler/queue": "team"})
+    over = judge(2, pod, facts(queues, labelled), labels={"kai.scheduler/queue": "team"})  # 2 × 40960/81900 > 1
+    assert feasibility.OVER_QUOTA not in fits and "1.001 GPUs" in over[feasibility.OVER_QUOTA]
+    assert not judge(3, pod, facts(queues, [node("n1")]), labels={"kai.scheduler/queue": "team"})
 
 
 def test_gpu_fractions_share_a_nodes_gpus():

@@ -308,9 +308,10 @@ class Backend(ABC):
         them: what the verdicts judge once the group exists."""
         return {}
 
-    def queue_demand(self, parts: Iterable[tuple[int, Any]]) -> dict[str, Decimal]:
+    def queue_demand(self, parts: Iterable[tuple[int, Any]], facts: ClusterFacts | None = None) -> dict[str, Decimal]:
         """What a gang's minimum pods ``parts`` ((how many, pod or template)) count against
-        its queue, in the units of :class:`QueueFacts` (by default: their requests)."""
+        its queue, in the units of :class:`QueueFacts` (by default: their requests), given
+        what is known of the cluster."""
         return quantities.gang_requests(parts)
 
     def node_requests(self, pod_or_template: Any) -> dict[str, Decimal]:

@@ -32,6 +32,8 @@ GPU_MEMORY_ANNOTATION = "gpu-memory"
 GPU_FRACTION_ANNOTATION = "gpu-fraction"
 GPU_FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
 GPU_RESOURCE = "nvidia.com/gpu"
+#: the memory of each GPU of a node, in MiB, as NVIDIA's GPU feature discovery labels it (KAI reads it)
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
 #: KAI's queue resources and what their quota and limit are counted in (pkg/scheduler/plugins/proportion:
 #: CPU in millicpus, memory in megabytes of 10^6 bytes, GPUs in GPUs and their fractions)
 QUEUE_RESOURCES = (("cpu", Decimal("0.001")), ("memory", Decimal(10) ** 6), ("gpu", Decimal(1)))
@@ -103,7 +105,7 @@ class KaiBackend(MinMemberPodGroups):
         self.pod_label_keys = (label, subgroup_label, QUEUE_LABEL, PROJECT_LABEL, NODE_POOL_LABEL, PRIORITY_LABEL,
                                PREEMPTIBILITY_LABEL)
         self.pod_annotation_keys = (annotation, SKIP_PODGROUPER_ANNOTATION, PREEMPTION_DELAY_ANNOTATION,
-                                    GPU_FRACTION_ANNOTATION, GPU_FRACTION_DEVICES_ANNOTATION)
+                                    GPU_FRACTION_ANNOTATION, GPU_FRACTION_DEVICES_ANNOTATION, GPU_MEMORY_ANNOTATION)
         self.default_queue = default_queue
         self.default_priority_classes = default_priority_classes
 
@@ -139,18 +141,23 @@ class KaiBackend(MinMemberPodGroups):
             out["extra_spec"] = {"preemptibility": group_spec["preemptibility"]}
         return out
 
-    def queue_demand(self, parts: Any) -> dict[str, Decimal]:
+    def queue_demand(self, parts: Any, facts: ClusterFacts | None = None) -> dict[str, Decimal]:
         """CPU cores, memory bytes and GPUs as KAI's proportion plugin counts a gang's pods against
-        its queue: whole GPUs, and a fraction (``gpu-fraction`` × ``gpu-fraction-num-devices``) as
-        that part of a GPU. (A ``gpu-memory`` request counts as a share of the largest GPU's
-        memory: not counted here, so nothing is concluded from it.)"""
+        its queue: whole GPUs, a fraction (``gpu-fraction`` × ``gpu-fraction-num-devices``) as that
+        part of a GPU, and a ``gpu-memory`` request as its share of the largest GPU memory any
+        node has (label ``nvidia.com/gpu.memory``, MiB; none labelled: not counted, as KAI)."""
         total = {"cpu": Decimal(0), "memory": Decimal(0), "gpu": Decimal(0)}
+        largest = _largest_gpu_memory(facts)
         for count, pod in parts:
             requests = quantities.pod_requests(pod)
             n = max(int(count), 0)
             total["cpu"] += requests.get("cpu", Decimal(0)) * n
             total["memory"] += requests.get("memory", Decimal(0)) * n
             total["gpu"] += (requests.get(GPU_RESOURCE, Decimal(0)) + _gpu_fraction(pod)) * n
+            memory = quantities.request(annotations(pod).get(GPU_MEMORY_ANNOTATION))
+            if largest and memory:
+                devices = quantities.request(annotations(pod).get(GPU_FRACTION_DEVICES_ANNOTATION) or "1") or 1
+                total["gpu"] += devices * memory / largest * n
         return {name: amount for name, amount in total.items() if amount > 0}
 
     def node_requests(self, pod_or_template: Any) -> dict[str, Decimal]:
@@ -491,6 +498,31 @@ def queue_bounds(queue: Any) -> QueueFacts | None:
     return QueueFacts(name, parent if isinstance(parent, str) and parent else None, quota, limit)
 
 
+def _largest_gpu_memory(facts: ClusterFacts | None) -> Decimal | None:
+    """The most memory one GPU of any node has (MiB), as KAI reads it from the node label
+    (a value of a TiB of MiB or more is bytes; floored to hundreds; 100 or less: unlabelled)."""
+    if facts is None or not facts.nodes:
+        return None
+    if "largest-gpu-memory" not in facts.memo:  # once per set of facts
+        facts.memo["largest-gpu-memory"] = _gpu_memory_of(facts)
+    return facts.memo["largest-gpu-memory"]
+
+
+def _gpu_memory_of(facts: ClusterFacts) -> Decimal | None:
+    found = []
+    for node in facts.nodes or ():
+        try:
+            value = int(node.labels.get(GPU_MEMORY_LABEL, ""))
+        except ValueError:
+            continue
+        if value >= 2 ** 20:  # a TiB in MiB: the value is in bytes (NVIDIA's feature discovery bug)
+            value //= 2 ** 20
+        value -= value % 100
+        if value > 100:
+            found.append(value)
+    return Decimal(max(found)) if found else None
+
+
 def _gpu_fraction(pod: Any) -> Decimal:
     """The GPUs a pod's ``gpu-fraction`` annotation asks: fraction × devices (0 when none)."""
     fraction = quantities.request(annotations(pod).get(GPU_FRACTION_ANNOTATION))
@@ -501,9 +533,9 @@ def _gpu_fraction(pod: Any) -> Decimal:
 
 
 def _number(amount: Decimal) -> str:
-    """``9``, ``0.5``: a number without trailing zeros."""
-    text = format(amount.normalize(), "f")
-    return text
+    """``9``, ``0.5``: a number without trailing zeros, to three decimals at most (rounded up:
+    what is over a bound stays over it)."""
+    return format(amount.quantize(Decimal("0.001"), rounding="ROUND_CEILING").normalize(), "f")
 
 
 def _kind_name(obj: Any) -> str:
