@@ -15,8 +15,8 @@ import uuid
 
 import yaml
 
-from tests.realcluster import KAI_TEAM_QUEUE, Corner, bound, corner, until
-from tests.test_real_journeys import KAI, owned_group, podgroup, unschedulable
+from tests.realcluster import KAI_TEAM_QUEUE, Corner, FakeKubelet, bound, corner, create_all, example, until
+from tests.test_real_journeys import KAI, KAI_SHARED_GPU_CONFIGMAP, owned_group, podgroup, unschedulable
 
 NEVER, CLEARED = "GangNeverPlaced", "GangNoLongerNeverPlaced"
 #: the issue asks for the verdict within 10 s; a loaded 2-core machine gets some slack here
@@ -151,3 +151,33 @@ async def test_kai_a_gang_that_only_waits_for_room_is_not_said_never(cluster, po
         # the reconcile that makes the group: by KAI's verdict, podgang's would have been said
         await until(held, "KAI's verdict on the second gang, which waits for room")
         assert not await here.events(NEVER), await here.events(NEVER)
+
+
+async def test_kai_seed_003_in_a_queue_of_quota_0_is_named_then_bound_when_the_quota_grows(cluster, podgang):
+    """Seed 003 as written (priority inference, pods asking only gpu-memory), its group moved to a
+    queue shaped like KAI's quickstart ones: KAI counts gpu-memory as a share of the largest GPU."""
+    async with corner(cluster, "seed003q", nodes=1) as here, FakeKubelet(here):
+        suffix = uuid.uuid4().hex[:5]
+        parent, leaf = f"parent-{suffix}", f"leaf-{suffix}"
+        for queue in (quickstart_like(parent), quickstart_like(leaf, parent)):
+            await here.api.create(QUEUES, queue)
+        try:
+            docs = example("01-app-with-models.yaml", here.namespace, here.placement)
+            for doc in docs:
+                if doc["kind"] == "PodGroup":
+                    doc["spec"]["queue"] = leaf
+                else:  # what KAI's own admission webhook (not run here) adds to a GPU-sharing pod
+                    doc["metadata"]["annotations"][KAI_SHARED_GPU_CONFIGMAP] = f"{doc['metadata']['name']}-shared-gpu"
+            await create_all(here, docs)
+            (event,) = await said(here, NEVER, {"PodGroup"}, "non-preemptible")
+            assert "GPUs" in event["message"] and f'"{leaf}" 0 GPUs' in event["message"], event["message"]
+            for queue in (parent, leaf):
+                await here.api.merge_patch(f"{QUEUES}/{queue}", {"spec": {"resources": {"gpu": {"quota": -1}}}})
+            await said(here, CLEARED, {"PodGroup"})
+
+            async def all_bound():
+                return len(bound(await here.pods())) == 3
+            await until(all_bound, "seed 003's three pods bound")
+        finally:
+            for queue in (leaf, parent):
+                await here.api.delete(f"{QUEUES}/{queue}")
