@@ -25,6 +25,7 @@ from podgang import feasibility, rules
 from podgang.api import Api, ApiError, NamespaceTerminating, describe
 from podgang.backends import Backend
 from podgang.backends.base import slim_fact
+from podgang.nodes import NODES
 from podgang.events import EventSink
 from podgang.kinds import FOLLOWED
 from podgang.metrics import GrouperMetrics
@@ -169,12 +170,13 @@ class Controller:
                 out.append(informer)
         for resource in dict.fromkeys(r for b in backends for r in b.fact_resources):
             informer = Informer(
-                self.api, resource, None, store=self.cache.fact_stores[resource.kind],
+                self.api, resource, None, store=self.cache.fact_stores[resource.label],
                 slim=lambda raw, kind=resource.kind: slim_fact(raw, kind),
-                keep=lambda obj: True, handler=self._fact_changed, metrics=self.metrics,
+                keep=lambda obj: True, metrics=self.metrics,
+                handler=lambda kind, old, new, label=resource.label: self._fact_changed(label, old, new),
                 watch_timeout=self.options.watch_timeout, page_size=self.options.page_size,
                 optional=True, absent_probe_interval=self.options.absent_probe_interval)
-            informer.on_presence = lambda present, kind=resource.kind: self._fact_presence(kind, present)
+            informer.on_presence = lambda present, label=resource.label: self._fact_presence(label, present)
             self.refining_informers.append(informer)
             out.append(informer)
         # a namespace being deleted takes its gangs with it: their members go on purpose (not
@@ -197,19 +199,19 @@ class Controller:
             out.append(selector)
         return out
 
-    def _fact_presence(self, kind: str, present: bool) -> None:
+    def _fact_presence(self, label: str, present: bool) -> None:
         """Values are checked against a kind of fact once its first list is complete,
         and no longer while it is not served."""
         if present:
-            self.cache.known_facts.add(kind)
+            self.cache.known_facts.add(label)
         else:
-            self.cache.known_facts.discard(kind)
-            self.cache.fact_stores[kind].clear()
+            self.cache.known_facts.discard(label)
+            self.cache.fact_stores[label].clear()
         self.cache.facts_version += 1
         if self.synced:  # the gangs judged before these facts were known: judge them again
             self._enqueue_everything()
 
-    def _fact_changed(self, kind: str, old: Obj | None, new: Obj | None) -> None:
+    def _fact_changed(self, label: str, old: Obj | None, new: Obj | None) -> None:
         """A PriorityClass, queue or node came, went or changed what the verdicts read (a node's
         heartbeat changes none of it). The gangs said never placed are judged again at once (a
         node added, a quota raised: said so within seconds); after a queue or a PriorityClass
@@ -217,10 +219,10 @@ class Controller:
         if _without_version(old) == _without_version(new):
             return
         self.cache.facts_version += 1
-        if kind == "Node":
+        if label == NODES.label:
             for key in list(self._never):
                 self.queue.add((GROUP, key))
-        elif self.synced and kind in self.cache.known_facts:
+        elif self.synced and label in self.cache.known_facts:
             self._enqueue_everything()
 
     def _namespace_deleted(self, kind: str, old: Obj | None, new: Obj | None) -> None:

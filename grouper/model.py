@@ -430,8 +430,8 @@ class Cache:
         self.watched_kinds: set[str] = {k.kind for k in FOLLOWED if not k.resource.optional}
         # cluster-scoped objects backends check values against (PriorityClasses, queues),
         # by kind; a kind is known once its list arrived (else its facts are unknown)
-        self.fact_stores: dict[str, dict[str, Obj]] = {
-            r.kind: {} for b in settings.enabled_backends for r in b.fact_resources}
+        self.fact_stores: dict[str, dict[str, Obj]] = {  # by resource label: KAI's and Volcano's Queue differ
+            r.label: {} for b in settings.enabled_backends for r in b.fact_resources}
         self.known_facts: set[str] = set()
         #: bumped whenever a fact store changes: the facts worked out from them are kept until then
         self.facts_version = 0
@@ -486,8 +486,8 @@ class Cache:
         kept = self._facts.get(backend.name)
         if kept is not None and kept[0] == self.facts_version:
             return kept[1]
-        facts = backend.cluster_facts({r.kind: list(self.fact_stores[r.kind].values())
-                                       if r.kind in self.known_facts else None for r in backend.fact_resources})
+        facts = backend.cluster_facts({r.kind: list(self.fact_stores[r.label].values())
+                                       if r.label in self.known_facts else None for r in backend.fact_resources})
         self._facts[backend.name] = (self.facts_version, facts)
         return facts
 

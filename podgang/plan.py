@@ -269,23 +269,26 @@ def build_plan(
     facts: Mapping[str, list[dict[str, Any]] | None] | None = None,
 ) -> Plan:
     """Decide, for every object in ``manifests``, what podgang would do. ``facts``: the
-    cluster's queues, PriorityClasses and nodes by kind (``--kubeconfig``); the manifests'
-    own objects of those kinds are added to them. A kind neither gives is not known, and
-    no never-placed verdict is drawn from it."""
+    cluster's queues, PriorityClasses and nodes by resource label (``--kubeconfig``); the
+    manifests' own objects of those kinds are added to them. A kind neither gives is not
+    known, and no never-placed verdict is drawn from it."""
     plan = Plan()
     objects = _Objects(manifests, default_namespace)
     cache = Cache(settings)
     cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
-    fact_kinds = {r.kind: r for b in settings.enabled_backends for r in b.fact_resources}
-    for kind, listed in (facts or {}).items():
-        if listed is not None and kind in cache.fact_stores:
-            cache.fact_stores[kind].update({key_of("", str(metadata(f).get("name"))): slim_fact(f, kind) for f in listed})
-            cache.known_facts.add(kind)
+    fact_resources = {r.label: r for b in settings.enabled_backends for r in b.fact_resources}
+    for label, listed in (facts or {}).items():
+        if listed is not None and label in fact_resources:
+            kind = fact_resources[label].kind
+            cache.fact_stores[label].update({key_of("", str(metadata(f).get("name"))): slim_fact(f, kind)
+                                             for f in listed})
+            cache.known_facts.add(label)
+    by_type = {(r.api_version, r.kind): r for r in fact_resources.values()}
     for _, obj, _ in objects.items:
-        resource = fact_kinds.get(str(obj.get("kind")))
-        if resource is not None and obj.get("apiVersion") == resource.api_version and metadata(obj).get("name"):
-            cache.fact_stores[resource.kind][key_of("", str(metadata(obj)["name"]))] = slim_fact(obj, resource.kind)
-            cache.known_facts.add(resource.kind)
+        resource = by_type.get((obj.get("apiVersion"), obj.get("kind")))
+        if resource is not None and metadata(obj).get("name"):
+            cache.fact_stores[resource.label][key_of("", str(metadata(obj)["name"]))] = slim_fact(obj, resource.kind)
+            cache.known_facts.add(resource.label)
     cache.facts_version += 1
     defined: dict[str, Manifest] = {}  # group key -> its PodGroup as written
     named_by_pods: dict[str, Source] = {}  # hand-made group key -> first pod naming it

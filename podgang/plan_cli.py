@@ -108,7 +108,7 @@ class NativeVersionError(ValueError):
 
 
 async def _cluster_facts(kubeconfig: str, settings: Settings) -> dict[str, list[dict[str, Any]] | None]:
-    """The enabled backends' fact objects (queues, PriorityClasses, nodes) of the cluster, by kind;
+    """The enabled backends' fact objects (queues, PriorityClasses, nodes) of the cluster, by label;
     a kind that cannot be read in one page is None (not known: no verdict is drawn from it)."""
     try:
         client = await api.make_api_client(kubeconfig)
@@ -121,10 +121,10 @@ async def _cluster_facts(kubeconfig: str, settings: Settings) -> dict[str, list[
             try:
                 page = await reader.get(resource.path(), limit=FACTS_PAGE)
             except api.ApiError:
-                found[resource.kind] = None
+                found[resource.label] = None
                 continue
             complete = not (page.get("metadata") or {}).get("continue")
-            found[resource.kind] = [i for i in page.get("items") or [] if isinstance(i, dict)] if complete else None
+            found[resource.label] = [i for i in page.get("items") or [] if isinstance(i, dict)] if complete else None
     finally:
         await client.close()
     return found

@@ -109,7 +109,7 @@ class Snapshot:
     now: datetime
     absent: tuple[str, ...] = ()  # followed kinds whose (optional) CRD the cluster does not serve
     grouper: Grouper | None = None  # None: not asked
-    #: the backends' fact objects by kind (PriorityClasses, queues, nodes); None: not readable
+    #: the backends' fact objects by resource label (PriorityClasses, queues, nodes); None: not readable
     facts: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)
 
 
@@ -282,10 +282,11 @@ def fill_cache(snapshot: Snapshot, settings: Settings) -> Cache:
     cache = Cache(settings)
     for entry in kinds.FOLLOWED:
         cache.set_watched(entry.kind, entry.kind not in snapshot.absent)
-    for kind, objs in snapshot.facts.items():
-        if objs is not None and kind in cache.fact_stores:
-            cache.fact_stores[kind].update({obj_key(f): f for raw in objs if (f := slim_fact(raw, kind))})
-            cache.known_facts.add(kind)
+    kinds_of = {r.label: r.kind for b in settings.enabled_backends for r in b.fact_resources}
+    for label, objs in snapshot.facts.items():
+        if objs is not None and label in cache.fact_stores:
+            cache.fact_stores[label].update({obj_key(f): f for raw in objs if (f := slim_fact(raw, kinds_of[label]))})
+            cache.known_facts.add(label)
     podgroups = [(b, snapshot.podgroups.get(b.name, [])) for b in settings.enabled_backends]
     batches = [*snapshot.workloads.items(), *podgroups, ("Pod", snapshot.pods)]
     for kind, objs in batches:

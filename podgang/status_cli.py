@@ -296,7 +296,7 @@ class Reader:
         if pod:
             events += found[len(followed)] or []
         return Snapshot(pods or [], podgroups, workloads, events, datetime.now(timezone.utc), absent, grouper,
-                        {r.kind: objs for r, objs in zip(facts, listed)})
+                        {r.label: objs for r, objs in zip(facts, listed)})
 
     async def facts(self, resource: Resource) -> list[dict[str, Any]] | None:
         """The objects the never-placed verdicts read (queues, PriorityClasses, nodes), slimmed;

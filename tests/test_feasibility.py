@@ -329,8 +329,9 @@ def quickstart_snapshot(facts_listed: bool = True):
         "type": "UnschedulableOnNodePool", "nodePool": "default", "status": "True", "transitionID": "0",
         "lastTransitionTime": "2026-11-23T09:42:57Z",
         "reasons": [{"reason": "NonPreemptibleOverQuota", "message": "Non-preemptible workload is over quota"}]}]}
-    facts_found = {"PriorityClass": [{"metadata": {"name": n}, "value": v} for n, v in PRIORITIES.items()],
-                   "Queue": QUICKSTART, "Node": [node("n1"), node("n2")]} if facts_listed else {}
+    facts_found = {"priorityclasses.scheduling.k8s.io": [{"metadata": {"name": n}, "value": v}
+                                                         for n, v in PRIORITIES.items()],
+                   "queues.scheduling.run.ai": QUICKSTART, "nodes": [node("n1"), node("n2")]} if facts_listed else {}
     snapshot = Snapshot(pods, {"kai": [pg]}, {"Deployment": [dep], "ReplicaSet": [rs]}, [],
                         datetime.now(timezone.utc), facts=facts_found)
     return snapshot, group
@@ -401,18 +402,19 @@ def test_a_hand_made_group_is_judged_by_the_settings_it_holds():
     group = podgroup("app-with-models", 3)
     group["spec"].update(queue="test", priorityClassName="inference")
     pods = [pod(f"m-{i}", phase="Pending", group="app-with-models") for i in range(3)]
-    known = {"PriorityClass": [{"metadata": {"name": n}, "value": v} for n, v in PRIORITIES.items()],
-             "Queue": QUICKSTART, "Node": [node("n1")]}
+    known = {"priorityclasses.scheduling.k8s.io": [{"metadata": {"name": n}, "value": v}
+                                                   for n, v in PRIORITIES.items()],
+             "queues.scheduling.run.ai": QUICKSTART, "nodes": [node("n1")]}
     snapshot = Snapshot(pods, {"kai": [group]}, {}, [], datetime.now(timezone.utc), facts=known)
     (gang,) = build_report(snapshot, DEFAULT).gangs
     assert gang.state == feasibility.NEVER and [v.kind for v in gang.never] == [feasibility.QUEUE_MISSING]
     assert 'KAI queue "test" (spec.queue of its PodGroup) does not exist' in gang.never[0].message
-    known["Queue"] = [*QUICKSTART, queue("test")]
+    known["queues.scheduling.run.ai"] = [*QUICKSTART, queue("test")]
     (gang,) = build_report(Snapshot(pods, {"kai": [group]}, {}, [], datetime.now(timezone.utc), facts=known),
                            DEFAULT).gangs
     assert gang.never == [] and gang.state == "waiting"
     # in a queue of quota 0, its pods' requests (kept for standalone pods) are over it
-    known["Queue"] = [*QUICKSTART, queue("test", cpu={"quota": 0})]
+    known["queues.scheduling.run.ai"] = [*QUICKSTART, queue("test", cpu={"quota": 0})]
     for i, p in enumerate(pods):
         p["spec"]["containers"][0]["resources"] = {"requests": {"cpu": f"{i + 1}"}}
     (gang,) = build_report(Snapshot(pods, {"kai": [group]}, {}, [], datetime.now(timezone.utc), facts=known),
