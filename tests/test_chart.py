@@ -438,6 +438,9 @@ def test_both_processes_may_read_what_settings_and_verdicts_are_checked_against(
     rules = rules_for(volcano, f"{RELEASE}-grouper", NAMESPACE)
     assert all(allows(rules, group, resource, "watch", namespace=None) for group, resource in FACTS)
     assert not allows(rules, "scheduling.run.ai", "queues", "list", namespace=None)
+    assert allows(rules, "scheduling.volcano.sh", "queues", "watch", namespace=None)  # their capability
+    assert not allows(rules_for(render({}), f"{RELEASE}-grouper", NAMESPACE), "scheduling.volcano.sh", "queues",
+                      "list", namespace=None)
 
 
 def test_the_grouper_may_read_namespaces_cluster_wide(variant):

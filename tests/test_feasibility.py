@@ -431,3 +431,27 @@ def test_the_least_a_gang_of_standalone_pods_counts_is_its_smallest_minimum():
     pods = [template(cpu) for cpu in ("4", "1", "2")]
     assert feasibility.least_demand(KAI, pods, 2) == {"cpu": Decimal(3)}
     assert feasibility.least_demand(KAI, pods, 4) == {}  # fewer pods than the minimum: nothing known
+
+
+# -- Volcano: a queue's capability is a limit no gang's minimum may exceed
+
+
+def test_a_volcano_gang_over_its_queues_capability_or_a_parents_is_never_placed():
+    from podgang.backends.volcano import VOLCANO
+
+    def vqueue(name: str, capability: dict | None = None, parent: str | None = None) -> dict:
+        spec: dict[str, Any] = {"capability": capability} if capability else {}
+        if parent:
+            spec["parent"] = parent
+        return {"metadata": {"name": name}, "spec": spec}
+
+    known = VOLCANO.cluster_facts({"PriorityClass": [], "Node": [node("n1", cpu="64")],
+                                   "Queue": [vqueue("org", {"cpu": "8"}), vqueue("team", {"cpu": "32"}, "org"),
+                                             vqueue("free")]})
+    pod = template("2")
+    for queue_name, never in (("team", True), ("free", False)):
+        options = {"queue": queue_name}
+        said = {v.kind: v.message for v in feasibility.never_placed(VOLCANO, options, [(5, pod)], known)}
+        assert (feasibility.OVER_LIMIT in said) is never, said
+    said = {v.kind: v.message for v in feasibility.never_placed(VOLCANO, {"queue": "team"}, [(5, pod)], known)}
+    assert '"org" cpu 8' in said[feasibility.OVER_LIMIT] and "spec.capability.cpu to 10" in said[feasibility.OVER_LIMIT]
