@@ -455,3 +455,27 @@ def test_a_volcano_gang_over_its_queues_capability_or_a_parents_is_never_placed(
         assert (feasibility.OVER_LIMIT in said) is never, said
     said = {v.kind: v.message for v in feasibility.never_placed(VOLCANO, {"queue": "team"}, [(5, pod)], known)}
     assert '"org" cpu 8' in said[feasibility.OVER_LIMIT] and "spec.capability.cpu to 10" in said[feasibility.OVER_LIMIT]
+
+
+# -- never raises, whatever the objects hold
+
+
+def test_the_verdicts_never_raise_on_odd_objects():
+    from hypothesis import given, settings, strategies as st
+
+    json_any = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                      max_size=3), max_leaves=12)
+    shaped = st.fixed_dictionaries({}, optional={"metadata": json_any, "spec": json_any, "status": json_any,
+                                                 "value": json_any})
+
+    @settings(max_examples=150, deadline=None)
+    @given(queues=st.none() | st.lists(shaped, max_size=3), nodes=st.none() | st.lists(shaped, max_size=3),
+           classes=st.none() | st.lists(shaped, max_size=3), pods=st.lists(shaped, max_size=3),
+           options=st.dictionaries(st.sampled_from(["queue", "priority_class", "extra_spec", "origins"]), json_any))
+    def check(queues, nodes, classes, pods, options):
+        known = KAI.cluster_facts({"PriorityClass": classes, "Queue": queues, "Node": nodes})
+        feasibility.never_placed(KAI, options, [(2, p) for p in pods], known)
+        feasibility.least_demand(KAI, pods, 2, known)
+
+    check()
