@@ -134,7 +134,7 @@ def _priority_verdicts(parts: Sequence[tuple[int, Any]], facts: ClusterFacts) ->
                       if isinstance(name := spec(pod).get("priorityClassName"), str) and name and name not in known})
     return [Verdict(PRIORITY_CLASS_MISSING, f"PriorityClass {quoted(name)} named by its pods does not exist",
                     f"create PriorityClass {quoted(name)}, or name an existing one",
-                    f'the apiserver refuses its pods: no PriorityClass with name {name} was found')
+                    f"the apiserver refuses its pods: no PriorityClass with name {quoted(name)} was found")
             for name in missing]
 
 
