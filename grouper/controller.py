@@ -643,7 +643,9 @@ class Controller:
         added, the quota raised); the metric of gangs per verdict kept in step."""
         current = {v.kind: v.message for v in desired.verdicts}
         before = self._never.get(key, {})
-        self._say_changes(before, current, list(desired.workloads))
+        # an owner-less pod is its own workload: said on it too, where its user looks
+        owner_less = [p for p in desired.members[:1] if desired.source == rules.OWNER_LESS]
+        self._say_changes(before, current, list(desired.workloads) or owner_less)
         said_on_group = self._never_said_on_group.get(key, {})
         if actual is not None:
             self._say_changes(said_on_group, current, [actual])

@@ -61,6 +61,15 @@ def test_each_verdict_is_said_once_per_subject_and_taken_back_when_it_ends():
                   verdict="cluster-too-small") == 0
 
 
+def test_an_owner_less_pods_verdict_is_said_on_the_pod_and_its_podgroup():
+    events = Recorder()
+    controller = Controller(None, DEFAULT, events=events)  # type: ignore[arg-type]
+    pod = {"kind": "Pod", "metadata": {"name": "solo", "namespace": "team"}}
+    controller._say_never("team/pg-solo", Desired("team", "pg-solo", "owner-less", members=(pod,), verdicts=(OVER,)),
+                          GROUP)
+    assert sorted(k for k, *_ in events.said) == ["Pod", "PodGroup"]
+
+
 # -- the webhook's facts: listed in the background, small kinds often, nodes seldom
 
 

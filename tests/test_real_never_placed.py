@@ -116,6 +116,10 @@ async def test_kai_a_pod_created_directly_is_warned_at_admission_with_the_fix(cl
         warnings = done.stderr
         assert "never placed: non-preemptible" in warnings and '"default-queue" 0 CPU cores' in warnings, warnings
         assert "spec.resources.cpu.quota >= 1000" in warnings, warnings
+        # and where it is looked at later: on the pod (its own workload) and its PodGroup
+        (on_pod, on_group) = sorted(await said(here, NEVER, {"Pod", "PodGroup"}, "non-preemptible"),
+                                    key=lambda e: e["involvedObject"]["kind"])
+        assert on_pod["involvedObject"]["name"] == "solo" and '"default-queue" 0 CPU cores' in on_group["message"]
 
 
 async def test_kai_a_gang_larger_than_its_nodes_is_named_and_cleared_when_a_node_is_added(cluster, podgang):
