@@ -479,3 +479,15 @@ def test_the_verdicts_never_raise_on_odd_objects():
         feasibility.least_demand(KAI, pods, 2, known)
 
     check()
+
+
+def test_a_live_kai_group_is_judged_by_its_own_preemptibility_not_the_workloads_new_label():
+    from podgang.grouper.podgroups import judged_settings
+
+    options = {"queue": "default-queue", "priority_class": "inference",
+               "extra_spec": {"preemptibility": "preemptible"}}  # labelled after its group was made
+    live = {"spec": {"queue": "default-queue", "priorityClassName": "inference"}}
+    known = facts(QUICKSTART, [node("n1")])
+    said = feasibility.never_placed(KAI, judged_settings(KAI, options, live), [(2, template("1"))], known)
+    assert [v.kind for v in said] == [feasibility.OVER_QUOTA]  # KAI still goes by the group's priority
+    assert not feasibility.never_placed(KAI, options, [(2, template("1"))], known)  # a group made now would not

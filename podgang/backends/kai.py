@@ -137,8 +137,10 @@ class KaiBackend(MinMemberPodGroups):
             out["queue"] = group_spec["queue"]
         if isinstance(group_spec.get("priorityClassName"), str) and group_spec["priorityClassName"]:
             out["priority_class"] = group_spec["priorityClassName"]
-        if group_spec.get("preemptibility") in PREEMPTIBILITY_VALUES:
-            out["extra_spec"] = {"preemptibility": group_spec["preemptibility"]}
+        # what the live group says, or that it says none (KAI then goes by its priority), whatever
+        # the workload's labels say now: a live group's preemptibility is not rewritten
+        value = group_spec.get("preemptibility")
+        out["extra_spec"] = {"preemptibility": value if value in PREEMPTIBILITY_VALUES else None}
         return out
 
     def queue_demand(self, parts: Any, facts: ClusterFacts | None = None) -> dict[str, Decimal]:
@@ -198,7 +200,8 @@ class KaiBackend(MinMemberPodGroups):
         fix = f"set spec.resources.{resource}.{bound} >= {_number(value)} (or -1) on Queue {queue}"
         if bound == "quota":
             fix += (f", or make the gang preemptible (label {PREEMPTIBILITY_LABEL}=preemptible, or a "
-                    f"priorityClassName below {NON_PREEMPTIBLE_PRIORITY} such as {TRAIN})")
+                    f"priorityClassName below {NON_PREEMPTIBLE_PRIORITY} such as {TRAIN}; a PodGroup made before "
+                    f"keeps its own: delete it to have it made again)")
         return fix
 
     def queue_verdict_words(self, bound: str) -> str:
