@@ -21,9 +21,11 @@ from typing import Any, Callable, Hashable, Iterable, Mapping
 
 from kubernetes_asyncio.client import ApiClient
 
-from podgang import rules
+from podgang import feasibility, rules
 from podgang.api import Api, ApiError, NamespaceTerminating, describe
 from podgang.backends import Backend
+from podgang.backends.base import slim_fact
+from podgang.nodes import NODES
 from podgang.events import EventSink
 from podgang.kinds import FOLLOWED
 from podgang.metrics import GrouperMetrics
@@ -59,6 +61,9 @@ log = logging.getLogger("podgang.grouper")
 
 GROUP = "g"
 POD_KEY = "p"
+#: the events of a never-placed verdict (podgang.feasibility), and of its end
+NEVER_PLACED = "GangNeverPlaced"
+PLACEABLE = "GangNoLongerNeverPlaced"
 
 
 @dataclass
@@ -123,6 +128,9 @@ class Controller:
         self._warned: dict[Hashable, frozenset[str]] = {}
         self._evicting: dict[str, asyncio.Task] = {}
         self._woken: dict[str, float] = {}  # group key -> when its held gang was last woken
+        #: group key -> the never-placed verdicts last said of it (kind -> message)
+        self._never: dict[str, dict[str, str]] = {}
+        self._never_said_on_group: dict[str, dict[str, str]] = {}
         self._failures: dict[Hashable, int] = {}
         self._tasks: list[asyncio.Task] = []
         self.reconciles = 0
@@ -162,11 +170,13 @@ class Controller:
                 out.append(informer)
         for resource in dict.fromkeys(r for b in backends for r in b.fact_resources):
             informer = Informer(
-                self.api, resource, None, store=self.cache.fact_stores[resource.kind], slim=_fact,
-                keep=lambda obj: True, handler=_no_reaction, metrics=self.metrics,
+                self.api, resource, None, store=self.cache.fact_stores[resource.label],
+                slim=lambda raw, kind=resource.kind: slim_fact(raw, kind),
+                keep=lambda obj: True, metrics=self.metrics,
+                handler=lambda kind, old, new, label=resource.label: self._fact_changed(label, old, new),
                 watch_timeout=self.options.watch_timeout, page_size=self.options.page_size,
                 optional=True, absent_probe_interval=self.options.absent_probe_interval)
-            informer.on_presence = lambda present, kind=resource.kind: self._fact_presence(kind, present)
+            informer.on_presence = lambda present, label=resource.label: self._fact_presence(label, present)
             self.refining_informers.append(informer)
             out.append(informer)
         # a namespace being deleted takes its gangs with it: their members go on purpose (not
@@ -189,14 +199,31 @@ class Controller:
             out.append(selector)
         return out
 
-    def _fact_presence(self, kind: str, present: bool) -> None:
+    def _fact_presence(self, label: str, present: bool) -> None:
         """Values are checked against a kind of fact once its first list is complete,
         and no longer while it is not served."""
         if present:
-            self.cache.known_facts.add(kind)
+            self.cache.known_facts.add(label)
         else:
-            self.cache.known_facts.discard(kind)
-            self.cache.fact_stores[kind].clear()
+            self.cache.known_facts.discard(label)
+            self.cache.fact_stores[label].clear()
+        self.cache.facts_version += 1
+        if self.synced:  # the gangs judged before these facts were known: judge them again
+            self._enqueue_everything()
+
+    def _fact_changed(self, label: str, old: Obj | None, new: Obj | None) -> None:
+        """A PriorityClass, queue or node came, went or changed what the verdicts read (a node's
+        heartbeat changes none of it). The gangs said never placed are judged again at once (a
+        node added, a quota raised: said so within seconds); after a queue or a PriorityClass
+        changed — rare, and any gang may be in that queue — every gang is."""
+        if _without_version(old) == _without_version(new):
+            return
+        self.cache.facts_version += 1
+        if label == NODES.label:
+            for key in list(self._never):
+                self.queue.add((GROUP, key))
+        elif self.synced and label in self.cache.known_facts:
+            self._enqueue_everything()
 
     def _namespace_deleted(self, kind: str, old: Obj | None, new: Obj | None) -> None:
         """A namespace began to be deleted: its gangs are let go. (Once it is gone there is
@@ -491,6 +518,9 @@ class Controller:
         """Stop judging a gang: forget its stale state and sizes (and what its workloads
         contributed, when the group is gone for good)."""
         self.tracker.forget(key)
+        if contributions and (self._never.pop(key, None) is not None):
+            self._never_said_on_group.pop(key, None)
+            self._count_never()
         self._observed_min.pop(key, None)
         self._lowered_at.pop(key, None)
         if contributions:
@@ -605,6 +635,46 @@ class Controller:
         self._warn_once(("settings", key), settings_problems, list(desired.workloads), "SchedulerSettingProblem")
         if actual is not None:
             self._warn_once(("settings-group", key), settings_problems, [actual], "SchedulerSettingProblem")
+        self._say_never(key, desired, actual)
+
+    def _say_never(self, key: str, desired: Desired, actual: Obj | None) -> None:
+        """One Warning event per verdict (not per pod) on the gang's workloads and on its
+        PodGroup, once; a Normal event on each when the verdict no longer holds (a node
+        added, the quota raised); the metric of gangs per verdict kept in step."""
+        current = {v.kind: v.message for v in desired.verdicts}
+        before = self._never.get(key, {})
+        # an owner-less pod is its own workload: said on it too, where its user looks
+        owner_less = [p for p in desired.members[:1] if desired.source == rules.OWNER_LESS]
+        self._say_changes(before, current, list(desired.workloads) or owner_less)
+        said_on_group = self._never_said_on_group.get(key, {})
+        if actual is not None:
+            self._say_changes(said_on_group, current, [actual])
+            self._never_said_on_group[key] = current
+        if not current:
+            self._never_said_on_group.pop(key, None)
+        if current != before:
+            if current:
+                self._never[key] = current
+            else:
+                self._never.pop(key, None)
+            self._count_never()
+
+    def _say_changes(self, before: Mapping[str, str], current: Mapping[str, str], subjects: list[Obj]) -> None:
+        for kind, message in current.items():
+            if before.get(kind) != message:
+                log.warning(message, extra={"fields": {"action": "warn", "reason": NEVER_PLACED, "verdict": kind}})
+                for subject in subjects:
+                    self.events.emit(subject, NEVER_PLACED, message, "Warning")
+        for kind, message in before.items():
+            if kind not in current:
+                cleared = f"no longer never placed ({kind}): what was said holds no more — {message}"
+                log.info(cleared, extra={"fields": {"action": "cleared", "reason": PLACEABLE, "verdict": kind}})
+                for subject in subjects:
+                    self.events.emit(subject, PLACEABLE, cleared, "Normal")
+
+    def _count_never(self) -> None:
+        for kind, count in feasibility.counts(self._never.values()).items():
+            self.metrics.never_placed_gangs.labels(verdict=kind).set(count)
 
     async def _patch(self, backend: Backend, path: str, body: Any) -> Obj:
         """Merge-patch a PodGroup and keep the answer in the cache."""
@@ -998,13 +1068,9 @@ def _namespace_name(raw: Any) -> Obj:
 WOKEN_ANNOTATION = "podgang.io/woken-at"
 
 
-def _no_reaction(kind: str, old: Obj | None, new: Obj | None) -> None:
-    """A PriorityClass or a queue came or went: nothing to do now, the next reconcile of a
-    group reads the facts afresh."""
-
-
-def _fact(raw: Mapping[str, Any]) -> Obj:
-    """A PriorityClass or queue as the facts need it: its name and parent queue."""
-    md = raw.get("metadata") or {}
-    parent = (raw.get("spec") or {}).get("parentQueue")
-    return {"metadata": {"name": md.get("name")}, **({"spec": {"parentQueue": parent}} if parent else {})}
+def _without_version(obj: Obj | None) -> Any:
+    """A slimmed fact without its resourceVersion: what the verdicts read of it."""
+    if obj is None:
+        return None
+    md = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
+    return {**obj, "metadata": md}

@@ -75,6 +75,19 @@ def _resources_only(spec: Mapping[str, Any]) -> Obj:
     return out
 
 
+def _placement_only(spec: Mapping[str, Any]) -> Obj:
+    """Where a pod template's pods may go and their priority class: what the never-placed
+    verdicts read (podgang.feasibility), nothing else."""
+    out: Obj = {}
+    for key in ("nodeSelector", "tolerations", "priorityClassName"):
+        if spec.get(key):
+            out[key] = spec[key]
+    required = _d(_d(_d(spec.get("affinity")).get("nodeAffinity")).get("requiredDuringSchedulingIgnoredDuringExecution"))
+    if required:
+        out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    return out
+
+
 def _pick(source: Any, keys: Iterable[str]) -> dict[str, str]:
     src = _d(source)
     return {k: src[k] for k in keys if isinstance(src.get(k), str)}
@@ -196,6 +209,7 @@ class Slimmer:
         if isinstance(scheduler, str):
             spec["schedulerName"] = _intern(scheduler)
         spec.update(_resources_only(_d(t.get("spec"))))
+        spec.update(_placement_only(_d(t.get("spec"))))
         return {"metadata": meta, "spec": spec}
 
     def _membership_spec(self, spec: Mapping[str, Any]) -> Obj:
@@ -211,6 +225,10 @@ class Slimmer:
             out_spec["schedulerName"] = _intern(spec["schedulerName"])
         if spec.get("nodeName"):
             out_spec["nodeName"] = _intern(str(spec["nodeName"]))
+        if not any(_d(ref).get("controller") for ref in md.get("ownerReferences") or ()):
+            # a standalone pod (no workload's template says what it requests): what it requests,
+            # for the never-placed verdicts of the group it names (podgang.feasibility)
+            out_spec.update(_resources_only(spec))
         meta = self._metadata(md, self.pod_labels, self.pod_annotations)
         if isinstance(md.get("generateName"), str) and md["generateName"]:
             meta["generateName"] = md["generateName"]  # how the webhook named an owner-less pod's group
@@ -413,9 +431,12 @@ class Cache:
         self.watched_kinds: set[str] = {k.kind for k in FOLLOWED if not k.resource.optional}
         # cluster-scoped objects backends check values against (PriorityClasses, queues),
         # by kind; a kind is known once its list arrived (else its facts are unknown)
-        self.fact_stores: dict[str, dict[str, Obj]] = {
-            r.kind: {} for b in settings.enabled_backends for r in b.fact_resources}
+        self.fact_stores: dict[str, dict[str, Obj]] = {  # by resource label: KAI's and Volcano's Queue differ
+            r.label: {} for b in settings.enabled_backends for r in b.fact_resources}
         self.known_facts: set[str] = set()
+        #: bumped whenever a fact store changes: the facts worked out from them are kept until then
+        self.facts_version = 0
+        self._facts: dict[str, tuple[int, ClusterFacts]] = {}
 
     # -- stores
 
@@ -461,9 +482,15 @@ class Cache:
             self.watched_kinds.discard(kind)
 
     def facts_for(self, backend: Backend) -> ClusterFacts:
-        """What is known of the cluster objects ``backend`` checks its settings against."""
-        return backend.cluster_facts({r.kind: list(self.fact_stores[r.kind].values())
-                                      if r.kind in self.known_facts else None for r in backend.fact_resources})
+        """What is known of the cluster objects ``backend`` checks its settings against
+        (worked out once per change of them: every reconcile asks)."""
+        kept = self._facts.get(backend.name)
+        if kept is not None and kept[0] == self.facts_version:
+            return kept[1]
+        facts = backend.cluster_facts({r.kind: list(self.fact_stores[r.label].values())
+                                       if r.label in self.known_facts else None for r in backend.fact_resources})
+        self._facts[backend.name] = (self.facts_version, facts)
+        return facts
 
     def workload(self, kind: str, key: str) -> Obj | None:
         store = self.workloads.get(kind)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from podgang import kinds, quantities, rules
+from podgang import feasibility, kinds, quantities, rules
 from podgang.backends import Backend, GangSpec
 from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec
 from podgang.objects import OwnerRef, clip, is_active, is_terminating, pod_phase, quoted
@@ -53,6 +53,8 @@ class Desired:
     options: Mapping[str, Any] = field(default_factory=dict)
     #: the resources the gang needs at least, for a scheduler that reads them; None: not known
     min_resources: Mapping[str, str] | None = None
+    #: why its scheduler will never place it as the cluster is (podgang.feasibility); empty: nothing says so
+    verdicts: tuple[feasibility.Verdict, ...] = ()
 
     @property
     def key(self) -> str:
@@ -155,13 +157,38 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     if desired.subgroups and backend is not None and backend.subgroup_key is None:
         desired = replace(desired, problems=(*desired.problems, subgroups_unexpressed(desired, backend)))
     options: dict[str, Any] = {}
+    verdicts: tuple[feasibility.Verdict, ...] = ()
+    minimum = minimum_pods(desired)
     # a hand-made group's settings are the user's; with neither pods nor workloads yet (a
     # group the webhook just made for a pod not seen yet) there is nothing to read them from
     if backend is not None and desired.source != HAND_MADE and (desired.members or desired.workloads):
         options = gang_options(backend, desired.members, lent_metadata(cache, desired.workloads),
                                cache.facts_for(backend))
-    min_resources = backend.min_resources_for(minimum_pods(desired)) if backend else None
-    return replace(desired, backend=backend, options=options, min_resources=min_resources)
+    actual = cache.podgroups.of(backend, group_key) if backend is not None else None
+    if backend is not None and desired.source is not None and (desired.members or desired.workloads) \
+            and not (desired.min_member is not None and desired.min_member.idle):
+        least = None
+        size = desired.min_member.value if desired.min_member is not None else (
+            backend.min_member(actual) if actual is not None else None)
+        if minimum is None and not desired.workloads and size:
+            # standalone pods only (seed 003's shape): the least their minimum counts against the queue
+            least = feasibility.least_demand(backend, _live(list(desired.members)), size, cache.facts_for(backend))
+        verdicts = feasibility.never_placed(backend, judged_settings(backend, options, actual), minimum,
+                                            cache.facts_for(backend), least=least)
+    min_resources = backend.min_resources_for(minimum) if backend else None
+    return replace(desired, backend=backend, options=options, min_resources=min_resources, verdicts=verdicts)
+
+
+def judged_settings(backend: Backend, options: Mapping[str, Any], actual: Any) -> dict[str, Any]:
+    """The settings the scheduler reads for a gang: what podgang would write (``options``),
+    overridden by what its live PodGroup holds (a KAI queue is never moved; a hand-made
+    group's settings are the user's)."""
+    live = backend.live_settings(actual) if actual is not None else {}
+    judged = {**options, **live}
+    if live.get("queue") is not None and live.get("queue") != options.get("queue"):
+        origins = tuple(o for o in options.get("origins") or () if o[0] != "queue")
+        judged["origins"] = (*origins, ("queue", "spec.queue of its PodGroup"))
+    return judged
 
 
 def minimum_pods(desired: Desired) -> tuple[tuple[int, Any], ...] | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, disable_created_metrics
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
+from podgang.feasibility import VERDICTS as NEVER_PLACED_VERDICTS
 from podgang.rules import OWNER_LESS
 
 disable_created_metrics()
@@ -184,6 +185,11 @@ class GrouperMetrics(ProcessMetrics):
             registry=r,
         )
         self.stale_gangs_now = Gauge("podgang_grouper_stale_gangs_current", "Gangs stale right now.", registry=r)
+        self.never_placed_gangs = Gauge(
+            "podgang_grouper_never_placed_gangs",
+            "Gangs the scheduler will never place as the cluster is, by verdict (podgang.feasibility).",
+            ["verdict"], registry=r,
+        )
         self.recovered_gangs = Counter(
             "podgang_grouper_recovered_gangs_total", "Stale gangs that recovered within the grace period.", registry=r,
         )
@@ -219,3 +225,5 @@ class GrouperMetrics(ProcessMetrics):
         )
         for result in ("evicted", "refused"):  # zeros, not gaps, for the eviction panel and alert
             self.evictions.labels(result=result)
+        for verdict in NEVER_PLACED_VERDICTS:  # zeros, not gaps, for the alert
+            self.never_placed_gangs.labels(verdict=verdict)

@@ -21,7 +21,7 @@ import jsonpatch
 
 from podgang import kinds, rules
 from podgang.backends import BACKENDS, Backend, GangSpec, native
-from podgang.backends.base import PATCH, gang_spec
+from podgang.backends.base import PATCH, gang_spec, slim_fact
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
 from podgang.grouper.podgroups import Desired, desired_group, gang_options, owned_subgroups
 from podgang.manifests import Manifest, Source
@@ -278,8 +278,12 @@ def build_plan(
     manifests: list[Manifest],
     settings: Settings = DEFAULT,
     default_namespace: str = "default",
+    facts: Mapping[str, list[dict[str, Any]] | None] | None = None,
 ) -> Plan:
-    """Decide, for every object in ``manifests``, what podgang would do."""
+    """Decide, for every object in ``manifests``, what podgang would do. ``facts``: the
+    cluster's queues, PriorityClasses and nodes by resource label (``--kubeconfig``); the
+    manifests' own objects of those kinds are added to them. A kind neither gives is not
+    known, and no never-placed verdict is drawn from it."""
     plan = Plan()
     objects = _Objects(manifests, default_namespace)
     for ignored, wins in objects.duplicates:
@@ -287,6 +291,20 @@ def build_plan(
                                      f"defined twice: {wins.source} wins (applied after it, it replaces this one)"))
     cache = Cache(settings)
     cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
+    fact_resources = {r.label: r for b in settings.enabled_backends for r in b.fact_resources}
+    for label, listed in (facts or {}).items():
+        if listed is not None and label in fact_resources:
+            kind = fact_resources[label].kind
+            cache.fact_stores[label].update({key_of("", str(metadata(f).get("name"))): slim_fact(f, kind)
+                                             for f in listed})
+            cache.known_facts.add(label)
+    by_type = {(r.api_version, r.kind): r for r in fact_resources.values()}
+    for _, obj, _ in objects.items:
+        resource = by_type.get((obj.get("apiVersion"), obj.get("kind")))
+        if resource is not None and metadata(obj).get("name"):
+            cache.fact_stores[resource.label][key_of("", str(metadata(obj)["name"]))] = slim_fact(obj, resource.kind)
+            cache.known_facts.add(resource.label)
+    cache.facts_version += 1
     defined: dict[str, Manifest] = {}  # group key -> its PodGroup as written
     named_by_pods: dict[str, Source] = {}  # hand-made group key -> first pod naming it
     random_names: set[str] = set()
@@ -582,6 +600,9 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
     for problem in group.options.get("problems") or ():
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+    for verdict in desired.verdicts:
+        plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
+                                     verdict.message))
 
 
 _OPTION_FIELDS = {"queue": "queue", "priority_class": "priorityClassName"}
@@ -678,13 +699,14 @@ def plan_with_scale(
     scales: dict[str, int],
     settings: Settings = DEFAULT,
     default_namespace: str = "default",
+    facts: Mapping[str, list[dict[str, Any]] | None] | None = None,
 ) -> Plan:
     """The plan after ``scales``; each group remembers its minMember before them."""
     if not scales:
-        return build_plan(manifests, settings, default_namespace)
-    before = build_plan(manifests, settings, default_namespace)
+        return build_plan(manifests, settings, default_namespace, facts)
+    before = build_plan(manifests, settings, default_namespace, facts)
     scaled, changes = apply_scale(manifests, scales)
-    after = build_plan(scaled, settings, default_namespace)
+    after = build_plan(scaled, settings, default_namespace, facts)
     after.scaled = changes
     for key, group in after.groups.items():
         old = before.groups.get(key)

@@ -58,8 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
              help="the native gang API to plan for: v1beta1 (Kubernetes 1.37), v1alpha2 (1.36), v1alpha1 (1.35's "
                   "Workloads); auto (default): what API discovery picks with --kubeconfig, else what the "
                   "manifests are written for, else v1alpha2")
-    parser.add_argument("--kubeconfig", help="with --native-version auto: ask this cluster's API discovery which "
-                                             "native version it serves (nothing else is read from it)")
+    parser.add_argument("--kubeconfig", help="read this cluster's queues, PriorityClasses and nodes, for the gangs "
+                                             "its scheduler would never place (nothing else is read from it); with "
+                                             "--native-version auto, ask its API discovery which native version it "
+                                             "serves")
     add_flag(parser, "--exclude-namespace", default=["kube-system"], repeat=True,
              help="namespaces podgang leaves alone (repeatable)")
     parser.add_argument("--namespace", default="default", help="namespace of manifests that name none (default: default)")
@@ -82,7 +84,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                 for name, b in settings.backends))
             native_note = Finding(None, "native gangs", f"planned for {native.GROUP}/{version} "
                                   f"(Kubernetes {native.KUBERNETES[version]}): {why}")
-        plan = plan_with_scale(manifests, dict(args.scale), settings, args.namespace)
+        facts = asyncio.run(_cluster_facts(args.kubeconfig, settings)) if args.kubeconfig else None
+        plan = plan_with_scale(manifests, dict(args.scale), settings, args.namespace, facts)
         problems = out_of_bounds(plan)
     except (ManifestError, ScaleError, NativeVersionError) as exc:
         problems = str(exc).splitlines()
@@ -104,6 +107,33 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
 
 class NativeVersionError(ValueError):
     """--native-version auto could not ask the cluster it was given."""
+
+
+async def _cluster_facts(kubeconfig: str, settings: Settings) -> dict[str, list[dict[str, Any]] | None]:
+    """The enabled backends' fact objects (queues, PriorityClasses, nodes) of the cluster, by label;
+    a kind that cannot be read in one page is None (not known: no verdict is drawn from it)."""
+    try:
+        client = await api.make_api_client(kubeconfig)
+    except Exception as exc:  # an unreadable kubeconfig: said, not a traceback
+        raise NativeVersionError(f"--kubeconfig {kubeconfig}: {exc}") from exc
+    found: dict[str, list[dict[str, Any]] | None] = {}
+    try:
+        reader = api.Api(client, timeout=10)
+        for resource in dict.fromkeys(r for b in settings.enabled_backends for r in b.fact_resources):
+            try:
+                page = await reader.get(resource.path(), limit=FACTS_PAGE)
+            except api.ApiError:
+                found[resource.label] = None
+                continue
+            complete = not (page.get("metadata") or {}).get("continue")
+            found[resource.label] = [i for i in page.get("items") or [] if isinstance(i, dict)] if complete else None
+    finally:
+        await client.close()
+    return found
+
+
+#: the most fact objects of one kind read from a cluster (more: that kind is not known)
+FACTS_PAGE = 5000
 
 
 def _native_version(args: argparse.Namespace, manifests) -> tuple[str, str]:

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
-from podgang import kinds, rules
+from podgang import feasibility, kinds, rules
 from podgang.backends import Backend
-from podgang.backends.base import SchedulerVerdict, one_line
+from podgang.backends.base import SchedulerVerdict, one_line, slim_fact
 from podgang.grouper.model import Cache, key_of, obj_key, split_key
 from podgang.grouper.podgroups import (
     Desired,
@@ -52,6 +52,7 @@ MISSING = "missing"  # pods name a PodGroup that does not exist
 NOT_CREATED = "not-created"  # the grouper creates it (it is not running, or behind)
 UNUSED = "unused"  # a PodGroup no pod or workload uses
 UNKNOWN = "unknown"  # an owner of a member is not readable
+NEVER = feasibility.NEVER  # the scheduler will never place it as the cluster is (podgang.feasibility)
 
 EVENTS_SHOWN = 5  # per object, with --explain
 _GRACE_IN_MESSAGE = re.compile(r"evicting the rest in (\S+) unless it recovers")
@@ -108,6 +109,8 @@ class Snapshot:
     now: datetime
     absent: tuple[str, ...] = ()  # followed kinds whose (optional) CRD the cluster does not serve
     grouper: Grouper | None = None  # None: not asked
+    #: the backends' fact objects by resource label (PriorityClasses, queues, nodes); None: not readable
+    facts: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)
 
 
 Verdict = SchedulerVerdict  # what the scheduler itself says about a PodGroup
@@ -146,6 +149,8 @@ class GangStatus:
     evicted_at: datetime | None = None
     scheduler: Verdict | None = None
     problems: list[str] = field(default_factory=list)
+    #: why the scheduler will never place the gang as the cluster is (podgang.feasibility)
+    never: list[feasibility.Verdict] = field(default_factory=list)
     #: other field managers that wrote the size of a group podgang made: (manager, fields)
     changed_by: tuple[tuple[str, tuple[str, ...]], ...] = ()
     kind: str = "PodGroup"  # the object that holds the gang (1.35: a Workload, one per pod group)
@@ -277,6 +282,11 @@ def fill_cache(snapshot: Snapshot, settings: Settings) -> Cache:
     cache = Cache(settings)
     for entry in kinds.FOLLOWED:
         cache.set_watched(entry.kind, entry.kind not in snapshot.absent)
+    kinds_of = {r.label: r.kind for b in settings.enabled_backends for r in b.fact_resources}
+    for label, objs in snapshot.facts.items():
+        if objs is not None and label in cache.fact_stores:
+            cache.fact_stores[label].update({obj_key(f): f for raw in objs if (f := slim_fact(raw, kinds_of[label]))})
+            cache.known_facts.add(label)
     podgroups = [(b, snapshot.podgroups.get(b.name, [])) for b in settings.enabled_backends]
     batches = [*snapshot.workloads.items(), *podgroups, ("Pod", snapshot.pods)]
     for kind, objs in batches:
@@ -327,7 +337,7 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
         desired.namespace, desired.name, backend.name, UNKNOWN, "", desired.source, actual is not None,
         actual is not None and is_managed(actual, settings), current, wanted, origin,
         owner=f"{desired.owner.kind.lower()}/{desired.owner.name}" if desired.owner is not None else "",
-        scheduler=scheduler_verdict(backend, raw_group), problems=list(desired.problems),
+        scheduler=scheduler_verdict(backend, raw_group), problems=list(desired.problems), never=list(desired.verdicts),
         events=events_about(snapshot.events, backend.podgroup.kind, desired.namespace,
                             backend.holder_name(desired.name)),  # a 1.35 Workload's events are its pod groups'
         kind=backend.podgroup.kind,
@@ -352,6 +362,11 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
     if backend.verdict_on_pods and actual is not None:
         gang.scheduler = pods_verdict(counted, gang.min_member)
     _decide_state(gang, cache, desired, actual, snapshot.now, grace_default, bool(counted), snapshot.grouper)
+    if gang.never and gang.state in (WAITING, NOT_CREATED, EVICTED):
+        # a gang that waits for ever: said beside the scheduler's own verdict (its "not yet")
+        first = gang.never[0]
+        more = f" (and {len(gang.never) - 1} more)" if len(gang.never) > 1 else ""
+        gang.state, gang.state_text = NEVER, f"never placed: {first.what}{more}; {gang.state_text}"
     return gang
 
 
@@ -548,6 +563,9 @@ def waits_for(gang: GangStatus, pod: Mapping[str, Any], grouper: Grouper | None 
                        f"{grouper.text}")
         else:
             out.append(f"its lost members to come back; otherwise the rest is evicted {when} ({grouper.text})")
+    elif gang.state == NEVER:
+        out.extend(f"nothing: it is never placed as the cluster is ({v.kind}): {v.what}"
+                   + (f"; {v.scheduler_says}" if v.scheduler_says else "") + f". Fix: {v.fix}" for v in gang.never)
     elif gang.state in (SATISFIED, FINISHED):
         out.append("nothing: the gang has " + gang.state_text)
     if gang.min_member is not None and gang.wanted is not None and gang.min_member != gang.wanted:

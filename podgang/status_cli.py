@@ -27,6 +27,7 @@ from kubernetes_asyncio import config
 
 from podgang import api, kinds
 from podgang.grouper.stale import format_duration
+from podgang.backends.base import slim_fact
 from podgang.objects import POD, Resource, as_dict
 from podgang.discovery import discovered
 from podgang.options import add_backend_flags, add_flag, backends_from, duration, own_namespace
@@ -281,7 +282,10 @@ class Reader:
         ]
         if pod:
             calls.append(self.list(EVENTS, namespace, fieldSelector=f"involvedObject.kind=Pod,involvedObject.name={pod}"))
+        facts = list(dict.fromkeys(r for b in backends for r in b.fact_resources))
+        calls += [self.facts(r) for r in facts]
         grouper, *found = await asyncio.gather(self.grouper(), *calls)
+        found, listed = found[:len(found) - len(facts)], found[len(found) - len(facts):]
         pods, found = found[0], found[1:]
         podgroups = {b.name: found[i] or [] for i, b in enumerate(backends)}
         found = found[len(backends):]
@@ -291,7 +295,17 @@ class Reader:
         absent = tuple(r.kind for r, objs in zip(followed, found) if objs is None)
         if pod:
             events += found[len(followed)] or []
-        return Snapshot(pods or [], podgroups, workloads, events, datetime.now(timezone.utc), absent, grouper)
+        return Snapshot(pods or [], podgroups, workloads, events, datetime.now(timezone.utc), absent, grouper,
+                        {r.label: objs for r, objs in zip(facts, listed)})
+
+    async def facts(self, resource: Resource) -> list[dict[str, Any]] | None:
+        """The objects the never-placed verdicts read (queues, PriorityClasses, nodes), slimmed;
+        None when they cannot be read (a missing right is no reason to fail: no verdict then)."""
+        try:
+            found = await self.list(resource, None, optional=True)
+        except StatusError:
+            return None
+        return None if found is None else [slim_fact(obj, resource.kind) for obj in found]
 
 
 # ---------------------------------------------------------------------------
@@ -333,6 +347,8 @@ def gang_as_dict(gang: GangStatus) -> dict[str, Any]:
         "scheduler": None if gang.scheduler is None else {"state": gang.scheduler.state,
                                                           "message": gang.scheduler.message},
         "problems": gang.problems,
+        "neverPlaced": [{"verdict": v.kind, "message": v.what, "schedulerSays": v.scheduler_says or None,
+                         "fix": v.fix} for v in gang.never],
         "changedBy": [{"manager": manager, "fields": list(fields)} for manager, fields in gang.changed_by],
     }
 

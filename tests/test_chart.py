@@ -409,7 +409,7 @@ def test_default_object_set(defaults):
         "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",  # webhook
         "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",  # grouper
         "ClusterRole", "ClusterRoleBinding",  # grouper: namespaces, cluster-scoped
-        "ClusterRole", "ClusterRoleBinding",  # both: the PriorityClasses and KAI queues they check against
+        "ClusterRole", "ClusterRoleBinding",  # both: PriorityClasses, KAI queues and nodes they check against
         "Deployment", "Service", "PodDisruptionBudget",  # webhook
         "Deployment", "Service",  # grouper
         "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
@@ -420,17 +420,27 @@ def test_default_object_set(defaults):
     assert not find(defaults, "Secret"), "the webhook creates its Secret at runtime"
 
 
-def test_both_processes_may_read_what_kai_settings_are_checked_against(defaults):
-    """Cluster-scoped, so bound cluster-wide even when the grouper watches some namespaces only."""
+FACTS = (("scheduling.k8s.io", "priorityclasses"), ("", "nodes"))  # every backend's never-placed verdicts
+
+
+def test_both_processes_may_read_what_settings_and_verdicts_are_checked_against(defaults):
+    """Cluster-scoped, so bound cluster-wide even when the grouper watches some namespaces only:
+    the PriorityClasses and nodes for every backend, KAI's queues with KAI; read, never written."""
     for values in ({}, {"grouper": {"watchNamespaces": ["team-a"]}}):
         docs = render(values)
         for component in ("webhook", "grouper"):
             rules = rules_for(docs, f"{RELEASE}-{component}", NAMESPACE)
-            for group, resource in (("scheduling.k8s.io", "priorityclasses"), ("scheduling.run.ai", "queues")):
-                assert all(allows(rules, group, resource, verb, namespace=None) for verb in ("list", "watch")), \
+            for group, resource in (*FACTS, ("scheduling.run.ai", "queues")):
+                assert all(allows(rules, group, resource, verb, namespace=None) for verb in ("get", "list", "watch")), \
                     (values, component, resource)
-    assert not find(render({"backends": {"kai-scheduler": None, "volcano": "volcano"}}), "ClusterRole",
-                    f"{RELEASE}-cluster-facts")
+            assert not any(allows(rules, "", "nodes", verb, namespace=None) for verb in ("patch", "update", "delete"))
+    volcano = render({"backends": {"kai-scheduler": None, "volcano": "volcano"}})
+    rules = rules_for(volcano, f"{RELEASE}-grouper", NAMESPACE)
+    assert all(allows(rules, group, resource, "watch", namespace=None) for group, resource in FACTS)
+    assert not allows(rules, "scheduling.run.ai", "queues", "list", namespace=None)
+    assert allows(rules, "scheduling.volcano.sh", "queues", "watch", namespace=None)  # their capability
+    assert not allows(rules_for(render({}), f"{RELEASE}-grouper", NAMESPACE), "scheduling.volcano.sh", "queues",
+                      "list", namespace=None)
 
 
 def test_the_grouper_may_read_namespaces_cluster_wide(variant):

@@ -215,6 +215,7 @@ def test_the_alerts_cover_what_the_issue_asks_for():
         "PodgangGangsEvicted": "podgang_grouper_evictions_total",
         "PodgangReconcileErrors": "podgang_grouper_reconcile_duration_seconds_count",
         "PodgangGrouperLeaderLost": "podgang_grouper_leader",
+        "PodgangGangsNeverPlaced": "podgang_grouper_never_placed_gangs",
     }
     for alert, metric in wanted.items():
         assert metric in metric_names(by_name[alert]), alert

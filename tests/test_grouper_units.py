@@ -75,10 +75,12 @@ def test_slim_pod_keeps_only_what_the_grouper_reads():
     raw["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
     slim = Slimmer().pod(raw)
     assert slim["metadata"]["labels"] == {LABEL: "g", "podgang.io/skip": "false"}
-    assert slim["metadata"]["annotations"] == {ANN: "g", "kai.scheduler/skip-podgrouper": "true"}
+    # gpu-memory: what KAI counts against the queue (the never-placed verdicts read it)
+    assert slim["metadata"]["annotations"] == {ANN: "g", "kai.scheduler/skip-podgrouper": "true",
+                                               "gpu-memory": "4000"}
     assert set(slim["spec"]) == {"schedulerName", "nodeName"}
     assert slim["status"] == {"phase": "Running"}
-    assert len(json.dumps(slim)) < 450  # the skip-podgrouper annotation included
+    assert len(json.dumps(slim)) < 480  # the skip-podgrouper and gpu-memory annotations included
 
 
 def test_slim_pods_of_one_gang_share_their_owner_reference_labels_spec_and_status():

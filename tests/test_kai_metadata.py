@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from podgang import feasibility
 from podgang.backends import KAI
 from podgang.backends.base import ClusterFacts, GangSource
 from podgang.backends.kai import KaiBackend, cluster_facts
@@ -120,9 +121,11 @@ def test_kais_own_stale_gang_eviction_is_off_on_podgangs_groups():
     ({"kai.scheduler/queue": "missing"}, 'KAI queue "missing" (label kai.scheduler/queue on the top owner) does not exist'),
     ({"kai.scheduler/queue": "parent"}, 'KAI queue "parent" (label kai.scheduler/queue on the top owner) is not a leaf'),
 ])
-def test_a_queue_kai_would_skip_is_a_problem(labels, problem):
+def test_a_queue_kai_would_skip_is_a_never_placed_verdict(labels, problem):
     got = options(obj("Deployment", labels), obj())
-    assert any(problem in p for p in got["problems"]), got["problems"]
+    said = [v.message for v in feasibility.never_placed(KAI, got, None, FACTS)]
+    assert any(problem in p for p in said), said
+    assert not got.get("problems")  # one home: podgang.feasibility, not the settings' problems
 
 
 def test_every_value_says_where_it_comes_from():

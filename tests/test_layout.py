@@ -21,7 +21,7 @@ PACKAGES = {"podgang": "podgang", "podgang.webhook": "webhook", "podgang.grouper
             "podgang.certs": "certs"}
 #: the pure layers: no I/O library, and nothing from a process
 PURE = ("podgang.objects", "podgang.rules", "podgang.kinds", "podgang.rollouts", "podgang.settings",
-        "podgang.backends")
+        "podgang.backends", "podgang.feasibility", "podgang.nodes", "podgang.quantities")
 PROCESSES = ("podgang.webhook", "podgang.grouper", "podgang.certs", "podgang.plan", "podgang.api",
              "podgang.events", "podgang.metrics")
 IO_LIBRARIES = ("aiohttp", "kubernetes_asyncio", "prometheus_client", "cryptography")

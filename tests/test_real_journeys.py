@@ -466,11 +466,12 @@ async def test_kai_a_queue_that_does_not_exist_is_said_at_admission_and_on_the_w
         assert 'KAI queue "nope"' in done.stderr and "does not exist" in done.stderr, done.stderr
         dep = await create_deployment(here, Flavor("kai", "kai-scheduler", KAI.podgroups,
                                                    workload_labels={"kai.scheduler/queue": "nope"}), "web", 2)
-        await until(lambda: _event_kinds(here, "SchedulerSettingProblem", {"Deployment", "PodGroup"}),
+        # a never-placed verdict (podgang.feasibility), said as every other one is
+        await until(lambda: _event_kinds(here, "GangNeverPlaced", {"Deployment", "PodGroup"}),
                     "the warning on the Deployment and on its PodGroup")
         group = await podgroup(here, KAI, owned_group(dep))
         assert group["spec"]["queue"] == "nope"
-        said = [e["message"] for e in await here.events("SchedulerSettingProblem")]
+        said = [e["message"] for e in await here.events("GangNeverPlaced")]
         assert all('KAI queue "nope"' in m and "does not exist" in m for m in said), said
 
         async def kai_says_so():

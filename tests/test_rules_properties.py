@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from podgang import kinds, objects, quantities, rules
-from podgang.backends.base import Backend, GangSource
+from podgang.backends.base import Backend, ClusterFacts, GangSource
 from podgang.backends import BACKENDS, NativeBackend, NativeWorkloads
 from podgang.kinds import OWNER_KINDS
 from podgang.objects import OwnerRef
@@ -574,8 +574,21 @@ BACKEND_ARGS = {
                                                                                st.text(max_size=8), max_size=3))),
     "settings_drift": lambda d: (d.draw(anything), d.draw(st.dictionaries(
         st.sampled_from(["queue", "origins", "problems"]), anything))),
-    "cluster_facts": lambda d: (d.draw(st.dictionaries(st.sampled_from(["PriorityClass", "Queue"]),
+    "cluster_facts": lambda d: (d.draw(st.dictionaries(st.sampled_from(["PriorityClass", "Queue", "Node"]),
                                                        st.none() | st.lists(anything, max_size=3))),),
+    # what the never-placed verdicts ask (podgang.feasibility)
+    "live_settings": lambda d: (d.draw(anything),),
+    "queue_demand": lambda d: (d.draw(st.lists(st.tuples(st.integers(-2, 1000), anything), max_size=3)),),
+    "node_requests": lambda d: (d.draw(anything),),
+    "node_pool": lambda d: (d.draw(anything),),
+    "non_preemptible": lambda d: (d.draw(st.dictionaries(st.sampled_from(["priority_class", "extra_spec"]),
+                                                         anything)), ClusterFacts(priority_values={"x": 100})),
+    "queue_words": lambda d: (d.draw(st.sampled_from(["cpu", "memory", "gpu", "x"])),
+                              d.draw(st.decimals(0, 10**12, allow_nan=False, places=3))),
+    "queue_fix": lambda d: (d.draw(st.text(max_size=70)), d.draw(st.sampled_from(["quota", "limit"])),
+                            d.draw(st.sampled_from(["cpu", "memory", "gpu"])),
+                            d.draw(st.decimals(0, 10**12, allow_nan=False, places=3))),
+    "queue_verdict_words": lambda d: (d.draw(st.sampled_from(["quota", "limit"])),),
     "configured": lambda d: (d.draw(st.fixed_dictionaries({}, optional={
         "default_queue": st.none() | st.text(max_size=20),
         "default_priority_classes": st.lists(st.tuples(st.text(max_size=10), st.text(max_size=10)), max_size=2)})),),

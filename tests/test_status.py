@@ -396,7 +396,7 @@ async def test_json_output_schema(emu, kubeconfig):
     assert isinstance(doc["time"], str) and doc["staleGangs"] == 0 and doc["kindsNotServed"] == []
     types = {"namespace": str, "group": str, "kind": str, "backend": str, "state": str, "message": str, "exists": bool,
              "managedByPodgang": bool, "minMemberFrom": str, "members": dict, "pendingPods": list, "problems": list,
-             "subgroups": dict, "changedBy": list}
+             "subgroups": dict, "changedBy": list, "neverPlaced": list}
     nullable = {"source": str, "owner": str, "minMember": int, "wantedMinMember": int, "stale": dict,
                 "evictedAt": str, "scheduler": dict}
     assert len(doc["gangs"]) == 3

@@ -191,23 +191,24 @@ async def test_a_scale_up_costs_one_look_up_per_owner(tmp_path, kube, api_client
             assert group_after(owned_pod_review(i), resp) == f"pg-web-{DEPLOYMENT_UID}"
         assert kube.count("GET", r"/replicasets/web-7887448d46$") == 1
         assert kube.count("GET", r"/deployments/web$") == 1
-        # besides: the PriorityClasses and KAI queues, listed once at start (in the background), never per pod
-        assert kube.count("GET") - kube.count("GET", r"/(priorityclasses|queues)$") == 2
+        # besides: the PriorityClasses, KAI queues and nodes, listed once at start (in the background), never per pod
+        assert kube.count("GET") - kube.count("GET", r"/(priorityclasses|queues|nodes)$") == 2
         assert kube.count("GET", r"/priorityclasses$") <= 1 and kube.count("GET", r"/queues$") <= 1
+        assert kube.count("GET", r"/nodes$") <= 1
         assert await wh.metric("podgang_webhook_owner_cache_misses_total") >= 2
         # the next 200 are identical to a pod decided before: answered without the rules walk
         before = await wh.metric("podgang_webhook_decisions_replayed_total")
         answers = await asyncio.gather(*(wh.mutate(owned_pod_review(i)) for i in range(200, 400)))
         assert all(group_after(owned_pod_review(0), r) == f"pg-web-{DEPLOYMENT_UID}" for r in answers)
         assert await wh.metric("podgang_webhook_decisions_replayed_total") - before == 200
-        assert kube.count("GET") - kube.count("GET", r"/(priorityclasses|queues)$") == 2
+        assert kube.count("GET") - kube.count("GET", r"/(priorityclasses|queues|nodes)$") == 2
         # a pod that differs (another label) is decided afresh, from the cached owners
         other = owned_pod_review(999)
         other["request"]["object"]["metadata"]["labels"]["kai.scheduler/subgroup-name"] = "workers"
         resp = await wh.mutate(other)
         assert patched(other["request"]["object"], resp)["metadata"]["labels"]["kai.scheduler/subgroup-name"] == "workers"
         assert await wh.metric("podgang_webhook_decisions_replayed_total") - before == 200
-        assert kube.count("GET") - kube.count("GET", r"/(priorityclasses|queues)$") == 2
+        assert kube.count("GET") - kube.count("GET", r"/(priorityclasses|queues|nodes)$") == 2
 
 
 async def test_cached_owners_expire(tmp_path, kube, api_client):

@@ -385,6 +385,7 @@ class Admission:
         elif gang.owner_less:
             options = self.podgroups.options_for(pod, backend)
             verdict.warnings += options.get("problems") or ()
+            verdict.warnings += self.podgroups.never_placed(pod, backend, options)
             if not review.dry_run:
                 await self._create_owner_less(pod, chain, review.namespace, backend, deadline, verdict,
                                               named=named is not None, options=options)

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from podgang import feasibility
 from podgang.api import Api, ApiError, Conflict, NotFound
 from podgang.backends import Backend
 from podgang.backends.base import GangSource, gang_spec
@@ -85,6 +86,17 @@ class PodGroups:
         options = backend.gang_options(GangSource(pods=(pod,), facts=self.facts.get(backend)))
         wanted = backend.min_resources_for(((1, pod),))
         return {**options, "min_resources": wanted} if wanted else options
+
+    def never_placed(self, pod: Any, backend: Backend, options: Mapping[str, Any]) -> list[str]:
+        """Why an owner-less pod's gang of one will never be placed (podgang.feasibility),
+        from the facts as last listed (never read for the admission), as admission warnings:
+        what holds, then the fix (each warning is cut at 256 characters)."""
+        verdicts = feasibility.never_placed(backend, options, ((1, pod),), self.facts.get(backend))
+        out: list[str] = []
+        for verdict in verdicts:
+            says = f" ({verdict.scheduler_says})" if verdict.scheduler_says else ""
+            out += [f"never placed: {verdict.what}{says}", f"never placed ({verdict.kind}), fix: {verdict.fix}"]
+        return out
 
     def manifest_for_owner_less(self, namespace: str, name: str, backend: Backend,
                                 options: Mapping[str, Any] | None = None) -> dict[str, Any]:

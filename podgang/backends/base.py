@@ -11,11 +11,12 @@ Everything outside ``podgang/backends/`` talks to a scheduler only through
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Iterable, Mapping, Sequence
 
-from podgang import quantities
-from podgang.objects import Denial, OwnerRef, Resource, as_dict, metadata, quoted
+from podgang import nodes, quantities
+from podgang.objects import Denial, OwnerRef, Resource, as_dict, as_list, metadata, quoted, spec
 
 PATCH = "patch"
 REPLACE_WHEN_EMPTY = "replace-when-empty"
@@ -53,14 +54,67 @@ def one_line(text: Any, limit: int = 300) -> str:
     return " ".join(str(text or "").split())[:limit]
 
 
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass")
+
+
+@dataclass(frozen=True)
+class QueueFacts:
+    """A scheduler queue's bounds as its scheduler counts them (the backend's units):
+    ``quota`` (what a non-preemptible gang may never exceed, KAI's deserved share) and
+    ``limit`` (what no gang may exceed); a resource absent from either is unbounded."""
+
+    name: str
+    parent: str | None = None
+    quota: Mapping[str, Decimal] = field(default_factory=dict)
+    limit: Mapping[str, Decimal] = field(default_factory=dict)
+
+
 @dataclass(frozen=True)
 class ClusterFacts:
     """What a scheduler's own grouper would check in the cluster before it trusts a
-    value: which PriorityClasses exist, which queues exist and whether each is a leaf.
-    None: not known (offline, or not readable) — a value is then taken as written."""
+    value: which PriorityClasses exist, which queues exist and whether each is a leaf —
+    and what the never-placed verdicts read (``podgang.feasibility``): the classes'
+    values, the queues' bounds, the nodes. None: not known (offline, or not readable) — a
+    value is then taken as written, and nothing is concluded from it."""
 
     priority_classes: frozenset[str] | None = None
     queues: Mapping[str, bool] | None = None  # queue name -> is a leaf queue
+    priority_values: Mapping[str, int] | None = None  # PriorityClass name -> value
+    queue_bounds: Mapping[str, QueueFacts] | None = None
+    nodes: tuple[nodes.NodeFacts, ...] | None = None
+    #: what the verdicts worked out per placement (the nodes a placement may use), kept with the facts
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False, hash=False)
+
+
+def slim_fact(raw: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """A fact object of ``kind`` as the processes keep it: a Node trimmed to what the
+    verdicts read (:func:`podgang.nodes.slim_node`); a PriorityClass to its name and value;
+    a queue to its name and spec (parent, quota, limit: small)."""
+    if kind == nodes.NODES.kind:
+        return nodes.slim_node(raw)
+    md = metadata(raw)
+    version = {"resourceVersion": md["resourceVersion"]} if md.get("resourceVersion") else {}
+    out: dict[str, Any] = {"metadata": {"name": md.get("name"), **version}}
+    if isinstance(raw.get("value"), int):
+        out["value"] = raw["value"]
+    if raw.get("globalDefault") is True:
+        out["globalDefault"] = True
+    if spec(raw):
+        out["spec"] = dict(spec(raw))
+    return out
+
+
+def common_facts(found: Mapping[str, Any]) -> ClusterFacts:
+    """The facts every backend reads alike: PriorityClasses (names, values) and nodes."""
+    classes = found.get(PRIORITY_CLASSES.kind)
+    names = values = None
+    if classes is not None:
+        values = {n: v for p in as_list(classes) if isinstance(n := metadata(p).get("name"), str) and n
+                  for v in [as_dict(p).get("value")] if isinstance(v, int) and not isinstance(v, bool)}
+        names = frozenset(n for p in as_list(classes) if isinstance(n := metadata(p).get("name"), str) and n)
+    listed = found.get(nodes.NODES.kind)
+    known = None if listed is None else tuple(n for raw in as_list(listed) if (n := nodes.node_facts(raw)))
+    return ClusterFacts(names, None, values, None, known)
 
 
 @dataclass(frozen=True)
@@ -244,7 +298,50 @@ class Backend(ABC):
     def cluster_facts(self, found: Mapping[str, Any]) -> ClusterFacts:
         """:class:`ClusterFacts` from the objects of :attr:`fact_resources` (kind ->
         list of objects, or None when that kind could not be read)."""
-        return ClusterFacts()
+        return common_facts(found)
+
+    # -- what the never-placed verdicts ask a scheduler (podgang.feasibility)
+
+    #: the scheduler's name in messages
+    scheduler_title: str = "the scheduler"
+
+    def live_settings(self, podgroup: Any) -> dict[str, Any]:
+        """The settings a live PodGroup holds that the scheduler reads (KAI's queue, which is
+        never moved; a hand-made group's, which are the user's), as :meth:`gang_options` spells
+        them: what the verdicts judge once the group exists."""
+        return {}
+
+    def queue_demand(self, parts: Iterable[tuple[int, Any]], facts: ClusterFacts | None = None) -> dict[str, Decimal]:
+        """What a gang's minimum pods ``parts`` ((how many, pod or template)) count against
+        its queue, in the units of :class:`QueueFacts` (by default: their requests), given
+        what is known of the cluster."""
+        return quantities.gang_requests(parts)
+
+    def node_requests(self, pod_or_template: Any) -> dict[str, Decimal]:
+        """What one pod takes of a node's allocatable resources (by default its requests)."""
+        return quantities.pod_requests(pod_or_template)
+
+    def node_pool(self, pod_or_template: Any) -> dict[str, str]:
+        """Node labels the scheduler adds to a pod's node selector (KAI's node pool)."""
+        return {}
+
+    def non_preemptible(self, options: Mapping[str, Any], facts: ClusterFacts) -> str | None:
+        """Why the scheduler never lets this gang go over its queue's quota (it may not be
+        preempted: KAI's rule), or None when it may (or the scheduler has no such rule)."""
+        return None
+
+    def queue_words(self, resource: str, amount: Decimal) -> str:
+        """``amount`` of ``resource`` as a queue counts it, for a message."""
+        return f"{resource} {quantities.format_quantity(amount)}"
+
+    def queue_fix(self, queue: str, bound: str, resource: str, amount: Decimal) -> str:
+        """The change to queue ``queue`` that lets ``amount`` of ``resource`` through its ``bound``
+        (``quota`` or ``limit``)."""
+        return f"raise the {bound} of queue {queue} to at least {self.queue_words(resource, amount)}"
+
+    def queue_verdict_words(self, bound: str) -> str:
+        """What the scheduler itself says of a gang over a queue's ``bound``."""
+        return ""
 
     #: whether the scheduler ignores a pod naming a subgroup its PodGroup does not list
     #: (KAI): such a pod is given its subgroup key only once the group lists it
@@ -265,8 +362,8 @@ class Backend(ABC):
         return []
 
     #: cluster-scoped resources :class:`ClusterFacts` are read from for this backend
-    #: (PriorityClasses, queues); the grouper watches them, the webhook lists them
-    fact_resources: tuple[Resource, ...] = ()
+    #: (PriorityClasses, queues, nodes); the grouper watches them, the webhook lists them
+    fact_resources: tuple[Resource, ...] = (PRIORITY_CLASSES, nodes.NODES)
 
     def configured(self, options: Mapping[str, Any]) -> "Backend":
         """This backend with the process's backend-specific flags applied (KAI's default

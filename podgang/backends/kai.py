@@ -8,14 +8,19 @@ sharing annotations are KAI's too; the rules read their names from here.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
+from decimal import Decimal
 from typing import Any, Mapping
 
 import yaml
 
-from podgang.backends.base import ClusterFacts, GangSource, SchedulerVerdict, escape_key, one_line, string_value
+from podgang import quantities
+from podgang.backends.base import (PRIORITY_CLASSES, ClusterFacts, GangSource, QueueFacts, SchedulerVerdict, escape_key,
+                                   one_line, string_value)
 from podgang.backends.keyed import MinMemberPodGroups
+from podgang.nodes import NODES
 from podgang.objects import (LAST_APPLIED_ANNOTATION, Denial, Resource, annotations, as_dict, as_list, labels, metadata,
                              quoted, spec, status)
 
@@ -33,6 +38,17 @@ SUBGROUPS = "subGroups"
 GPU_MEMORY_ANNOTATION = "gpu-memory"
 #: read on a pod: a fraction of one GPU, 0 < x < 1
 GPU_FRACTION_ANNOTATION = "gpu-fraction"
+#: read on a pod with gpu-fraction: on how many GPUs it takes that fraction (KAI counts fraction × devices)
+GPU_FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
+GPU_RESOURCE = "nvidia.com/gpu"
+#: the memory of each GPU of a node, in MiB, as NVIDIA's GPU feature discovery labels it (KAI reads it)
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+#: KAI's queue resources and what their quota and limit are counted in (pkg/scheduler/plugins/proportion:
+#: CPU in millicpus, memory in megabytes of 10^6 bytes, GPUs in GPUs and their fractions)
+QUEUE_RESOURCES = (("cpu", Decimal("0.001")), ("memory", Decimal(10) ** 6), ("gpu", Decimal(1)))
+#: KAI's rule (pkg/common/podgroup/preemptible.go): a gang of this priority or more, unless labelled
+#: preemptible, is non-preemptible, and never placed over its queue's quota
+NON_PREEMPTIBLE_PRIORITY = 100
 SCHEDULER_NAME = "kai-scheduler"
 MAX_LABEL_VALUE = 63  # the longest label value the apiserver accepts
 
@@ -109,14 +125,14 @@ MSG_BAD_MEMORY = f"{GPU_MEMORY_ANNOTATION} annotation value must be a positive i
 MSG_BAD_FRACTION = f"{GPU_FRACTION_ANNOTATION} annotation value must be a positive number smaller than 1.0"
 
 
-PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass")
 QUEUES = Resource("scheduling.run.ai", "v2", "queues", "Queue", optional=True)
 
 
 class KaiBackend(MinMemberPodGroups):
     name = "kai"
     podgroup = Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup")
-    fact_resources = (PRIORITY_CLASSES, QUEUES)
+    fact_resources = (PRIORITY_CLASSES, QUEUES, NODES)
+    scheduler_title = "KAI"
     subgroups_must_be_listed = True  # KAI v0.15+: "Pod references subgroup x, which does not exist in PodGroup"
     pod_spec_keys = ("priorityClassName",)
     queue_field = "queue"
@@ -135,7 +151,8 @@ class KaiBackend(MinMemberPodGroups):
         self.subgroup_key = ("labels", subgroup_label)
         self.pod_label_keys = (label, subgroup_label, QUEUE_LABEL, PROJECT_LABEL, NODE_POOL_LABEL, PRIORITY_LABEL,
                                PREEMPTIBILITY_LABEL)
-        self.pod_annotation_keys = (annotation, SKIP_PODGROUPER_ANNOTATION, PREEMPTION_DELAY_ANNOTATION)
+        self.pod_annotation_keys = (annotation, SKIP_PODGROUPER_ANNOTATION, PREEMPTION_DELAY_ANNOTATION,
+                                    GPU_FRACTION_ANNOTATION, GPU_FRACTION_DEVICES_ANNOTATION, GPU_MEMORY_ANNOTATION)
         self.default_queue = default_queue
         self.default_priority_classes = default_priority_classes
 
@@ -152,7 +169,90 @@ class KaiBackend(MinMemberPodGroups):
     # -- what KAI's own grouper would write on a PodGroup podgang makes
 
     def cluster_facts(self, found: Mapping[str, Any]) -> ClusterFacts:
-        return cluster_facts(found.get(PRIORITY_CLASSES.kind), found.get(QUEUES.kind))
+        common = super().cluster_facts(found)
+        listed = cluster_facts(found.get(PRIORITY_CLASSES.kind), found.get(QUEUES.kind))
+        queues = found.get(QUEUES.kind)
+        bounds = None if queues is None else {b.name: b for q in as_list(queues) if (b := queue_bounds(q))}
+        return dataclasses.replace(common, queues=listed.queues, queue_bounds=bounds)
+
+    # -- what KAI counts against its queues and nodes (podgang.feasibility asks)
+
+    def live_settings(self, podgroup: Any) -> dict[str, Any]:
+        group_spec = spec(podgroup)
+        out: dict[str, Any] = {}
+        if isinstance(group_spec.get("queue"), str):
+            out["queue"] = group_spec["queue"]
+        if isinstance(group_spec.get("priorityClassName"), str) and group_spec["priorityClassName"]:
+            out["priority_class"] = group_spec["priorityClassName"]
+        # what the live group says, or that it says none (KAI then goes by its priority), whatever
+        # the workload's labels say now: a live group's preemptibility is not rewritten
+        value = group_spec.get("preemptibility")
+        out["extra_spec"] = {"preemptibility": value if value in PREEMPTIBILITY_VALUES else None}
+        return out
+
+    def queue_demand(self, parts: Any, facts: ClusterFacts | None = None) -> dict[str, Decimal]:
+        """CPU cores, memory bytes and GPUs as KAI's proportion plugin counts a gang's pods against
+        its queue: whole GPUs, a fraction (``gpu-fraction`` × ``gpu-fraction-num-devices``) as that
+        part of a GPU, and a ``gpu-memory`` request as its share of the largest GPU memory any
+        node has (label ``nvidia.com/gpu.memory``, MiB; none labelled: not counted, as KAI)."""
+        total = {"cpu": Decimal(0), "memory": Decimal(0), "gpu": Decimal(0)}
+        largest = _largest_gpu_memory(facts)
+        for count, pod in parts:
+            requests = quantities.pod_requests(pod)
+            n = max(int(count), 0)
+            total["cpu"] += requests.get("cpu", Decimal(0)) * n
+            total["memory"] += requests.get("memory", Decimal(0)) * n
+            total["gpu"] += (requests.get(GPU_RESOURCE, Decimal(0)) + _gpu_fraction(pod)) * n
+            memory = quantities.request(annotations(pod).get(GPU_MEMORY_ANNOTATION))
+            if largest and memory:
+                devices = quantities.request(annotations(pod).get(GPU_FRACTION_DEVICES_ANNOTATION) or "1") or 1
+                total["gpu"] += devices * memory / largest * n
+        return {name: amount for name, amount in total.items() if amount > 0}
+
+    def node_requests(self, pod_or_template: Any) -> dict[str, Decimal]:
+        """A pod's requests, a GPU fraction taking its share of a node's GPUs."""
+        requests = quantities.pod_requests(pod_or_template)
+        fraction = _gpu_fraction(pod_or_template)
+        if fraction:
+            requests[GPU_RESOURCE] = requests.get(GPU_RESOURCE, Decimal(0)) + fraction
+        return requests
+
+    def node_pool(self, pod_or_template: Any) -> dict[str, str]:
+        pool = labels(pod_or_template).get(NODE_POOL_LABEL)
+        return {NODE_POOL_LABEL: pool} if pool else {}
+
+    def non_preemptible(self, options: Mapping[str, Any], facts: ClusterFacts) -> str | None:
+        """KAI's rule: label ``kai.scheduler/preemptibility``, else a priority of 100 or more."""
+        said = as_dict(options.get("extra_spec")).get("preemptibility")
+        if said == "non-preemptible":
+            return f"label {PREEMPTIBILITY_LABEL}=non-preemptible"
+        if said == "preemptible":
+            return None
+        name = options.get("priority_class")
+        value = (facts.priority_values or {}).get(name) if isinstance(name, str) else None
+        if value is not None and value >= NON_PREEMPTIBLE_PRIORITY:
+            return f"priority {name} {value} >= {NON_PREEMPTIBLE_PRIORITY}"
+        return None
+
+    def queue_words(self, resource: str, amount: Decimal) -> str:
+        if resource == "cpu":
+            return f"{_number(amount)} CPU cores" if amount != 1 else "1 CPU core"
+        if resource == "memory":
+            return f"{_number(amount / Decimal(10) ** 6)} MB memory"
+        return f"{_number(amount)} GPUs"
+
+    def queue_fix(self, queue: str, bound: str, resource: str, amount: Decimal) -> str:
+        unit = dict(QUEUE_RESOURCES)[resource]
+        value = (amount / unit).to_integral_value(rounding="ROUND_CEILING") if resource != "gpu" else amount
+        fix = f"set spec.resources.{resource}.{bound} >= {_number(value)} (or -1) on Queue {queue}"
+        if bound == "quota":
+            fix += (f", or make the gang preemptible (label {PREEMPTIBILITY_LABEL}=preemptible, or a "
+                    f"priorityClassName below {NON_PREEMPTIBLE_PRIORITY} such as {TRAIN}; a PodGroup made before "
+                    f"keeps its own: delete it to have it made again)")
+        return fix
+
+    def queue_verdict_words(self, bound: str) -> str:
+        return "NonPreemptibleOverQuota" if bound == "quota" else "OverLimit"
 
     def gang_options(self, source: GangSource) -> dict[str, Any]:
         """Queue, priority class, preemptibility, preemption delay, topology, the top
@@ -167,13 +267,6 @@ class KaiBackend(MinMemberPodGroups):
         queue, where = self._queue(top, pods)
         options["queue"] = queue
         origins.append(("queue", where))
-        known = source.facts.queues
-        if known is not None and queue not in known:
-            problems.append(f"KAI queue {quoted(queue)} ({where}) does not exist: KAI never schedules this gang "
-                            f"(QueueDoesNotExist) until a Queue of that name is created")
-        elif known is not None and not known[queue]:
-            problems.append(f"KAI queue {quoted(queue)} ({where}) is not a leaf queue: KAI schedules only gangs of "
-                            f"leaf queues; name one of its child queues")
         priority, where = self._priority(source)
         options["priority_class"] = priority
         origins.append(("priorityClassName", where))
@@ -244,7 +337,7 @@ class KaiBackend(MinMemberPodGroups):
 
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         kept = super().slim_podgroup_spec(spec)
-        for key in ("queue", STALENESS_GRACE_PERIOD):
+        for key in ("queue", STALENESS_GRACE_PERIOD, "priorityClassName", "preemptibility"):  # what KAI judges it by
             if isinstance(spec.get(key), str):
                 kept[key] = spec[key]
         return kept
@@ -435,6 +528,64 @@ def cluster_facts(priority_classes: Any, queues: Any) -> ClusterFacts:
         return ClusterFacts(names, None)
     parents = {p for q in as_list(queues) if isinstance(p := spec(q).get("parentQueue"), str)}
     return ClusterFacts(names, {n: n not in parents for q in as_list(queues) if (n := name(q))})
+
+
+def queue_bounds(queue: Any) -> QueueFacts | None:
+    """A KAI Queue's quota and limit per resource, in :meth:`KaiBackend.queue_demand`'s units
+    (-1, or a resource left out: unbounded)."""
+    name = metadata(queue).get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    resources = as_dict(spec(queue).get("resources"))
+    quota: dict[str, Decimal] = {}
+    limit: dict[str, Decimal] = {}
+    for resource, unit in QUEUE_RESOURCES:
+        for bound, into in (("quota", quota), ("limit", limit)):
+            amount = quantities.quantity(as_dict(resources.get(resource)).get(bound))
+            if amount is not None and amount >= 0:
+                into[resource] = amount * unit
+    parent = spec(queue).get("parentQueue")
+    return QueueFacts(name, parent if isinstance(parent, str) and parent else None, quota, limit)
+
+
+def _largest_gpu_memory(facts: ClusterFacts | None) -> Decimal | None:
+    """The most memory one GPU of any node has (MiB), as KAI reads it from the node label
+    (a value of a TiB of MiB or more is bytes; floored to hundreds; 100 or less: unlabelled)."""
+    if facts is None or not facts.nodes:
+        return None
+    if "largest-gpu-memory" not in facts.memo:  # once per set of facts
+        facts.memo["largest-gpu-memory"] = _gpu_memory_of(facts)
+    return facts.memo["largest-gpu-memory"]
+
+
+def _gpu_memory_of(facts: ClusterFacts) -> Decimal | None:
+    found = []
+    for node in facts.nodes or ():
+        try:
+            value = int(node.labels.get(GPU_MEMORY_LABEL, ""))
+        except ValueError:
+            continue
+        if value >= 2 ** 20:  # a TiB in MiB: the value is in bytes (NVIDIA's feature discovery bug)
+            value //= 2 ** 20
+        value -= value % 100
+        if value > 100:
+            found.append(value)
+    return Decimal(max(found)) if found else None
+
+
+def _gpu_fraction(pod: Any) -> Decimal:
+    """The GPUs a pod's ``gpu-fraction`` annotation asks: fraction × devices (0 when none)."""
+    fraction = quantities.request(annotations(pod).get(GPU_FRACTION_ANNOTATION))
+    if fraction is None or not 0 < fraction < 1:
+        return Decimal(0)
+    devices = quantities.request(annotations(pod).get(GPU_FRACTION_DEVICES_ANNOTATION) or "1") or Decimal(1)
+    return fraction * devices
+
+
+def _number(amount: Decimal) -> str:
+    """``9``, ``0.5``: a number without trailing zeros, to three decimals at most (rounded up:
+    what is over a bound stays over it)."""
+    return format(amount.quantize(Decimal("0.001"), rounding="ROUND_CEILING").normalize(), "f")
 
 
 def _kind_name(obj: Any) -> str:

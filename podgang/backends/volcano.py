@@ -11,11 +11,15 @@ or the workload, nearest first; the priority class from the pod template. No I/O
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import dataclasses
+from decimal import Decimal
+from typing import Any, Mapping
 
-from podgang.backends.base import GangSource
+from podgang import quantities
+from podgang.backends.base import PRIORITY_CLASSES, ClusterFacts, GangSource, QueueFacts
 from podgang.backends.keyed import PRIORITY_CLASS, OneKeyBackend, with_templates
-from podgang.objects import Resource, annotations, as_dict, labels, spec
+from podgang.nodes import NODES
+from podgang.objects import Resource, annotations, as_dict, as_list, labels, metadata, spec
 
 #: written (and read) on a pod: its Volcano PodGroup, what Volcano's scheduler reads
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
@@ -28,6 +32,10 @@ QUEUE_LABEL = "volcano.sh/queue-name"
 MIN_TASK_MEMBER = "minTaskMember"
 MIN_RESOURCES = "minResources"  # what Volcano's enqueue checks the queue's room against
 SCHEDULER_NAME = "volcano"
+#: Volcano's queues: ``spec.capability`` is the most a queue's jobs may hold together (per
+#: resource it lists), ``spec.parent`` its parent; a PodGroup whose minResources exceed it is
+#: never enqueued
+QUEUES = Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", optional=True)
 
 
 class VolcanoBackend(OneKeyBackend):
@@ -49,6 +57,32 @@ class VolcanoBackend(OneKeyBackend):
         ("flow.volcano.sh", "JobTemplate"): "a template for the Volcano Jobs a JobFlow runs, whose PodGroups "
                                             "Volcano's job controller makes",
     }
+    fact_resources = (PRIORITY_CLASSES, NODES, QUEUES)
+    scheduler_title = "Volcano"
+
+    def cluster_facts(self, found: Mapping[str, Any]) -> ClusterFacts:
+        """Besides the common facts, each queue's capability as its limit (whether a queue
+        exists is not judged for Volcano)."""
+        queues = found.get(QUEUES.kind)
+        bounds = None if queues is None else {b.name: b for q in as_list(queues) if (b := _queue_bounds(q))}
+        return dataclasses.replace(super().cluster_facts(found), queue_bounds=bounds)
+
+    def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
+        kept = super().slim_podgroup_spec(spec)
+        if isinstance(spec.get("queue"), str):
+            kept["queue"] = spec["queue"]  # what the verdicts judge it by
+        return kept
+
+    def live_settings(self, podgroup: Any) -> dict[str, Any]:
+        queue = spec(podgroup).get("queue")
+        return {"queue": queue} if isinstance(queue, str) and queue else {}
+
+    def queue_fix(self, queue: str, bound: str, resource: str, amount: Decimal) -> str:
+        return (f"raise spec.capability.{resource} to {quantities.format_quantity(amount)} or more (or remove it) "
+                f"on Volcano Queue {queue}, or lower the gang's minimum")
+
+    def queue_verdict_words(self, bound: str) -> str:
+        return "its PodGroup stays Pending, never enqueued"
 
     def gang_options(self, source: GangSource) -> dict[str, Any]:
         objs = source.nearest_first
@@ -72,6 +106,16 @@ class VolcanoBackend(OneKeyBackend):
     def subgroups_patch(self, podgroup: Any, subgroups: Mapping[str, int]) -> dict[str, Any] | None:
         gone = {name: None for name in (self.subgroups_of(podgroup) or {}) if name not in subgroups}
         return {"spec": {MIN_TASK_MEMBER: {**gone, **self.subgroups_spec(subgroups)[MIN_TASK_MEMBER]}}}
+
+
+def _queue_bounds(queue: Any) -> QueueFacts | None:
+    """A Volcano Queue's capability, as the limit of :class:`QueueFacts`."""
+    name = metadata(queue).get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    capability = quantities.parse_resource_list(spec(queue).get("capability")) or {}
+    parent = spec(queue).get("parent")
+    return QueueFacts(name, parent if isinstance(parent, str) and parent and parent != name else None, {}, capability)
 
 
 VOLCANO = VolcanoBackend()
