@@ -213,6 +213,7 @@ def test_the_alerts_cover_what_the_issue_asks_for():
         "PodgangWebhookDown": "up",
         "PodgangWebhookSlow": "podgang_webhook_admission_duration_seconds_bucket",
         "PodgangGangsEvicted": "podgang_grouper_evictions_total",
+        "PodgangGangsStale": "podgang_grouper_stale_gangs_current",
         "PodgangReconcileErrors": "podgang_grouper_reconcile_duration_seconds_count",
         "PodgangGrouperLeaderLost": "podgang_grouper_leader",
         "PodgangGangsNeverPlaced": "podgang_grouper_never_placed_gangs",
