@@ -59,6 +59,7 @@ log = logging.getLogger("podgang.grouper")
 
 GROUP = "g"
 POD_KEY = "p"
+BACKFILLED = "b"  # say what a gang's backfill did: one event per gang, with the count
 
 
 @dataclass
@@ -80,6 +81,8 @@ class Options:
     eviction_retry: float = 10.0  # an eviction was refused (PDB): try again after
     absent_probe_interval: float = 600.0
     max_write_attempts: int = 5
+    backfill_event_delay: float = 1.0  # a gang's backfill is said once no backfill has waited this long
+    backfill_event_max_wait: float = 60.0  # ... or once the first of its pods was backfilled this long ago
 
 
 class Controller:
@@ -103,7 +106,11 @@ class Controller:
         self.wall = wall
         self.api = Api(api_client, timeout=self.options.request_timeout, field_manager=settings.grouper_field_manager)
         self.cache = Cache(settings)
-        self.queue = WorkQueue()
+        # pod backfills wait behind group writes: the group (and the subgroups a pod is
+        # labelled with) first, and a catching-up backfill never holds up a scale
+        self.queue = WorkQueue(behind=lambda item: item[0] == POD_KEY)
+        self._backfills: dict[str, _Backfills] = {}  # gang key -> pods backfilled, not said yet
+        self._backfilling = 0  # backfills being written now
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
         self.informers: dict[str, list[Informer]] = {}
         self.podgroup_informers: dict[str, list[Informer]] = {}  # by backend: kinds may be shared
@@ -384,6 +391,8 @@ class Controller:
             try:
                 if item[0] == GROUP:
                     await self.reconcile_group(item[1])
+                elif item[0] == BACKFILLED:
+                    self._say_backfilled(item[1])
                 else:
                     await self.backfill_pod(item[1])
                 self._failures.pop(item, None)
@@ -406,9 +415,10 @@ class Controller:
             finally:
                 self.queue.done(item)
                 self.reconciles += 1
-                self.metrics.reconcile_seconds.labels(
-                    kind="podgroup" if item[0] == GROUP else "pod", result=result
-                ).observe(time.perf_counter() - started)
+                if item[0] != BACKFILLED:
+                    self.metrics.reconcile_seconds.labels(
+                        kind="podgroup" if item[0] == GROUP else "pod", result=result
+                    ).observe(time.perf_counter() - started)
 
     # ------------------------------------------------------------------ decisions log
 
@@ -521,6 +531,10 @@ class Controller:
         section, subgroup_key = backend.subgroup_key
         for pod in desired.members:
             if is_terminating(pod):
+                continue
+            if obj_key(pod) in self.cache.unlabelled:
+                # its backfill carries the subgroup in the same one write
+                self.queue.add((POD_KEY, obj_key(pod)))
                 continue
             current = backend.subgroup_of(pod)
             if current is None:
@@ -936,6 +950,16 @@ class Controller:
     # ------------------------------------------------------------------ backfill
 
     async def backfill_pod(self, key: str) -> None:
+        self._backfilling += 1
+        try:
+            await self._backfill_pod(key)
+        finally:
+            self._backfilling -= 1
+
+    async def _backfill_pod(self, key: str) -> None:
+        """One merge patch gives a pod admitted without the webhook everything it lacks:
+        membership, subgroup, the scheduler's own keys; what it already carries is not
+        written again. The event is said per gang, with the count (:meth:`_say_backfilled`)."""
         started = time.perf_counter()
         pod = self.cache.pods.get(key)
         if pod is None or is_terminating(pod) or self.being_deleted(split_key(key)[0]):
@@ -953,13 +977,17 @@ class Controller:
             self._warn_once((POD_KEY, key), (gang.message,), [pod], "BackfillFailed")
             return
         namespace, name = split_key(key)
-        patch = backend.backfill_patch(pod, gang.name)
+        gang_key = f"{namespace}/{gang.name}"
+        subgroup = self._backfill_subgroup(backend, pod, gang, gang_key)
+        patch = backend.backfill(pod, gang.name, subgroup)
         if patch is None:
             problem = (f"pod {name} was admitted without its PodGroup (the webhook was unavailable) and the "
                        f"{backend.name} backend cannot set it on a created pod: delete the pod so that it is "
                        f"created again through the webhook, into {gang.name}")
             self.metrics.backfill_impossible.inc()
             self._warn_once((POD_KEY, key), (problem,), [pod], "BackfillImpossible")
+            return
+        if not patch:
             return
         try:
             patched = await self.api.merge_patch(POD.path(namespace, name), patch)
@@ -974,9 +1002,65 @@ class Controller:
         self._upsert("Pod", patched)
         self._warned.pop((POD_KEY, key), None)
         self.metrics.backfilled.inc()
-        message = f"{backend.describe_membership(gang.name)} (the pod was admitted without them, e.g. while the webhook was unavailable): {gang.reason}"
-        self.events.emit(pod, "Backfilled", message)
-        self._decision(f"{namespace}/{gang.name}", "backfill", message, started, pod=name)
+        done = self._backfills.get(gang_key)
+        if done is None:
+            done = self._backfills[gang_key] = _Backfills(self.clock(), backend, gang.name, gang.reason, pod)
+        done.pods += 1
+        done.subgroups += subgroup is not None
+        self.queue.add((BACKFILLED, gang_key), self.options.backfill_event_delay)
+        log.debug("backfilled", extra={"fields": {"group": gang_key, "action": "backfill", "pod": name,
+                                                   "duration_ms": round((time.perf_counter() - started) * 1000, 2)}})
+
+    def _backfill_subgroup(self, backend: Backend, pod: Obj, gang: rules.Gang, gang_key: str) -> str | None:
+        """The subgroup a backfilled pod is labelled with in the same write: the one the rules
+        give it (the value :meth:`_label_subgroups` would write later), where the scheduler may
+        see it now — its group lists it, or will once podgang writes the group (planned from the
+        same cache; a scheduler that ignores a pod naming an unlisted subgroup ignores a pod of
+        a group not yet there just the same)."""
+        if backend.subgroup_key is None or not gang.subgroup or backend.subgroup_of(pod) is not None:
+            return None
+        if not backend.subgroups_must_be_listed:
+            return gang.subgroup if gang.source == rules.OWNED else None
+        actual = self.cache.podgroups.of(backend, gang_key)
+        if actual is not None and gang.subgroup in (backend.subgroups_of(actual) or {}):
+            return gang.subgroup
+        desired = desired_group(self.cache, gang_key)
+        if desired.backend is backend and gang.subgroup in {s.name for s in desired.subgroups}:
+            return gang.subgroup
+        return None
+
+    def _say_backfilled(self, gang_key: str) -> None:
+        """One event per gang for what its backfill did, once no backfill is left to do (or
+        the first was long ago): on its PodGroup, else on a pod that was backfilled."""
+        done = self._backfills.get(gang_key)
+        if done is None:
+            return
+        if ((self.queue.waiting_behind or self._backfilling)
+                and self.clock() - done.since < self.options.backfill_event_max_wait):
+            self.queue.add((BACKFILLED, gang_key), self.options.backfill_event_delay)
+            return
+        del self._backfills[gang_key]
+        actual = self.cache.podgroups.of(done.backend, gang_key)
+        count = f"{done.pods} pod{'s' if done.pods != 1 else ''}"
+        labelled = f", with their subgroup{'s' if done.subgroups != 1 else ''}" if done.subgroups else ""
+        message = (f"{count} backfilled: {done.backend.describe_membership(done.group)}{labelled} (admitted "
+                   f"without them, e.g. while the webhook was unavailable): {done.reason}")
+        self.events.emit(actual if actual is not None else done.example, "Backfilled", message)
+        log.info(f"backfill: {message}", extra={"fields": {"group": gang_key, "action": "backfill",
+                                                           "reason": message, "pods": done.pods}})
+
+
+@dataclass
+class _Backfills:
+    """What the backfill of one gang's pods did since it was last said."""
+
+    since: float
+    backend: Backend
+    group: str
+    reason: str
+    example: Obj  # a pod backfilled: where the event goes while the group is not there
+    pods: int = 0
+    subgroups: int = 0
 
 
 def _parse_time(text: Any) -> float | None:

@@ -37,7 +37,7 @@ async def test_created_resized_and_backfilled(name):
 
         await emu.wait_for(lambda: backend.group_of(emu.get("pods", NS, "web-2")) == group, 10, "not backfilled")
         (backfilled,) = await eventually(lambda: events(emu, "Backfilled"), what="a Backfilled event")
-        assert backfilled["message"].startswith(backend.describe_membership(group))
+        assert backfilled["message"].startswith(f"1 pod backfilled: {backend.describe_membership(group)}")
 
         scale(emu, dep, 5)
         await emu.wait_for(lambda: podgroup_of(emu, backend, NS, group)["spec"] == {"minMember": 5}, 10, "not resized")

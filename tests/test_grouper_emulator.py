@@ -308,7 +308,9 @@ async def test_backfill_pods_admitted_while_the_webhook_was_down(emu):
         await emu.wait_for(lambda: emu.get("pods", NS, "half")["metadata"].get("annotations", {}).get(ANN)
                            == "shared", 2.0)
         ev = await wait_event(emu, "Backfilled", f"{ANN}={group}")
-        assert ev[0]["involvedObject"]["kind"] == "Pod"
+        # one event for the gang, on its PodGroup, with the count: not one per pod
+        assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in ev] == [("PodGroup", group)]
+        assert ev[0]["message"].startswith("2 pods backfilled:"), ev[0]["message"]
         patches = [r for r in emu.find_requests("PATCH", r"/pods/") if r.path.endswith("web-abc12-0")]
         assert patches[0].content_type == "application/merge-patch+json"
 

@@ -1,0 +1,99 @@
+"""Backfill at the API's floor, counted on the HTTP API emulator: pods admitted while the
+webhook was down get everything they need — membership, subgroup label, the skip
+annotation — in one merge patch each, nothing already there is written again, and the
+backfill is one event per gang with the count, not one per pod."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.crd_support import crd_valid
+from tests.grouper_support import ANN, LABEL, NS, events, kai_subgroups, owned_group, pod, running_grouper
+from tests.kube_emulator import kube_emulator_fixture
+from tests.test_kinds_training import template
+
+SUBGROUP = "kai.scheduler/subgroup-name"
+SKIP = "kai.scheduler/skip-podgrouper"
+
+
+@pytest.fixture
+async def emu():
+    async for e in kube_emulator_fixture():
+        yield e
+
+
+def pytorchjob_admitted_unseen(emu, name: str, workers: int, *, labelled: bool = False) -> tuple[dict[str, Any], list[str]]:
+    """A PyTorchJob and its pods as the training-operator makes them, admitted while the
+    webhook was down: no membership (or, ``labelled``, the group label only)."""
+    job = emu.put(crd_valid({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                             "metadata": {"name": name, "namespace": NS},
+                             "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template()},
+                                                              "Worker": {"replicas": workers, "template": template()}}}}))
+    names = []
+    for role, count in (("master", 1), ("worker", workers)):
+        for i in range(count):
+            labels = {"training.kubeflow.org/replica-type": role, "training.kubeflow.org/replica-index": str(i),
+                      "training.kubeflow.org/job-name": name, "training.kubeflow.org/operator-name": "pytorchjob-controller"}
+            if labelled:
+                labels[LABEL] = owned_group(job)
+            names.append(emu.put(pod(f"{name}-{role}-{i}", owner=job, phase="Pending", node=None,
+                                     labels=labels))["metadata"]["name"])
+    return job, names
+
+
+def pod_patches(emu) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for request in emu.find_requests("PATCH", r"/pods/[^/]+$"):
+        out.setdefault(request.path.rsplit("/", 1)[1], []).append(request.body)
+    return out
+
+
+async def test_each_backfilled_pod_is_written_once_with_membership_subgroup_and_skip(emu):
+    jobs = [pytorchjob_admitted_unseen(emu, f"train-{n}", 3) for n in range(3)]
+    async with running_grouper(emu) as g:
+        for job, names in jobs:
+            group = owned_group(job)
+            for name in names:
+                role = name.split("-")[2]
+                await emu.wait_for(lambda name=name, role=role: (emu.get("pods", NS, name)["metadata"]
+                                                                 .get("labels", {}).get(SUBGROUP)) == role, 5.0,
+                                   f"pod {name}'s subgroup label")
+            assert kai_subgroups(emu, group) == [{"name": "master", "minMember": 1}, {"name": "worker", "minMember": 3}]
+        await g.wait_ready(emu)
+        patches = pod_patches(emu)
+        assert sorted(patches) == sorted(n for _, names in jobs for n in names)
+        assert all(len(bodies) == 1 for bodies in patches.values()), {k: v for k, v in patches.items() if len(v) > 1}
+        for job, names in jobs:
+            for name in names:
+                (body,) = patches[name]
+                assert body["metadata"]["annotations"] == {ANN: owned_group(job), SKIP: "true"}
+                assert body["metadata"]["labels"] == {LABEL: owned_group(job), SUBGROUP: name.split("-")[2]}
+
+
+async def test_a_backfill_is_one_event_per_gang_with_the_count(emu):
+    jobs = [pytorchjob_admitted_unseen(emu, f"train-{n}", 3) for n in range(2)]
+    async with running_grouper(emu) as g:
+        for job, _ in jobs:
+            group = owned_group(job)
+            found = await emu.wait_for(lambda group=group: [e for e in events(emu, "Backfilled") if group in e["message"]],
+                                       5.0, f"a Backfilled event for {group}")
+            assert "4 pods" in found[0]["message"], found[0]["message"]
+        await g.wait_ready(emu)
+        await emu.wait_for(lambda: g.controller.metrics.backfilled._value.get() == 8, 3.0, "the backfilled count")
+        backfilled = events(emu, "Backfilled")
+        assert len(backfilled) == 2, [e["message"] for e in backfilled]
+        assert {e["involvedObject"]["kind"] for e in backfilled} == {"PodGroup"}
+
+
+async def test_nothing_a_pod_already_carries_is_written_again(emu):
+    job, names = pytorchjob_admitted_unseen(emu, "train", 2, labelled=True)
+    async with running_grouper(emu):
+        for name in names:
+            await emu.wait_for(lambda name=name: emu.get("pods", NS, name)["metadata"]
+                               .get("labels", {}).get(SUBGROUP) is not None, 5.0)
+        for name, bodies in pod_patches(emu).items():
+            assert len(bodies) == 1
+            assert LABEL not in bodies[0]["metadata"]["labels"], bodies
+            assert bodies[0]["metadata"]["annotations"] == {ANN: owned_group(job), SKIP: "true"}
