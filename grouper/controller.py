@@ -22,7 +22,7 @@ from typing import Any, Callable, Hashable, Iterable, Mapping
 from kubernetes_asyncio.client import ApiClient
 
 from podgang import rules
-from podgang.api import Api, ApiError, NamespaceTerminating, describe
+from podgang.api import Api, ApiError, NamespaceTerminating, RateLimit, describe
 from podgang.backends import Backend
 from podgang.events import EventSink
 from podgang.kinds import FOLLOWED
@@ -57,6 +57,11 @@ from podgang.grouper.workqueue import WorkQueue
 
 log = logging.getLogger("podgang.grouper")
 
+#: the grouper's client-side limit by default (``--kube-api-qps``, ``--kube-api-burst``),
+#: from bench/vs-kai: see bench/README.md
+DEFAULT_API_QPS = 100.0
+DEFAULT_API_BURST = 200
+
 GROUP = "g"
 POD_KEY = "p"
 BACKFILLED = "b"  # say what a gang's backfill did: one event per gang, with the count
@@ -81,6 +86,9 @@ class Options:
     eviction_retry: float = 10.0  # an eviction was refused (PDB): try again after
     absent_probe_interval: float = 600.0
     max_write_attempts: int = 5
+    # the client-side limit of the grouper's API calls (client-go's QPS and burst; qps <= 0: none)
+    api_qps: float = DEFAULT_API_QPS
+    api_burst: int = DEFAULT_API_BURST
     backfill_event_delay: float = 1.0  # a gang's backfill is said once no backfill has waited this long
     backfill_event_max_wait: float = 60.0  # ... or once the first of its pods was backfilled this long ago
 
@@ -104,7 +112,9 @@ class Controller:
         self.events = events or EventSink(None)
         self.clock = clock
         self.wall = wall
-        self.api = Api(api_client, timeout=self.options.request_timeout, field_manager=settings.grouper_field_manager)
+        self.limit = RateLimit(self.options.api_qps, self.options.api_burst, on_wait=self.metrics.rate_limit_wait.inc)
+        self.api = Api(api_client, timeout=self.options.request_timeout, field_manager=settings.grouper_field_manager,
+                       limit=self.limit, on_call=lambda method: self.metrics.api_calls.labels(method=method).inc())
         self.cache = Cache(settings)
         # pod backfills wait behind group writes: the group (and the subgroups a pod is
         # labelled with) first, and a catching-up backfill never holds up a scale
@@ -375,6 +385,7 @@ class Controller:
         while True:
             await asyncio.sleep(min(5.0, resync) if resync > 0 else 5.0)
             self.metrics.queue_depth.set(len(self.queue))
+            self.metrics.backfill_waiting.set(len(self.cache.unlabelled))
             self.metrics.cached_objects.labels(kind="Pod").set(len(self.cache.pods))
             self.metrics.cached_objects.labels(kind="PodGroup").set(len(self.cache.podgroups))
             for kind, store in self.cache.workloads.items():

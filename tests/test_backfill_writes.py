@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from tests.crd_support import crd_valid
-from tests.grouper_support import ANN, LABEL, NS, events, kai_subgroups, owned_group, pod, running_grouper
+from tests.grouper_support import (ANN, LABEL, NS, deploy_with_pods, events, kai_subgroups, min_member, owned_group, pod,
+                                   running_grouper, scale)
 from tests.kube_emulator import kube_emulator_fixture
 from tests.test_kinds_training import template
 
@@ -97,3 +98,22 @@ async def test_nothing_a_pod_already_carries_is_written_again(emu):
             assert len(bodies) == 1
             assert LABEL not in bodies[0]["metadata"]["labels"], bodies
             assert bodies[0]["metadata"]["annotations"] == {ANN: owned_group(job), SKIP: "true"}
+
+
+async def test_the_grouper_keeps_to_its_client_limit_and_writes_groups_before_backfills(emu):
+    """40 pods to backfill at 20 calls a second, one worker: no second holds more calls than
+    the burst and the rate allow, and a scale made meanwhile is written before the backfill
+    is done (pod backfills wait behind group writes)."""
+    dep, _, pods = deploy_with_pods(emu, "web", 40, annotate=False)
+    other, _, _ = deploy_with_pods(emu, "api", 1)
+    async with running_grouper(emu, api_qps=20.0, api_burst=5, workers=1, ready=False) as g:
+        await emu.wait_for(lambda: len(pod_patches(emu)) >= 5, 10.0, "the backfill under way")
+        scale(emu, other, 2)
+        await emu.wait_for(lambda: min_member(emu, owned_group(other)) == 2, 10.0, "the scale written")
+        assert len(pod_patches(emu)) < len(pods), "the group write waited for the whole backfill"
+        await emu.wait_for(lambda: len(pod_patches(emu)) == len(pods), 10.0, "the backfill done")
+        assert g.controller.metrics.rate_limit_wait._value.get() > 0
+    times = sorted(r.at for r in emu.requests if not r.query.get("watch"))
+    for i, start in enumerate(times):
+        within = sum(1 for t in times[i:] if t < start + 1.0)
+        assert within <= 5 + 20 * 1.0 + 1, f"{within} calls within one second from {start}"
