@@ -64,7 +64,7 @@ DEFAULT_API_BURST = 200
 
 GROUP = "g"
 POD_KEY = "p"
-BACKFILLED = "b"  # say what a gang's backfill did: one event per gang, with the count
+NEWS = "b"  # say what the grouper did for a gang (created its group, backfilled its pods): one event
 
 
 @dataclass
@@ -119,7 +119,7 @@ class Controller:
         # pod backfills wait behind group writes: the group (and the subgroups a pod is
         # labelled with) first, and a catching-up backfill never holds up a scale
         self.queue = WorkQueue(behind=lambda item: item[0] == POD_KEY)
-        self._backfills: dict[str, _Backfills] = {}  # gang key -> pods backfilled, not said yet
+        self._news: dict[str, _GangNews] = {}  # gang key -> its group created, pods backfilled: not said yet
         self._backfilling = 0  # backfills being written now
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
         self.informers: dict[str, list[Informer]] = {}
@@ -402,8 +402,8 @@ class Controller:
             try:
                 if item[0] == GROUP:
                     await self.reconcile_group(item[1])
-                elif item[0] == BACKFILLED:
-                    self._say_backfilled(item[1])
+                elif item[0] == NEWS:
+                    self._say_news(item[1])
                 else:
                     await self.backfill_pod(item[1])
                 self._failures.pop(item, None)
@@ -426,7 +426,7 @@ class Controller:
             finally:
                 self.queue.done(item)
                 self.reconciles += 1
-                if item[0] != BACKFILLED:
+                if item[0] != NEWS:
                     self.metrics.reconcile_seconds.labels(
                         kind="podgroup" if item[0] == GROUP else "pod", result=result
                     ).observe(time.perf_counter() - started)
@@ -661,7 +661,8 @@ class Controller:
                 live = [p for p in desired.members if not is_terminating(p)]
                 again = f"; {len(live)} pod{'s' if len(live) != 1 else ''} already name it" if live else ""
                 message = f"created for {who}: minMember {mm.value} ({mm.reason}){again}"
-                self.events.emit(created, "PodGroupCreated", message)
+                # said with the backfill of its pods, if they follow: one event for the gang
+                self._news_of(key).created = (created, message)
                 self._decision(key, "create", message, started, minMember=mm.value, source=desired.source)
                 self._observed_min[key] = mm.value
                 return True
@@ -970,7 +971,7 @@ class Controller:
     async def _backfill_pod(self, key: str) -> None:
         """One merge patch gives a pod admitted without the webhook everything it lacks:
         membership, subgroup, the scheduler's own keys; what it already carries is not
-        written again. The event is said per gang, with the count (:meth:`_say_backfilled`)."""
+        written again. The event is said per gang, with the count (:meth:`_say_news`)."""
         started = time.perf_counter()
         pod = self.cache.pods.get(key)
         if pod is None or is_terminating(pod) or self.being_deleted(split_key(key)[0]):
@@ -1013,12 +1014,11 @@ class Controller:
         self._upsert("Pod", patched)
         self._warned.pop((POD_KEY, key), None)
         self.metrics.backfilled.inc()
-        done = self._backfills.get(gang_key)
-        if done is None:
-            done = self._backfills[gang_key] = _Backfills(self.clock(), backend, gang.name, gang.reason, pod)
-        done.pods += 1
-        done.subgroups += subgroup is not None
-        self.queue.add((BACKFILLED, gang_key), self.options.backfill_event_delay)
+        news = self._news_of(gang_key)
+        if news.backend is None:
+            news.backend, news.group, news.reason, news.example = backend, gang.name, gang.reason, pod
+        news.pods += 1
+        news.subgroups += subgroup is not None
         log.debug("backfilled", extra={"fields": {"group": gang_key, "action": "backfill", "pod": name,
                                                    "duration_ms": round((time.perf_counter() - started) * 1000, 2)}})
 
@@ -1040,36 +1040,54 @@ class Controller:
             return gang.subgroup
         return None
 
-    def _say_backfilled(self, gang_key: str) -> None:
-        """One event per gang for what its backfill did, once no backfill is left to do (or
-        the first was long ago): on its PodGroup, else on a pod that was backfilled."""
-        done = self._backfills.get(gang_key)
-        if done is None:
+    def _news_of(self, gang_key: str) -> "_GangNews":
+        """What is to be said about a gang, said once the grouper's work on it has settled."""
+        news = self._news.get(gang_key)
+        if news is None:
+            news = self._news[gang_key] = _GangNews(self.clock())
+        self.queue.add((NEWS, gang_key), self.options.backfill_event_delay)
+        return news
+
+    def _say_news(self, gang_key: str) -> None:
+        """ONE event per gang for what the grouper did to it: its group created, its pods
+        backfilled (with the count), or both in one — once no backfill is left to do (or the
+        first news is long enough ago). On the group, else on a pod that was backfilled."""
+        news = self._news.get(gang_key)
+        if news is None:
             return
         if ((self.queue.waiting_behind or self._backfilling)
-                and self.clock() - done.since < self.options.backfill_event_max_wait):
-            self.queue.add((BACKFILLED, gang_key), self.options.backfill_event_delay)
+                and self.clock() - news.since < self.options.backfill_event_max_wait):
+            self.queue.add((NEWS, gang_key), self.options.backfill_event_delay)
             return
-        del self._backfills[gang_key]
-        actual = self.cache.podgroups.of(done.backend, gang_key)
-        count = f"{done.pods} pod{'s' if done.pods != 1 else ''}"
-        labelled = f", with their subgroup{'s' if done.subgroups != 1 else ''}" if done.subgroups else ""
-        message = (f"{count} backfilled: {done.backend.describe_membership(done.group)}{labelled} (admitted "
-                   f"without them, e.g. while the webhook was unavailable): {done.reason}")
-        self.events.emit(actual if actual is not None else done.example, "Backfilled", message)
-        log.info(f"backfill: {message}", extra={"fields": {"group": gang_key, "action": "backfill",
-                                                           "reason": message, "pods": done.pods}})
+        del self._news[gang_key]
+        said = []
+        if news.created is not None:
+            said.append(news.created[1])
+        if news.pods and news.backend is not None:
+            count = f"{news.pods} pod{'s' if news.pods != 1 else ''}"
+            labelled = f", with their subgroup{'s' if news.subgroups != 1 else ''}" if news.subgroups else ""
+            backfilled = (f"{count} backfilled: {news.backend.describe_membership(news.group)}{labelled} (admitted "
+                          f"without them, e.g. while the webhook was unavailable): {news.reason}")
+            said.append(backfilled)
+            log.info(f"backfill: {backfilled}", extra={"fields": {"group": gang_key, "action": "backfill",
+                                                                  "reason": backfilled, "pods": news.pods}})
+        if news.created is not None:
+            self.events.emit(news.created[0], "PodGroupCreated", "; ".join(said))
+        elif said and news.backend is not None:
+            actual = self.cache.podgroups.of(news.backend, gang_key)
+            self.events.emit(actual if actual is not None else news.example, "Backfilled", "; ".join(said))
 
 
 @dataclass
-class _Backfills:
-    """What the backfill of one gang's pods did since it was last said."""
+class _GangNews:
+    """What the grouper did for one gang since it last said so."""
 
     since: float
-    backend: Backend
-    group: str
-    reason: str
-    example: Obj  # a pod backfilled: where the event goes while the group is not there
+    created: tuple[Obj, str] | None = None  # the group it created, and the message
+    backend: Backend | None = None  # of the pods backfilled
+    group: str = ""
+    reason: str = ""
+    example: Obj | None = None  # a pod backfilled: where the event goes while the group is not there
     pods: int = 0
     subgroups: int = 0
 

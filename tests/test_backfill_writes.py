@@ -74,18 +74,27 @@ async def test_each_backfilled_pod_is_written_once_with_membership_subgroup_and_
 
 
 async def test_a_backfill_is_one_event_per_gang_with_the_count(emu):
+    """The grouper creates each job's group and backfills its pods: one event says both."""
     jobs = [pytorchjob_admitted_unseen(emu, f"train-{n}", 3) for n in range(2)]
     async with running_grouper(emu) as g:
         for job, _ in jobs:
             group = owned_group(job)
-            found = await emu.wait_for(lambda group=group: [e for e in events(emu, "Backfilled") if group in e["message"]],
-                                       5.0, f"a Backfilled event for {group}")
-            assert "4 pods" in found[0]["message"], found[0]["message"]
+            found = await emu.wait_for(lambda group=group: [e for e in events(emu) if group in e["message"]],
+                                       5.0, f"an event for {group}")
+            assert found[0]["reason"] == "PodGroupCreated" and found[0]["involvedObject"]["name"] == group
+            assert f"created for pytorchjob {job['metadata']['name']}: minMember 4" in found[0]["message"]
+            assert "; 4 pods backfilled: " in found[0]["message"], found[0]["message"]
         await g.wait_ready(emu)
-        await emu.wait_for(lambda: g.controller.metrics.backfilled._value.get() == 8, 3.0, "the backfilled count")
-        backfilled = events(emu, "Backfilled")
-        assert len(backfilled) == 2, [e["message"] for e in backfilled]
-        assert {e["involvedObject"]["kind"] for e in backfilled} == {"PodGroup"}
+        assert g.controller.metrics.backfilled._value.get() == 8
+        said = [e for e in events(emu) if e["type"] == "Normal"]
+        assert len(said) == 2, [(e["reason"], e["message"]) for e in said]
+        # a gang whose group was there already: its backfill is said alone, with the count
+        emu.put(pod("train-0-worker-3", owner=jobs[0][0], phase="Pending", node=None, labels={
+            "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "3",
+            "training.kubeflow.org/job-name": "train-0"}))
+        (alone,) = await emu.wait_for(lambda: events(emu, "Backfilled"), 5.0, "a Backfilled event")
+        assert alone["involvedObject"] == {**alone["involvedObject"], "kind": "PodGroup", "name": owned_group(jobs[0][0])}
+        assert alone["message"].startswith("1 pod backfilled: "), alone["message"]
 
 
 async def test_nothing_a_pod_already_carries_is_written_again(emu):
