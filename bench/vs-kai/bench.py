@@ -51,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -320,15 +321,22 @@ async def _converged_or_not_yet(api: Api, namespace: str, jobs: list[dict[str, A
 
 
 async def wait_converged(api: Api, namespace: str, jobs: list[dict[str, Any]], process: Process,
-                         timeout: float) -> float:
+                         timeout: float) -> float | None:
+    """When every gang in ``namespace`` was complete; None when not within ``timeout``."""
     deadline = time.monotonic() + timeout
     while not await _converged_or_not_yet(api, namespace, jobs):
         if not process.alive():
             raise RuntimeError(f"the grouper exited; see {process.log}")
         if time.monotonic() > deadline:
-            raise TimeoutError(f"gangs in {namespace} not complete within {timeout:.0f}s")
+            return None
         await asyncio.sleep(POLL)
     return time.monotonic()
+
+
+async def ungrouped(api: Api, namespace: str) -> int:
+    """Pods that name no PodGroup (the gangs a grouper left incomplete)."""
+    pods = (await api.get(f"/api/v1/namespaces/{namespace}/pods"))["items"]
+    return sum(1 for p in pods if not (p["metadata"].get("annotations") or {}).get(ANNOTATION))
 
 
 async def gangs(api: Api, namespace: str) -> dict[str, Any]:
@@ -373,9 +381,11 @@ async def run_side(name: str, pods: int, work: Path, timeout: float) -> dict[str
                 started = time.monotonic()
                 process = side.start()
                 done = await wait_converged(watcher, "catch-up", jobs, process, timeout)
+                if done is None:
+                    result["catch_up_incomplete_pods"] = await ungrouped(watcher, "catch-up")
                 await asyncio.sleep(SETTLE)  # what a grouper says once it is done (events) is counted too
                 after = await scrape(session, cluster, etcd)
-                result["catch_up_s"] = done - started
+                result["catch_up_s"] = (done - started) if done is not None else None
                 result["catch_up_cpu_s"] = process.cpu_seconds()
                 result["catch_up_requests"] = delta(after, idle)
                 result["catch_up_writes_per_pod"] = grouper_writes(result["catch_up_requests"]) / result["pods"]
@@ -389,11 +399,13 @@ async def run_side(name: str, pods: int, work: Path, timeout: float) -> dict[str
             took, created, jobs = await make_workload(api, "burst", jobs_count, "b")
             creates_done = time.monotonic()
             done = await wait_converged(watcher, "burst", jobs, process, timeout)
+            if done is None:
+                result["burst_incomplete_pods"] = await ungrouped(watcher, "burst")
             await asyncio.sleep(SETTLE)
             after = await scrape(session, cluster, etcd)
             result["creates_beside_s"] = took
-            result["burst_total_s"] = done - started
-            result["burst_lag_s"] = done - creates_done
+            result["burst_total_s"] = (done - started) if done is not None else None
+            result["burst_lag_s"] = (done - creates_done) if done is not None else None
             result["burst_requests"] = delta(after, before)
             result["burst_writes_per_pod"] = grouper_writes(result["burst_requests"]) / result["pods"]
             result["cpu_s"] = process.cpu_seconds()
@@ -445,6 +457,13 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| {s} | {f(m['catch_up_s'])} s | {f(m['catch_up_cpu_s'])} s | {f(m['catch_up_writes_per_pod'], 2)} | "
                      f"{f(m['creates_alone_s'])} s | {f(m['creates_beside_s'])} s | {f(m['burst_lag_s'])} s | "
                      f"{f(m['burst_writes_per_pod'], 2)} | {f(m['cpu_s'])} s | {f(m['peak_rss_mb'], 0)} MB |")
+    for r in results["runs"]:
+        for phase in ("catch_up", "burst"):
+            if r.get(f"{phase}_incomplete_pods"):
+                lines.append(f"- round {r['round']}, {r['side']}: {r[f'{phase}_incomplete_pods']} pods still without "
+                             f"a group {results['timeout']:.0f} s into the {phase.replace('_', '-')}")
+        if r.get("error"):
+            lines.append(f"- round {r['round']}, {r['side']}: failed: {r['error']}")
     lines.append("")
     for mine in ("podgang", "podgang-webhook"):
         for theirs in ("kai", "kai-lifted"):
@@ -476,6 +495,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     if not realcluster.HAVE_KUBE_BIN:
         raise SystemExit(realcluster.SKIP_REASON)
     results: dict[str, Any] = {"pods": (args.pods // (1 + WORKERS)) * (1 + WORKERS), "rounds": args.rounds,
+                               "timeout": args.timeout, "command": " ".join(sys.argv),
                                "sides": sides, "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                                                            "python": platform.python_version()},
                                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": []}
@@ -487,7 +507,6 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             try:
                 result = await run_side(name, args.pods, work, args.timeout)
             except Exception as exc:
-                import traceback
                 traceback.print_exc()
                 result = {"side": name, "error": f"{type(exc).__name__}: {exc}", "work": str(work)}
                 print(f"  failed: {result['error']}", file=sys.stderr, flush=True)
@@ -505,7 +524,9 @@ if __name__ == "__main__":
     parser.add_argument("--pods", type=int, default=800)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sides", default=",".join(SIDES))
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds a phase may take")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds the gangs may take to be complete; a side that leaves some incomplete is "
+                             "reported with the count of pods left without a group")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "vs-kai.json"))
     options = parser.parse_args()
     found = asyncio.run(main(options))
