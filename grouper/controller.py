@@ -1050,13 +1050,16 @@ class Controller:
 
     def _say_news(self, gang_key: str) -> None:
         """ONE event per gang for what the grouper did to it: its group created, its pods
-        backfilled (with the count), or both in one — once no backfill is left to do (or the
-        first news is long enough ago). On the group, else on a pod that was backfilled."""
+        backfilled (with the count), or both in one — once no backfill is left to do and a
+        group it made has pods (or the first news is backfill_event_max_wait old). On the
+        group, else on a pod that was backfilled."""
         news = self._news.get(gang_key)
         if news is None:
             return
-        if ((self.queue.waiting_behind or self._backfilling)
-                and self.clock() - news.since < self.options.backfill_event_max_wait):
+        waiting = (self.queue.waiting_behind or self._backfilling
+                   # a group made before its pods came (a job's controller makes them next): said with them
+                   or (news.created is not None and not news.pods and not self.cache.members(gang_key)))
+        if waiting and self.clock() - news.since < self.options.backfill_event_max_wait:
             self.queue.add((NEWS, gang_key), self.options.backfill_event_delay)
             return
         del self._news[gang_key]

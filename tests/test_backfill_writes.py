@@ -126,3 +126,28 @@ async def test_the_grouper_keeps_to_its_client_limit_and_writes_groups_before_ba
     for i, start in enumerate(times):
         within = sum(1 for t in times[i:] if t < start + 1.0)
         assert within <= 5 + 20 * 1.0 + 1, f"{within} calls within one second from {start}"
+
+
+async def test_a_group_made_before_its_pods_is_said_with_their_backfill(emu):
+    """The controller makes the job first, its pods next: the grouper makes the group at once
+    and says so together with the backfill of the pods that follow — one event for the gang."""
+    async with running_grouper(emu) as g:
+        job = emu.put(crd_valid({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                 "metadata": {"name": "later", "namespace": NS},
+                                 "spec": {"pytorchReplicaSpecs": {
+                                     "Master": {"replicas": 1, "template": template()},
+                                     "Worker": {"replicas": 2, "template": template()}}}}))
+        group = owned_group(job)
+        await emu.wait_for(lambda: kai_subgroups(emu, group) is not None, 5.0, "the group made")
+        await emu.wait_for(lambda: g.controller.queue.delayed and not g.controller.queue.busy(), 5.0)
+        assert not events(emu, "PodGroupCreated"), "said before its pods came"
+        for role, count in (("master", 1), ("worker", 2)):
+            for i in range(count):
+                emu.put(pod(f"later-{role}-{i}", owner=job, phase="Pending", node=None, labels={
+                    "training.kubeflow.org/replica-type": role, "training.kubeflow.org/replica-index": str(i),
+                    "training.kubeflow.org/job-name": "later"}))
+        (said,) = await emu.wait_for(lambda: events(emu, "PodGroupCreated"), 5.0, "the gang's event")
+        assert said["message"].startswith("created for pytorchjob later: minMember 3"), said["message"]
+        assert "; 3 pods backfilled: " in said["message"], said["message"]
+        await emu.wait_for(lambda: not g.controller._news, 5.0, "nothing left to say")
+        assert [e["reason"] for e in events(emu) if e["type"] == "Normal"] == ["PodGroupCreated"]

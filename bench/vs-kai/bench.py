@@ -201,8 +201,9 @@ def free_port() -> int:
 class Side:
     """How one side is installed and started on a fresh cluster."""
 
-    def __init__(self, name: str, cluster: Cluster, work: Path):
+    def __init__(self, name: str, cluster: Cluster, work: Path, values: dict[str, Any] | None = None):
         self.name, self.cluster, self.work = name, cluster, work
+        self.values = values or {}
         self.podgang: Podgang | None = None
         self.kubeconfig = ""
 
@@ -210,7 +211,7 @@ class Side:
         if self.name.startswith("kai"):
             self.kubeconfig = account_kubeconfig(self.cluster, "kai-podgrouper", self.work)
             return
-        self.podgang = Podgang(self.cluster, self.work, {"backends": {"kai-scheduler": "kai"}})
+        self.podgang = Podgang(self.cluster, self.work, {"backends": {"kai-scheduler": "kai"}, **self.values})
         self.podgang.docs = realcluster.chart_objects(self.podgang.values)
         self.cluster.kubectl("create", "namespace", realcluster.PODGANG_NS, check=False)
         installed = [d for d in self.podgang.docs if d["kind"] in (
@@ -354,10 +355,11 @@ async def gangs(api: Api, namespace: str) -> dict[str, Any]:
 # ------------------------------------------------------------------ one run
 
 
-async def run_side(name: str, pods: int, work: Path, timeout: float) -> dict[str, Any]:
+async def run_side(name: str, pods: int, work: Path, timeout: float,
+                   values: dict[str, Any] | None = None) -> dict[str, Any]:
     jobs_count = max(1, pods // (1 + WORKERS))
     cluster = start_cluster(work / "cluster")
-    side = Side(name, cluster, work)
+    side = Side(name, cluster, work, values)
     process: Process | None = None
     clients: list[Any] = []
     result: dict[str, Any] = {"side": name, "pods": jobs_count * (1 + WORKERS), "load_before": os.getloadavg()}
@@ -406,6 +408,8 @@ async def run_side(name: str, pods: int, work: Path, timeout: float) -> dict[str
             result["creates_beside_s"] = took
             result["burst_total_s"] = (done - started) if done is not None else None
             result["burst_lag_s"] = (done - creates_done) if done is not None else None
+            if result.get("creates_alone_s"):  # the same creates on the same cluster minutes apart: load cancels out
+                result["creates_slowdown"] = took / result["creates_alone_s"]
             result["burst_requests"] = delta(after, before)
             result["burst_writes_per_pod"] = grouper_writes(result["burst_requests"]) / result["pods"]
             result["cpu_s"] = process.cpu_seconds()
@@ -441,7 +445,8 @@ def markdown(results: dict[str, Any]) -> str:
     by = {s: [r for r in results["runs"] if r["side"] == s] for s in sides}
     med = {s: {k: median(by[s], k) for k in ("catch_up_s", "catch_up_cpu_s", "catch_up_writes_per_pod",
                                               "creates_alone_s", "creates_beside_s", "burst_lag_s",
-                                              "burst_total_s", "burst_writes_per_pod", "cpu_s", "peak_rss_mb")}
+                                              "burst_total_s", "burst_writes_per_pod", "cpu_s", "peak_rss_mb",
+                                              "creates_slowdown")}
            for s in sides}
 
     def f(value: float | None, digits: int = 1) -> str:
@@ -450,12 +455,13 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [f"{results['pods']} pods ({results['pods'] // (1 + WORKERS)} PyTorchJobs of 1 + {WORKERS}), "
              f"{results['rounds']} round(s), medians:", "",
              "| side | catch-up | catch-up CPU | writes/pod (catch-up) | creates alone | creates beside | "
-             "burst lag | writes/pod (burst) | CPU (run) | peak RSS |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "beside / alone | burst lag | writes/pod (burst) | CPU (run) | peak RSS |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in sides:
         m = med[s]
         lines.append(f"| {s} | {f(m['catch_up_s'])} s | {f(m['catch_up_cpu_s'])} s | {f(m['catch_up_writes_per_pod'], 2)} | "
-                     f"{f(m['creates_alone_s'])} s | {f(m['creates_beside_s'])} s | {f(m['burst_lag_s'])} s | "
+                     f"{f(m['creates_alone_s'])} s | {f(m['creates_beside_s'])} s | {f(m['creates_slowdown'], 2)} | "
+                     f"{f(m['burst_lag_s'])} s | "
                      f"{f(m['burst_writes_per_pod'], 2)} | {f(m['cpu_s'])} s | {f(m['peak_rss_mb'], 0)} MB |")
     for r in results["runs"]:
         for phase in ("catch_up", "burst"):
@@ -495,7 +501,7 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
     if not realcluster.HAVE_KUBE_BIN:
         raise SystemExit(realcluster.SKIP_REASON)
     results: dict[str, Any] = {"pods": (args.pods // (1 + WORKERS)) * (1 + WORKERS), "rounds": args.rounds,
-                               "timeout": args.timeout, "command": " ".join(sys.argv),
+                               "timeout": args.timeout, "command": " ".join(sys.argv), "qps": args.qps,
                                "sides": sides, "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                                                            "python": platform.python_version()},
                                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": []}
@@ -505,7 +511,9 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
             work = Path(tempfile.mkdtemp(prefix=f"vs-kai-{name}-"))
             print(f"round {round_ + 1}: {name} (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
             try:
-                result = await run_side(name, args.pods, work, args.timeout)
+                values = {"grouper": {"kubeApi": {"qps": args.qps, "burst": args.burst or max(1, int(2 * args.qps))}}} \
+                    if args.qps is not None else {}
+                result = await run_side(name, args.pods, work, args.timeout, values)
             except Exception as exc:
                 traceback.print_exc()
                 result = {"side": name, "error": f"{type(exc).__name__}: {exc}", "work": str(work)}
@@ -527,6 +535,8 @@ if __name__ == "__main__":
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds the gangs may take to be complete; a side that leaves some incomplete is "
                              "reported with the count of pods left without a group")
+    parser.add_argument("--qps", type=float, default=None, help="podgang's grouper.kubeApi.qps (default: the chart's)")
+    parser.add_argument("--burst", type=int, default=None, help="with --qps: grouper.kubeApi.burst")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "vs-kai.json"))
     options = parser.parse_args()
     found = asyncio.run(main(options))
