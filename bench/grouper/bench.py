@@ -27,6 +27,7 @@ import asyncio
 import gc
 import json
 import os
+import shutil
 import platform
 import statistics
 import subprocess
@@ -136,10 +137,13 @@ async def measure(args: argparse.Namespace, size: int) -> dict:
     loop = asyncio.get_running_loop()
     with open(log_path, "w") as log:
         started = loop.time()
+        spy_bin = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+        spy = ([spy_bin, "record", "--nonblocking", "--rate", "200", "--format", "raw", "--output",
+                f"{args.py_spy}.{size}.txt", "--"] if args.py_spy else [])
         proc = subprocess.Popen(
             # no client limit: this measures the grouper's own path (at the default 100 calls a
             # second, 10,000 PodGroup creates alone would take 100 s; see docs/operate/api-load.md)
-            [sys.executable, "-m", "grouper", "--kubeconfig", kubeconfig, "--metrics-port", "0",
+            [*spy, sys.executable, "-m", "grouper", "--kubeconfig", kubeconfig, "--metrics-port", "0",
              "--log-format", "json", "--log-level", "INFO", "--staleness-grace-period", "60s",
              "--kube-api-qps", "0"],
             stdout=log, stderr=log, env=env, cwd=str(ROOT),
@@ -336,6 +340,9 @@ if __name__ == "__main__":
     parser.add_argument("--pods-per-gang", type=int, default=10)
     parser.add_argument("--scales", type=int, default=300)
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--py-spy", metavar="PREFIX", default="",
+                        help="run the grouper under py-spy (pip install py-spy into the venv), its samples to "
+                             "PREFIX.<gangs>.txt (collapsed stacks); the CPU and RSS figures are then py-spy's")
     parsed = parser.parse_args()
     res = asyncio.run(main(parsed))
     out = ROOT / "bench" / "out" / "grouper.json"
