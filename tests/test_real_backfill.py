@@ -15,10 +15,9 @@ import asyncio
 import uuid
 from typing import Any
 
-from podgang.api import Api, make_api_client
+from podgang.api import Api, Conflict, make_api_client
 from podgang.grouper import cli
 from tests.grouper_support import args
-from podgang.api import Conflict
 from tests.realcluster import TEST_OWN_NAMESPACE, until
 from tests.training_operator import operator_pods, pytorchjob
 
