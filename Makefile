@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: run test test-fast reference docs bench-webhook bench-slow-clients bench-grouper clean
+.PHONY: run test test-fast reference docs bench-webhook bench-slow-clients bench-grouper bench-vs-kai clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ bench-slow-clients: $(BIN)/.installed
 # The grouper against the HTTP API emulator: 10,000 and 100,000 pods side by side (see bench/README.md).
 bench-grouper: $(BIN)/.installed
 	$(BIN)/python bench/grouper/bench.py
+
+# podgang's grouper against KAI's own pod-grouper on a real control plane from ../shared/kube-bin:
+# a fresh cluster per side, rounds alternating (see bench/README.md). BENCH_ARGS="--pods 4000 --rounds 2".
+bench-vs-kai: $(BIN)/.installed
+	$(BIN)/python bench/vs-kai/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build site *.egg-info .pytest_cache .hypothesis

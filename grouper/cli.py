@@ -20,10 +20,10 @@ from podgang.discovery import discovered
 from podgang.events import EventRecorder, EventSink
 from podgang.logs import setup_logging
 from podgang.metrics import GrouperMetrics
-from podgang.options import add_backend_flags, add_flag, backends_from, duration, own_namespace, port
+from podgang.options import add_backend_flags, add_flag, backends_from, duration, own_namespace, port, positive, rate
 from podgang.settings import Settings
 
-from podgang.grouper.controller import Controller, Options
+from podgang.grouper.controller import DEFAULT_API_BURST, DEFAULT_API_QPS, Controller, Options
 from podgang.grouper.health import HealthServer
 from podgang.grouper.leader import default_identity, run_as_leader
 
@@ -72,6 +72,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     add_flag(parser, "--workers", type=int, default=8, help="PodGroups reconciled concurrently")
     add_flag(parser, "--request-timeout", type=duration, default=10.0, help="timeout of every API call")
+    add_flag(parser, "--kube-api-qps", type=rate, default=DEFAULT_API_QPS, dest="api_qps",
+             help="the grouper's API calls a second on average, as client-go's QPS (0: no limit); pod "
+                  "backfills wait behind PodGroup writes")
+    add_flag(parser, "--kube-api-burst", type=positive, default=DEFAULT_API_BURST, dest="api_burst",
+             help="API calls the grouper may make at once after a quiet spell, as client-go's burst")
     add_flag(parser, "--watch-timeout", type=duration, default=300.0, help="server-side timeout of each watch request")
     add_flag(parser, "--resync-period", type=duration, default=300.0,
              help="re-check every PodGroup this often even without events")
@@ -96,6 +101,8 @@ def options_from(args: argparse.Namespace) -> Options:
         namespace_selector=args.namespace_selector.strip(),
         selector_backends=tuple(dict.fromkeys(args.selector_backends)),
         workers=max(1, int(args.workers)),
+        api_qps=float(args.api_qps),
+        api_burst=int(args.api_burst),
         request_timeout=float(args.request_timeout),
         watch_timeout=max(1, int(args.watch_timeout)),
         resync_period=float(args.resync_period),

@@ -22,7 +22,7 @@ from typing import Any, Callable, Hashable, Iterable, Mapping
 from kubernetes_asyncio.client import ApiClient
 
 from podgang import feasibility, rules
-from podgang.api import Api, ApiError, NamespaceTerminating, describe
+from podgang.api import Api, ApiError, NamespaceTerminating, RateLimit, describe
 from podgang.backends import Backend
 from podgang.backends.base import slim_fact
 from podgang.nodes import NODES
@@ -59,11 +59,17 @@ from podgang.grouper.workqueue import WorkQueue
 
 log = logging.getLogger("podgang.grouper")
 
+#: the grouper's client-side limit by default (``--kube-api-qps``, ``--kube-api-burst``),
+#: from bench/vs-kai: see bench/README.md
+DEFAULT_API_QPS = 100.0
+DEFAULT_API_BURST = 200
+
 GROUP = "g"
 POD_KEY = "p"
 #: the events of a never-placed verdict (podgang.feasibility), and of its end
 NEVER_PLACED = "GangNeverPlaced"
 PLACEABLE = "GangNoLongerNeverPlaced"
+NEWS = "b"  # say what the grouper did for a gang (created its group, backfilled its pods): one event
 
 
 @dataclass
@@ -85,6 +91,11 @@ class Options:
     eviction_retry: float = 10.0  # an eviction was refused (PDB): try again after
     absent_probe_interval: float = 600.0
     max_write_attempts: int = 5
+    # the client-side limit of the grouper's API calls (client-go's QPS and burst; qps <= 0: none)
+    api_qps: float = DEFAULT_API_QPS
+    api_burst: int = DEFAULT_API_BURST
+    backfill_event_delay: float = 1.0  # a gang's backfill is said once no backfill has waited this long
+    backfill_event_max_wait: float = 60.0  # ... or once the first of its pods was backfilled this long ago
 
 
 class Controller:
@@ -106,9 +117,15 @@ class Controller:
         self.events = events or EventSink(None)
         self.clock = clock
         self.wall = wall
-        self.api = Api(api_client, timeout=self.options.request_timeout, field_manager=settings.grouper_field_manager)
+        self.limit = RateLimit(self.options.api_qps, self.options.api_burst, on_wait=self.metrics.rate_limit_wait.inc)
+        self.api = Api(api_client, timeout=self.options.request_timeout, field_manager=settings.grouper_field_manager,
+                       limit=self.limit, on_call=lambda method: self.metrics.api_calls.labels(method=method).inc())
         self.cache = Cache(settings)
-        self.queue = WorkQueue()
+        # pod backfills wait behind group writes: the group (and the subgroups a pod is
+        # labelled with) first, and a catching-up backfill never holds up a scale
+        self.queue = WorkQueue(behind=lambda item: item[0] == POD_KEY)
+        self._news: dict[str, _GangNews] = {}  # gang key -> its group created, pods backfilled: not said yet
+        self._backfilling = 0  # backfills being written now
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
         self.informers: dict[str, list[Informer]] = {}
         self.podgroup_informers: dict[str, list[Informer]] = {}  # by backend: kinds may be shared
@@ -395,6 +412,7 @@ class Controller:
         while True:
             await asyncio.sleep(min(5.0, resync) if resync > 0 else 5.0)
             self.metrics.queue_depth.set(len(self.queue))
+            self.metrics.backfill_waiting.set(len(self.cache.unlabelled))
             self.metrics.cached_objects.labels(kind="Pod").set(len(self.cache.pods))
             self.metrics.cached_objects.labels(kind="PodGroup").set(len(self.cache.podgroups))
             for kind, store in self.cache.workloads.items():
@@ -411,6 +429,8 @@ class Controller:
             try:
                 if item[0] == GROUP:
                     await self.reconcile_group(item[1])
+                elif item[0] == NEWS:
+                    self._say_news(item[1])
                 else:
                     await self.backfill_pod(item[1])
                 self._failures.pop(item, None)
@@ -433,9 +453,10 @@ class Controller:
             finally:
                 self.queue.done(item)
                 self.reconciles += 1
-                self.metrics.reconcile_seconds.labels(
-                    kind="podgroup" if item[0] == GROUP else "pod", result=result
-                ).observe(time.perf_counter() - started)
+                if item[0] != NEWS:
+                    self.metrics.reconcile_seconds.labels(
+                        kind="podgroup" if item[0] == GROUP else "pod", result=result
+                    ).observe(time.perf_counter() - started)
 
     # ------------------------------------------------------------------ decisions log
 
@@ -551,6 +572,10 @@ class Controller:
         section, subgroup_key = backend.subgroup_key
         for pod in desired.members:
             if is_terminating(pod):
+                continue
+            if obj_key(pod) in self.cache.unlabelled:
+                # its backfill carries the subgroup in the same one write
+                self.queue.add((POD_KEY, obj_key(pod)))
                 continue
             current = backend.subgroup_of(pod)
             if current is None:
@@ -706,7 +731,8 @@ class Controller:
                 live = [p for p in desired.members if not is_terminating(p)]
                 again = f"; {len(live)} pod{'s' if len(live) != 1 else ''} already name it" if live else ""
                 message = f"created for {who}: minMember {mm.value} ({mm.reason}){again}"
-                self.events.emit(created, "PodGroupCreated", message)
+                # said with the backfill of its pods, if they follow: one event for the gang
+                self._news_of(key).created = (created, message)
                 self._decision(key, "create", message, started, minMember=mm.value, source=desired.source)
                 self._observed_min[key] = mm.value
                 return True
@@ -1006,6 +1032,16 @@ class Controller:
     # ------------------------------------------------------------------ backfill
 
     async def backfill_pod(self, key: str) -> None:
+        self._backfilling += 1
+        try:
+            await self._backfill_pod(key)
+        finally:
+            self._backfilling -= 1
+
+    async def _backfill_pod(self, key: str) -> None:
+        """One merge patch gives a pod admitted without the webhook everything it lacks:
+        membership, subgroup, the scheduler's own keys; what it already carries is not
+        written again. The event is said per gang, with the count (:meth:`_say_news`)."""
         started = time.perf_counter()
         pod = self.cache.pods.get(key)
         if pod is None or is_terminating(pod) or self.being_deleted(split_key(key)[0]):
@@ -1023,13 +1059,17 @@ class Controller:
             self._warn_once((POD_KEY, key), (gang.message,), [pod], "BackfillFailed")
             return
         namespace, name = split_key(key)
-        patch = backend.backfill_patch(pod, gang.name)
+        gang_key = f"{namespace}/{gang.name}"
+        subgroup = self._backfill_subgroup(backend, pod, gang, gang_key)
+        patch = backend.backfill(pod, gang.name, subgroup)
         if patch is None:
             problem = (f"pod {name} was admitted without its PodGroup (the webhook was unavailable) and the "
                        f"{backend.name} backend cannot set it on a created pod: delete the pod so that it is "
                        f"created again through the webhook, into {gang.name}")
             self.metrics.backfill_impossible.inc()
             self._warn_once((POD_KEY, key), (problem,), [pod], "BackfillImpossible")
+            return
+        if not patch:
             return
         try:
             patched = await self.api.merge_patch(POD.path(namespace, name), patch)
@@ -1044,9 +1084,85 @@ class Controller:
         self._upsert("Pod", patched)
         self._warned.pop((POD_KEY, key), None)
         self.metrics.backfilled.inc()
-        message = f"{backend.describe_membership(gang.name)} (the pod was admitted without them, e.g. while the webhook was unavailable): {gang.reason}"
-        self.events.emit(pod, "Backfilled", message)
-        self._decision(f"{namespace}/{gang.name}", "backfill", message, started, pod=name)
+        news = self._news_of(gang_key)
+        if news.backend is None:
+            news.backend, news.group, news.reason, news.example = backend, gang.name, gang.reason, pod
+        news.pods += 1
+        news.subgroups += subgroup is not None
+        log.debug("backfilled", extra={"fields": {"group": gang_key, "action": "backfill", "pod": name,
+                                                   "duration_ms": round((time.perf_counter() - started) * 1000, 2)}})
+
+    def _backfill_subgroup(self, backend: Backend, pod: Obj, gang: rules.Gang, gang_key: str) -> str | None:
+        """The subgroup a backfilled pod is labelled with in the same write: the one the rules
+        give it (the value :meth:`_label_subgroups` would write later), where the scheduler may
+        see it now — its group lists it, or will once podgang writes the group (planned from the
+        same cache; a scheduler that ignores a pod naming an unlisted subgroup ignores a pod of
+        a group not yet there just the same)."""
+        if backend.subgroup_key is None or not gang.subgroup or backend.subgroup_of(pod) is not None:
+            return None
+        if not backend.subgroups_must_be_listed:
+            return gang.subgroup if gang.source == rules.OWNED else None
+        actual = self.cache.podgroups.of(backend, gang_key)
+        if actual is not None and gang.subgroup in (backend.subgroups_of(actual) or {}):
+            return gang.subgroup
+        desired = desired_group(self.cache, gang_key)
+        if desired.backend is backend and gang.subgroup in {s.name for s in desired.subgroups}:
+            return gang.subgroup
+        return None
+
+    def _news_of(self, gang_key: str) -> "_GangNews":
+        """What is to be said about a gang, said once the grouper's work on it has settled."""
+        news = self._news.get(gang_key)
+        if news is None:
+            news = self._news[gang_key] = _GangNews(self.clock())
+        self.queue.add((NEWS, gang_key), self.options.backfill_event_delay)
+        return news
+
+    def _say_news(self, gang_key: str) -> None:
+        """ONE event per gang for what the grouper did to it: its group created, its pods
+        backfilled (with the count), or both in one — once no backfill is left to do and a
+        group it made has pods (or the first news is backfill_event_max_wait old). On the
+        group, else on a pod that was backfilled."""
+        news = self._news.get(gang_key)
+        if news is None:
+            return
+        waiting = (self.queue.waiting_behind or self._backfilling
+                   # a group made before its pods came (a job's controller makes them next): said with them
+                   or (news.created is not None and not news.pods and not self.cache.members(gang_key)))
+        if waiting and self.clock() - news.since < self.options.backfill_event_max_wait:
+            self.queue.add((NEWS, gang_key), self.options.backfill_event_delay)
+            return
+        del self._news[gang_key]
+        said = []
+        if news.created is not None:
+            said.append(news.created[1])
+        if news.pods and news.backend is not None:
+            count = f"{news.pods} pod{'s' if news.pods != 1 else ''}"
+            labelled = f", with their subgroup{'s' if news.subgroups != 1 else ''}" if news.subgroups else ""
+            backfilled = (f"{count} backfilled: {news.backend.describe_membership(news.group)}{labelled} (admitted "
+                          f"without them, e.g. while the webhook was unavailable): {news.reason}")
+            said.append(backfilled)
+            log.info(f"backfill: {backfilled}", extra={"fields": {"group": gang_key, "action": "backfill",
+                                                                  "reason": backfilled, "pods": news.pods}})
+        if news.created is not None:
+            self.events.emit(news.created[0], "PodGroupCreated", "; ".join(said))
+        elif said and news.backend is not None:
+            actual = self.cache.podgroups.of(news.backend, gang_key)
+            self.events.emit(actual if actual is not None else news.example, "Backfilled", "; ".join(said))
+
+
+@dataclass
+class _GangNews:
+    """What the grouper did for one gang since it last said so."""
+
+    since: float
+    created: tuple[Obj, str] | None = None  # the group it created, and the message
+    backend: Backend | None = None  # of the pods backfilled
+    group: str = ""
+    reason: str = ""
+    example: Obj | None = None  # a pod backfilled: where the event goes while the group is not there
+    pods: int = 0
+    subgroups: int = 0
 
 
 def _parse_time(text: Any) -> float | None:

@@ -5,6 +5,11 @@ it is handed out again once that worker is done (never to two workers at once).
 ``add(key, delay)`` hands it out no earlier than ``delay`` seconds from now
 unless it is (or gets) queued sooner. So a thousand pod events for one gang cost
 one reconcile, not a thousand.
+
+Keys ``behind`` says are handed out only when no other key waits: the grouper queues
+its pod backfills behind its group writes, so a gang's PodGroup (and the subgroups its
+pods are labelled with) comes before the pods, and a catching-up backfill never holds
+up a scale.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from typing import Callable, Hashable
 
 
 class WorkQueue:
-    def __init__(self, clock: Callable[[], float] | None = None):
+    def __init__(self, clock: Callable[[], float] | None = None,
+                 behind: Callable[[Hashable], bool] | None = None):
         self._clock = clock
+        self._behind = behind
         self._queue: deque[Hashable] = deque()
+        self._later: deque[Hashable] = deque()  # keys handed out once _queue is empty
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
         self._delayed: list[tuple[float, int, Hashable]] = []
@@ -34,7 +42,16 @@ class WorkQueue:
         return self._clock() if self._clock else asyncio.get_running_loop().time()
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + len(self._later)
+
+    @property
+    def waiting_behind(self) -> int:
+        """Keys of the back lane queued now (not delayed, not being worked on)."""
+        return len(self._later)
+
+    def _append(self, key: Hashable) -> None:
+        (self._later if self._behind is not None and self._behind(key) else self._queue).append(key)
+        self._wakeup.set()
 
     @property
     def delayed(self) -> int:
@@ -50,8 +67,7 @@ class WorkQueue:
         self._dirty.add(key)
         self._idle.clear()
         if key not in self._processing:
-            self._queue.append(key)
-            self._wakeup.set()
+            self._append(key)
 
     def _add_later(self, key: Hashable, delay: float) -> None:
         if key in self._dirty and key not in self._processing:
@@ -88,10 +104,10 @@ class WorkQueue:
         self._check_idle()
 
     async def get(self) -> Hashable:
-        while not self._queue:
+        while not self._queue and not self._later:
             self._wakeup.clear()
             await self._wakeup.wait()
-        key = self._queue.popleft()
+        key = self._queue.popleft() if self._queue else self._later.popleft()
         self._dirty.discard(key)
         self._processing.add(key)
         return key
@@ -99,17 +115,16 @@ class WorkQueue:
     def done(self, key: Hashable) -> None:
         self._processing.discard(key)
         if key in self._dirty:
-            self._queue.append(key)
-            self._wakeup.set()
+            self._append(key)
         self._check_idle()
 
     def _check_idle(self) -> None:
-        if not self._queue and not self._processing and not self._dirty:
+        if not self._queue and not self._later and not self._processing and not self._dirty:
             self._idle.set()
 
     def busy(self) -> bool:
         """Something is queued or being worked on now (delayed keys do not count)."""
-        return bool(self._queue or self._processing or self._dirty)
+        return bool(self._queue or self._later or self._processing or self._dirty)
 
     async def wait_idle(self) -> None:
         """Until nothing is queued or processing (delayed keys do not count)."""

@@ -14,13 +14,18 @@ one, and hands BOOKMARKs to the caller, who must move its resourceVersion on); a
 write without ``?fieldManager=`` is recorded in ``metadata.managedFields`` under the
 client's User-Agent (``OpenAPI-Generator``), a name nobody recognises as podgang's
 (an ``Api`` given ``field_manager`` sends it with every create, update and patch).
+
+An ``Api`` given a :class:`RateLimit` waits for it before every call and every watch it
+opens, as client-go's QPS and burst do: a grouper catching up on thousands of pods must
+not take the apiserver from the controllers beside it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, AsyncIterator, Mapping
+import time
+from typing import Any, AsyncIterator, Callable, Mapping
 
 import aiohttp
 import orjson
@@ -191,6 +196,43 @@ def format_seconds(seconds: float) -> str:
 # ---------------------------------------------------------------- calls
 
 
+class RateLimit:
+    """A token bucket shared by the calls of one process, client-go's: ``qps`` calls a
+    second on average, ``burst`` at once after a quiet spell. Each caller reserves its
+    token when it asks (first come, first served) and waits until the token is due.
+    ``qps`` <= 0: no limit. ``on_wait``: told every wait, in seconds (a metric)."""
+
+    def __init__(self, qps: float, burst: int, *, clock: Callable[[], float] = time.monotonic,
+                 on_wait: Callable[[float], None] | None = None):
+        self.qps = float(qps)
+        self.burst = max(1, int(burst))
+        self.clock = clock
+        self.on_wait = on_wait
+        self._tokens = float(self.burst)
+        self._at = clock()
+
+    @property
+    def limited(self) -> bool:
+        return self.qps > 0
+
+    def reserve(self) -> float:
+        """Take one token; the seconds until it is due (0: now)."""
+        if not self.limited:
+            return 0.0
+        now = self.clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._at) * self.qps)
+        self._at = now
+        self._tokens -= 1.0
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
+
+    async def wait(self) -> None:
+        delay = self.reserve()
+        if delay > 0:
+            if self.on_wait is not None:
+                self.on_wait(delay)
+            await asyncio.sleep(delay)
+
+
 class Api:
     """GET/POST/PUT/PATCH/DELETE returning the decoded JSON, and watch streams.
 
@@ -200,12 +242,23 @@ class Api:
     PUT and PATCH is recorded under in the object's ``metadata.managedFields``
     (``Settings.grouper_field_manager``, ``webhook_field_manager``), so that podgang's
     own writes can be told from another writer's; None: the apiserver's default.
+    ``limit``: waited for before every call and every watch (the wait is not part of
+    the call's timeout); None: no limit. ``on_call``: told the method of every call.
     """
 
-    def __init__(self, api_client: client.ApiClient, timeout: float = 10.0, field_manager: str | None = None):
+    def __init__(self, api_client: client.ApiClient, timeout: float = 10.0, field_manager: str | None = None,
+                 *, limit: RateLimit | None = None, on_call: Callable[[str], None] | None = None):
         self.api_client = api_client
         self.timeout = timeout
         self.field_manager = field_manager
+        self.limit = limit
+        self.on_call = on_call
+
+    async def _wait_turn(self, method: str) -> None:
+        if self.limit is not None:
+            await self.limit.wait()
+        if self.on_call is not None:
+            self.on_call(method)
 
     async def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any,
                     content_type: str, request_timeout: Any):
@@ -236,6 +289,7 @@ class Api:
         limit = self.timeout if timeout is None else timeout
         if limit <= 0:
             raise Unavailable(0, "", "no time left for the call")
+        await self._wait_turn(method)
         kind = content_type or (MERGE_PATCH if method == "PATCH" else JSON)
         if self.field_manager and method in WRITES:
             query = {**(query or {}), "fieldManager": self.field_manager}
@@ -291,6 +345,7 @@ class Api:
             "timeoutSeconds": str(int(timeout_seconds)),
         }
         limits = (min(self.timeout, 30.0), float(timeout_seconds) + 30.0)
+        await self._wait_turn("WATCH")
         try:
             response = await self._send("GET", path, params, None, JSON, limits)
         except asyncio.CancelledError:

@@ -204,6 +204,20 @@ class GrouperMetrics(ProcessMetrics):
             "podgang_grouper_backfill_impossible_total",
             "Pods admitted without their PodGroup whose backend cannot set it on a created pod.", registry=r,
         )
+        self.backfill_waiting = Gauge(
+            "podgang_grouper_backfill_waiting_pods",
+            "Pods admitted without their PodGroup membership that the grouper has not backfilled yet.", registry=r,
+        )
+        self.api_calls = Counter(
+            "podgang_grouper_api_calls_total",
+            "Kubernetes API calls the grouper made (watches opened included), by method (GET, POST, PATCH, "
+            "PUT, DELETE, WATCH).", ["method"], registry=r,
+        )
+        self.rate_limit_wait = Counter(
+            "podgang_grouper_rate_limit_wait_seconds_total",
+            "Seconds the grouper's API calls waited for its client-side limit (--kube-api-qps, --kube-api-burst).",
+            registry=r,
+        )
         self.adopted = Counter("podgang_grouper_podgroups_adopted_total", "Owner-less PodGroups given an owner.",
                                registry=r)
         self.orphans_deleted = Counter(

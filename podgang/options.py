@@ -94,6 +94,28 @@ def duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def rate(text: str) -> float:
+    """An argparse type: calls a second, 0 or more (0: no limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected calls a second, e.g. 50, not {text[:40]!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"calls a second must be 0 (no limit) or more, not {text[:40]!r}")
+    return value
+
+
+def positive(text: str) -> int:
+    """An argparse type: a whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text[:40]!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected 1 or more, not {value}")
+    return value
+
+
 def port(text: str) -> int:
     """An argparse type: a TCP port, 0 meaning "any" or "off" as the flag says."""
     try:

@@ -592,6 +592,14 @@ def subgroup_min_member(workload: Any, settings: Settings = DEFAULT) -> MinMembe
     return MinMember(size, f"{kind_name(workload)} {why}")
 
 
+def own_subgroup_names(workload: Any, settings: Settings = DEFAULT) -> tuple[str, ...]:
+    """The subgroups of a workload's own gang by name — its roles — none while
+    ``podgang.io/min-member`` on it pins the whole gang (the pin is the gang)."""
+    if pinned_min_member(workload, settings)[0] is not None:
+        return ()
+    return tuple(part.name for part in role_subgroups(workload, settings))
+
+
 def role_subgroups(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgroup, ...]:
     """The subgroups of a workload's own gang, one per role its kind knows (a PyTorchJob's
     replica types, a RayCluster's head and worker groups), each at the role's minimum:

@@ -497,6 +497,7 @@ class RecordedRequest:
     content_type: str | None
     body: Any
     headers: dict[str, str]
+    at: float = field(default_factory=lambda: asyncio.get_running_loop().time())  # when it arrived
 
 
 @dataclass

@@ -24,6 +24,7 @@ from podgang.api import (
     Invalid,
     NamespaceTerminating,
     NotFound,
+    RateLimit,
     TooManyRequests,
     Unavailable,
     as_api_error,
@@ -251,3 +252,16 @@ async def test_the_lease_is_taken_through_the_emulator(emu):
                                        onstarted_leading=asyncio.Event().wait, onstopped_leading=None)
         assert await leaderelection.LeaderElection(config).try_acquire_or_renew() is True
     assert emu.get("leases", "default", "podgang-grouper")["spec"]["holderIdentity"] == "me"
+
+
+def test_the_rate_limit_lets_a_burst_through_then_spaces_calls_at_its_rate():
+    now = [100.0]
+    waits: list[float] = []
+    limit = RateLimit(10, 3, clock=lambda: now[0], on_wait=waits.append)
+    assert [limit.reserve() for _ in range(3)] == [0.0, 0.0, 0.0]  # the burst
+    assert limit.reserve() == pytest.approx(0.1)
+    assert limit.reserve() == pytest.approx(0.2)  # reserved in turn: the next one waits longer
+    now[0] += 10.0  # a quiet spell refills the bucket up to the burst, no more
+    assert [limit.reserve() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert limit.reserve() == pytest.approx(0.1)
+    assert RateLimit(0, 1).reserve() == 0.0 and not RateLimit(0, 1).limited  # 0: no limit

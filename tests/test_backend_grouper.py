@@ -36,8 +36,9 @@ async def test_created_resized_and_backfilled(name):
         assert emu.list("podgroups.scheduling.run.ai", NS) == []  # nothing in KAI's spelling
 
         await emu.wait_for(lambda: backend.group_of(emu.get("pods", NS, "web-2")) == group, 10, "not backfilled")
-        (backfilled,) = await eventually(lambda: events(emu, "Backfilled"), what="a Backfilled event")
-        assert backfilled["message"].startswith(backend.describe_membership(group))
+        # the grouper made the group and backfilled its pod: one event says both
+        (backfilled,) = await eventually(lambda: events(emu, "PodGroupCreated"), what="a PodGroupCreated event")
+        assert f"; 1 pod backfilled: {backend.describe_membership(group)}" in backfilled["message"]
 
         scale(emu, dep, 5)
         await emu.wait_for(lambda: podgroup_of(emu, backend, NS, group)["spec"] == {"minMember": 5}, 10, "not resized")

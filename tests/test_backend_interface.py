@@ -181,8 +181,9 @@ async def test_the_grouper_backfills_through_the_backend(emu):
     try:
         await emu.wait_for(lambda: annotations(emu.get("pods", NS, "web-0")).get(KEY) == owned_group(dep), 10,
                            "the pod was not backfilled")
-        (backfilled,) = await eventually(lambda: events(emu, "Backfilled"), what="a Backfilled event")
-        assert backfilled["message"].startswith(f"{KEY}={owned_group(dep)} set")
+        # the grouper made the group and backfilled its pod: one event says both
+        (backfilled,) = await eventually(lambda: events(emu, "PodGroupCreated"), what="a PodGroupCreated event")
+        assert f"; 1 pod backfilled: {KEY}={owned_group(dep)} set" in backfilled["message"]
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

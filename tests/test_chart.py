@@ -66,7 +66,9 @@ VARIANTS = {
             "podLabels": {"team": "infra"},
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "infra", "operator": "Exists"}]}]}}},
         },
-        "grouper": {"watchNamespaces": ["team-a"], "stalenessGracePeriod": "90s", "orphanTimeout": "5m"},
+        "grouper": {"watchNamespaces": ["team-a"], "stalenessGracePeriod": "90s", "orphanTimeout": "5m",
+                    "kubeApi": {"qps": 0, "burst": 1}},
+        "flowControl": {"enabled": True, "queues": 1, "handSize": 1, "lendablePercent": 0},
         "logFormat": "text",
     },
 }
@@ -252,6 +254,15 @@ BAD_VALUES = [
     ("operatorRole.enabled", "true"),
     ("operatorRole.subjects", [{"kind": "ServiceAccount", "name": "ops"}]),  # a ServiceAccount needs its namespace
     ("operatorRole.subjects", [{"kind": "Robot", "name": "ops"}]),
+    ("grouper.kubeApi.qps", -1),
+    ("grouper.kubeApi.qps", "fast"),
+    ("grouper.kubeApi.burst", 0),
+    ("grouper.kubeApi.burst", 2.5),
+    ("flowControl.nominalConcurrencyShares", 0),
+    ("flowControl.lendablePercent", 101),
+    ("flowControl.matchingPrecedence", 1),  # the exempt schema's
+    ("flowControl.matchingPrecedence", 10001),
+    ("flowControl.unknown", True),
 ]
 
 
@@ -334,7 +345,8 @@ def test_every_builtin_object_passes_the_kubernetes_schema(variant):
 def test_objects_are_namespaced_in_the_release_namespace_and_uniquely_named(variant):
     name, values, docs = variant
     cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration",
-                      "ValidatingWebhookConfiguration", "CustomResourceDefinition"}
+                      "ValidatingWebhookConfiguration", "CustomResourceDefinition", "FlowSchema",
+                      "PriorityLevelConfiguration"}
     watched = set(values.get("grouper", {}).get("watchNamespaces", []))
     seen = set()
     for doc in docs:
@@ -413,6 +425,7 @@ def test_default_object_set(defaults):
         "Deployment", "Service", "PodDisruptionBudget",  # webhook
         "Deployment", "Service",  # grouper
         "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+        "FlowSchema", "PriorityLevelConfiguration",  # the grouper's own priority level
     ])
     assert not find(defaults, "CustomResourceDefinition")
     assert not find(defaults, "Certificate") and not find(defaults, "Issuer")
@@ -521,6 +534,7 @@ def test_grouper_deployment(defaults):
     assert flag_values(args, "--metrics-port") == ["8080"]
     assert flag_values(args, "--log-format") == ["json"]
     assert flag_values(args, "--watch-namespace") == [], "default: watch all namespaces"
+    assert flag_values(args, "--kube-api-qps") == ["100"] and flag_values(args, "--kube-api-burst") == ["200"]
     assert c["ports"] == [{"name": "http-metrics", "containerPort": 8080, "protocol": "TCP"}]
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         assert c[probe]["httpGet"] == {"path": path, "port": "http-metrics"}
@@ -528,6 +542,41 @@ def test_grouper_deployment(defaults):
     assert svc["spec"]["ports"][0]["port"] == 8080 and svc["spec"]["ports"][0]["targetPort"] == "http-metrics"
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
     assert deployment(defaults, "webhook")["spec"]["selector"] != dep["spec"]["selector"], "selectors must not overlap"
+
+
+def test_the_grouper_has_a_priority_level_of_its_own(defaults):
+    """API Priority and Fairness: the grouper's requests — and only its — go to its own
+    limited level, matched before the built-in service-accounts schema and after the
+    system ones, flows told apart by namespace."""
+    level = one(defaults, "PriorityLevelConfiguration")
+    schema = one(defaults, "FlowSchema")
+    assert level["apiVersion"] == schema["apiVersion"] == "flowcontrol.apiserver.k8s.io/v1"
+    assert schema["spec"]["priorityLevelConfiguration"]["name"] == level["metadata"]["name"]
+    assert level["metadata"]["name"] not in ("workload-low", "global-default", "catch-all", "exempt")
+    assert level["spec"]["type"] == "Limited"
+    limited = level["spec"]["limited"]
+    assert limited["nominalConcurrencyShares"] == 10 and limited["limitResponse"]["type"] == "Queue"
+    assert 100 < schema["spec"]["matchingPrecedence"] < 9000
+    assert schema["spec"]["distinguisherMethod"] == {"type": "ByNamespace"}
+    (rule,) = schema["spec"]["rules"]
+    grouper_account = deployment(defaults, "grouper")["spec"]["template"]["spec"]["serviceAccountName"]
+    assert rule["subjects"] == [{"kind": "ServiceAccount",
+                                 "serviceAccount": {"name": grouper_account, "namespace": NAMESPACE}}]
+    assert rule["resourceRules"][0]["clusterScope"] is True and rule["resourceRules"][0]["namespaces"] == ["*"]
+
+
+def test_flow_control_and_the_client_limit_come_from_values():
+    docs = render({"flowControl": {"enabled": True, "nominalConcurrencyShares": 40, "queues": 1, "handSize": 1,
+                                   "matchingPrecedence": 500},
+                   "grouper": {"kubeApi": {"qps": 12.5, "burst": 30}}})
+    level = one(docs, "PriorityLevelConfiguration")["spec"]["limited"]
+    assert level["nominalConcurrencyShares"] == 40
+    assert level["limitResponse"]["queuing"]["queues"] == 1
+    assert one(docs, "FlowSchema")["spec"]["matchingPrecedence"] == 500
+    args = args_of(docs, "grouper")
+    assert flag_values(args, "--kube-api-qps") == ["12.5"] and flag_values(args, "--kube-api-burst") == ["30"]
+    off = render({"flowControl": {"enabled": False}})
+    assert not find(off, "FlowSchema") and not find(off, "PriorityLevelConfiguration")
 
 
 def test_separate_service_accounts_without_automount(defaults):

@@ -307,8 +307,11 @@ async def test_backfill_pods_admitted_while_the_webhook_was_down(emu):
         assert emu.get("podgroups", NS, "pg-lonely")["metadata"]["ownerReferences"][0]["name"] == "lonely"
         await emu.wait_for(lambda: emu.get("pods", NS, "half")["metadata"].get("annotations", {}).get(ANN)
                            == "shared", 2.0)
-        ev = await wait_event(emu, "Backfilled", f"{ANN}={group}")
-        assert ev[0]["involvedObject"]["kind"] == "Pod"
+        ev = await wait_event(emu, "PodGroupCreated", f"{ANN}={group}")
+        # one event for the gang, on its PodGroup: created, and its pods backfilled with the count
+        assert [(e["involvedObject"]["kind"], e["involvedObject"]["name"]) for e in ev] == [("PodGroup", group)]
+        assert "; 2 pods backfilled: " in ev[0]["message"], ev[0]["message"]
+        assert not [e for e in events(emu, "Backfilled") if group in e["message"]]  # said once, above
         patches = [r for r in emu.find_requests("PATCH", r"/pods/") if r.path.endswith("web-abc12-0")]
         assert patches[0].content_type == "application/merge-patch+json"
 
@@ -326,7 +329,8 @@ async def test_a_group_name_too_long_for_a_label_is_backfilled_into_the_annotati
         for p in pods:
             await emu.wait_for(lambda p=p: emu.get("pods", NS, p["metadata"]["name"])["metadata"]
                                .get("annotations", {}).get(ANN) == group, 2.0)
-        await wait_event(emu, "Backfilled", "no kai.scheduler/podgroup label")
+        await wait_event(emu, "PodGroupCreated", "2 pods backfilled: pod-group-name=")
+        await wait_event(emu, "PodGroupCreated", "no kai.scheduler/podgroup label")
         await g.wait_ready(emu)
         patches = emu.find_requests("PATCH", r"/pods/")
         assert sorted(r.path.rsplit("/", 1)[1] for r in patches) == sorted(p["metadata"]["name"] for p in pods)

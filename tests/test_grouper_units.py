@@ -518,3 +518,20 @@ def test_an_owner_walk_is_remembered_per_owner_and_forgotten_when_a_workload_cha
     chain, complete = cache.owner_chain(slim[0])
     assert [o["kind"] for o in chain] == ["ReplicaSet"] and not complete  # its Deployment not (yet) cached
     assert not cache.owner_skipped(slim[0])
+
+
+async def test_keys_behind_are_handed_out_only_when_nothing_else_waits():
+    q = WorkQueue(behind=lambda key: key[0] == "p")
+    q.add(("p", "1"))
+    q.add(("p", "2"))
+    q.add(("g", "a"))
+    assert len(q) == 3 and q.waiting_behind == 2
+    assert await q.get() == ("g", "a")
+    q.add(("g", "a"))  # while processing: handed out again before any pod once done
+    assert await q.get() == ("p", "1")
+    q.done(("g", "a"))
+    assert await q.get() == ("g", "a")
+    assert await q.get() == ("p", "2")
+    for key in (("p", "1"), ("g", "a"), ("p", "2")):
+        q.done(key)
+    await asyncio.wait_for(q.wait_idle(), 1)

@@ -179,35 +179,55 @@ async def test_an_operator_installed_after_the_grouper_started_is_followed_once_
                                                                  {"name": "worker", "minMember": 2}], 3.0)
 
 
-async def test_the_webhook_puts_each_pod_of_a_pytorchjob_in_its_gang_and_the_grouper_in_its_role(emu, tmp_path):
+def job_pod_review(job: dict[str, Any], role: str) -> dict[str, Any]:
+    doc = review("pod-create-by-job")
+    md = doc["request"]["object"]["metadata"]
+    md["name"] = f"{job['metadata']['name']}-{role}-0"
+    md["namespace"] = doc["request"]["namespace"] = NS
+    md["labels"] = {"training.kubeflow.org/replica-type": role}
+    md["ownerReferences"] = [owner_ref(job)]
+    doc["request"]["object"]["spec"]["schedulerName"] = "kai-scheduler"
+    return doc
+
+
+async def test_the_webhook_puts_each_pod_of_a_pytorchjob_in_its_gang_and_its_role(emu, tmp_path):
     """As the training-operator creates them: the pod's owner is the PyTorchJob (looked up),
-    its role is the replica-type label; the webhook puts the pod in the gang, and — KAI
-    ignoring a pod whose subgroup its PodGroup does not list — its role's subgroup is set
-    by the grouper once the group lists it."""
+    its role is the replica-type label; the webhook puts the pod in the gang and in its role's
+    subgroup in the same patch — the group is not there yet, and the grouper makes it listing
+    the job's roles — so the grouper writes no pod."""
     job = pytorchjob(emu, "train", 1, 3)
     client = emu.api_client()
     try:
         async with running_webhook(tmp_path, api_client=client) as wh:
             for role in ("master", "worker"):
-                doc = review("pod-create-by-job")
-                md = doc["request"]["object"]["metadata"]
-                md["name"] = f"train-{role}-0"
-                md["namespace"] = doc["request"]["namespace"] = NS
-                md["labels"] = {"training.kubeflow.org/replica-type": role}
-                md["ownerReferences"] = [owner_ref(job)]
-                doc["request"]["object"]["spec"]["schedulerName"] = "kai-scheduler"
+                doc = job_pod_review(job, role)
                 resp = await wh.mutate(doc)
                 assert resp["allowed"] is True and "warnings" not in resp, resp
                 admitted = patched(doc["request"]["object"], resp)
-                assert "kai.scheduler/subgroup-name" not in admitted["metadata"]["labels"]
+                assert admitted["metadata"]["labels"]["kai.scheduler/subgroup-name"] == role
                 assert admitted["metadata"]["labels"]["kai.scheduler/podgroup"] == owned_group(job)
                 emu.put({**admitted, "metadata": {**admitted["metadata"], "uid": f"uid-{role}"}})
     finally:
         await client.close()
     async with running_grouper(emu):
-        for role in ("master", "worker"):
-            await emu.wait_for(lambda role=role: (emu.get("pods", NS, f"train-{role}-0")["metadata"]["labels"]
-                                                  .get("kai.scheduler/subgroup-name")) == role, 5.0,
-                               f"the {role} pod's subgroup label")
-        listed = {s["name"] for s in emu.get("podgroups", NS, owned_group(job))["spec"]["subGroups"]}
-        assert listed == {"master", "worker"}
+        await emu.wait_for(lambda: kai_subgroups(emu, owned_group(job)) == MASTER_AND_WORKERS, 5.0)
+    assert emu.find_requests("PATCH", r"/pods/") == []
+
+
+async def test_a_pod_is_not_given_a_subgroup_its_existing_group_does_not_list(emu, tmp_path):
+    """KAI ignores a pod naming a subgroup its PodGroup does not list: where the job's group
+    exists without the roles (made before podgang, say), the webhook leaves the pod's
+    subgroup to the grouper, which labels it once the group lists it."""
+    job = pytorchjob(emu, "train", 1, 3)
+    emu.put({"apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+             "metadata": {"name": owned_group(job), "namespace": NS, "ownerReferences": [owner_ref(job)]},
+             "spec": {"minMember": 4}})
+    client = emu.api_client()
+    try:
+        async with running_webhook(tmp_path, api_client=client) as wh:
+            doc = job_pod_review(job, "worker")
+            admitted = patched(doc["request"]["object"], await wh.mutate(doc))
+            assert "kai.scheduler/subgroup-name" not in admitted["metadata"]["labels"]
+            assert admitted["metadata"]["labels"]["kai.scheduler/podgroup"] == owned_group(job)
+    finally:
+        await client.close()

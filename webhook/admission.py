@@ -29,7 +29,7 @@ from podgang.backends import Backend
 from podgang.events import EventSink
 from podgang.settings import Settings
 
-from podgang.webhook.owners import NOTE, OwnerCache, OwnerLookupFailed
+from podgang.webhook.owners import NOTE, ROLES, OwnerCache, OwnerLookupFailed
 from podgang.webhook.podgroups import Existence, Outcome, PodGroups
 
 log = logging.getLogger("podgang.webhook")
@@ -393,9 +393,12 @@ class Admission:
             verdict.patch = backend.membership_patch(pod, verdict.group)
             if gang.hand_made:
                 await self._join_subgroup(pod, gang, chain, review.namespace, backend, deadline, verdict)
-            elif gang.source == rules.OWNED and gang.subgroup and not backend.subgroups_must_be_listed:
-                # its role in its workload's gang; where a pod naming a subgroup its group does not
-                # list is ignored (KAI), the grouper labels it once the group lists it
+            elif gang.source == rules.OWNED and gang.subgroup and (
+                    not backend.subgroups_must_be_listed
+                    or await self._group_lists(gang, chain, review.namespace, backend, deadline)):
+                # its role in its workload's gang, in the same patch: the grouper writes no pod.
+                # Where a pod naming a subgroup its group does not list is ignored (KAI), only a
+                # subgroup the group lists or will list; the grouper labels the rest once it does
                 verdict.patch = backend.with_subgroup(pod, verdict.patch, gang.subgroup)
         if not verdict.patch and verdict.verdict == "patched":
             verdict.verdict = "allowed"
@@ -457,6 +460,20 @@ class Admission:
             return None  # the grouper counts the pod by its owner all the same
         found = rules.gang_for_pod(pod, chain, settings=self.settings)
         return found.subgroup if isinstance(found, rules.Gang) else None
+
+    async def _group_lists(self, gang: rules.Gang, chain: list[dict[str, Any]], namespace: str,
+                           backend: Backend, deadline: float) -> bool:
+        """Whether the workload's own group lists the pod's subgroup, or will once the grouper
+        makes it: it exists and lists it, or it does not exist yet and the workload's roles
+        (as the grouper writes them: none while podgang.io/min-member pins the whole gang)
+        name it. A group that exists without it, or could not be read: not yet."""
+        top = chain[-1] if chain else {}
+        if gang.subgroup not in (top.get(ROLES) or ()):  # rules.own_subgroup_names, read before trimming
+            return False  # not a subgroup the grouper writes into the workload's group
+        state, _ = await self.podgroups.exists(namespace, gang.name, backend, timeout=self._left(deadline))
+        if state is Existence.EXISTS:
+            return gang.subgroup in (self.podgroups.listed_subgroups(namespace, gang.name, backend) or ())
+        return state is Existence.MISSING
 
     async def _join_subgroup(self, pod: dict[str, Any], gang: rules.Gang, chain: list[dict[str, Any]],
                              namespace: str, backend: Backend, deadline: float, verdict: Verdict) -> None:

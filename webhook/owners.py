@@ -36,12 +36,17 @@ REMEMBERED = (Unauthorized, Forbidden, NotFound)  # answers that will not change
 #: where a trimmed owner keeps what the admission of its pods should tell (an OrderedReady
 #: StatefulSet is not one gang), computed from the whole object before it is trimmed
 NOTE = "podgangNote"
+#: where a trimmed owner keeps the subgroups the grouper writes into its own group (its roles),
+#: computed from the whole object: the webhook labels a pod with its role when the group will list it
+ROLES = "podgangRoles"
 
 
 def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = (),
-            note: Callable[[dict[str, Any]], str | None] | None = None) -> dict[str, Any]:
+            note: Callable[[dict[str, Any]], str | None] | None = None,
+            roles: Callable[[dict[str, Any]], tuple[str, ...]] | None = None) -> dict[str, Any]:
     """The parts of an owner the grouping rules read (and the labels ``keep_labels``,
-    e.g. ``podgang.io/skip``), and ``note(obj)`` under :data:`NOTE` when it says something."""
+    e.g. ``podgang.io/skip``), ``note(obj)`` under :data:`NOTE` when it says something, and
+    ``roles(obj)`` under :data:`ROLES` when there are any."""
     md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     kept: dict[str, Any] = {"name": md.get("name"), "namespace": md.get("namespace"), "uid": md.get("uid")}
     refs = md.get("ownerReferences")
@@ -56,6 +61,9 @@ def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = (),
     said = note(obj) if note is not None else None
     if said:
         out[NOTE] = said
+    parts = roles(obj) if roles is not None else ()
+    if parts:
+        out[ROLES] = list(parts)
     return out
 
 
@@ -72,9 +80,11 @@ class OwnerCache:
         clock: Callable[[], float] = time.monotonic,
         keep_labels: tuple[str, ...] = ("podgang.io/skip",),
         note: Callable[[dict[str, Any]], str | None] | None = None,
+        roles: Callable[[dict[str, Any]], tuple[str, ...]] | None = None,
     ):
         self.keep_labels = tuple(keep_labels)
         self.note = note
+        self.roles = roles
         self.api = api
         self.metrics = metrics
         self.max_size = max(1, max_size)
@@ -93,7 +103,7 @@ class OwnerCache:
 
     def put(self, namespace: str, obj: dict[str, Any]) -> None:
         """Remember an owner (pre-warming, tests)."""
-        slim = trimmed(obj, self.keep_labels, self.note)
+        slim = trimmed(obj, self.keep_labels, self.note, self.roles)
         md = slim["metadata"]
         self._store((namespace, str(slim.get("kind")), str(md.get("name")), str(md.get("uid") or "")), slim)
 
@@ -162,7 +172,7 @@ class OwnerCache:
         if not isinstance(body, dict):
             self.metrics.api_error("get_owner", 200)
             raise OwnerLookupFailed(f"{what}: the answer is not an object")
-        obj = trimmed(body, self.keep_labels, self.note)
+        obj = trimmed(body, self.keep_labels, self.note, self.roles)
         uid = obj["metadata"].get("uid")
         if ref.uid and uid != ref.uid:
             raise _Refused(f"{what}: found uid {uid}, the pod points at uid {ref.uid} (the owner was replaced)")

@@ -95,6 +95,7 @@ class WebhookServer:
             ttl=config.owner_cache_ttl,
             keep_labels=(self.settings.skip_label,),
             note=lambda owner: rules.staged_problem(owner, self.settings),
+            roles=lambda owner: rules.own_subgroup_names(owner, self.settings),
         )
         self.podgroups = PodGroups(self.api, self.settings, self.metrics)
         self.events: EventSink | None = None

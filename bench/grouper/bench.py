@@ -27,6 +27,7 @@ import asyncio
 import gc
 import json
 import os
+import shutil
 import platform
 import statistics
 import subprocess
@@ -136,9 +137,15 @@ async def measure(args: argparse.Namespace, size: int) -> dict:
     loop = asyncio.get_running_loop()
     with open(log_path, "w") as log:
         started = loop.time()
+        spy_bin = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
+        spy = ([spy_bin, "record", "--nonblocking", "--rate", "200", "--format", "raw", "--output",
+                f"{args.py_spy}.{size}.txt", "--"] if args.py_spy else [])
         proc = subprocess.Popen(
-            [sys.executable, "-m", "grouper", "--kubeconfig", kubeconfig, "--metrics-port", "0",
-             "--log-format", "json", "--log-level", "INFO", "--staleness-grace-period", "60s"],
+            # no client limit: this measures the grouper's own path (at the default 100 calls a
+            # second, 10,000 PodGroup creates alone would take 100 s; see docs/operate/api-load.md)
+            [*spy, sys.executable, "-m", "grouper", "--kubeconfig", kubeconfig, "--metrics-port", "0",
+             "--log-format", "json", "--log-level", "INFO", "--staleness-grace-period", "60s",
+             "--kube-api-qps", "0"],
             stdout=log, stderr=log, env=env, cwd=str(ROOT),
         )
         try:
@@ -147,14 +154,22 @@ async def measure(args: argparse.Namespace, size: int) -> dict:
             first_cpu = cpu_seconds(proc.pid)
             print(f"first complete reconcile: {first:.2f}s ({first_cpu}s CPU)", file=sys.stderr)
             # the grouper's own view (from cache sync start, without interpreter start-up)
-            own = None
+            own = synced = None
             for _ in range(100):
                 for line in log_path.read_text().splitlines():
                     if "first complete reconcile done" in line:
                         own = json.loads(line).get("duration_ms")
+                    elif "caches synced" in line:
+                        synced = json.loads(line).get("duration_ms")
                 if own is not None:
                     break
                 await asyncio.sleep(0.05)
+            # where the time went: interpreter and client start-up (and the moment until the
+            # bench saw the groups), the lists until the caches synced, the reconcile
+            phases = {"start-up": first - (own or 0) / 1000, "list and sync": (synced or 0) / 1000,
+                      "reconcile": ((own or 0) - (synced or 0)) / 1000}
+            print("phases: " + ", ".join(f"{name} {value:.2f}s ({value / first:.0%})" for name, value in phases.items()),
+                  file=sys.stderr)
             rss_after_sync = vm_hwm_mb(proc.pid)
 
             # reactions: scale one Deployment at a time, wait for its PodGroup patch
@@ -211,6 +226,7 @@ async def measure(args: argparse.Namespace, size: int) -> dict:
         "first_reconcile_s": round(first, 3),
         "first_reconcile_grouper_ms": own,
         "first_reconcile_cpu_s": first_cpu,
+        "phases_s": {name: round(value, 3) for name, value in phases.items()},
         "first_reconcile_us_per_pod": round(first / pods * 1e6, 1),
         "first_reconcile_grouper_us_per_pod": own and round(own / pods * 1e3, 1),
         "first_reconcile_cpu_us_per_pod": first_cpu and round(first_cpu / pods * 1e6, 1),
@@ -291,6 +307,9 @@ def markdown(results: dict) -> str:
         row("… the grouper's own log (from cache sync start)", "",
             lambda r: (r["first_reconcile_grouper_ms"] or 0) / 1000, 2, " s"),
         row("… CPU time of the grouper until then", "", lambda r: r["first_reconcile_cpu_s"], 1, " s"),
+        *(row(f"… {phase} (share of the first reconcile)", "",
+              lambda r, phase=phase: 100 * r["phases_s"][phase] / r["first_reconcile_s"], 0, " %")
+          for phase in ("start-up", "list and sync", "reconcile")),
         row("… per pod, wall from process start", "", lambda r: r["first_reconcile_us_per_pod"], 0, " µs"),
         row("… per pod, CPU", "", lambda r: r["first_reconcile_cpu_us_per_pod"], 0, " µs"),
         row("scale served → PodGroup patch, p50", "", lambda r: r["reaction_p50_ms"], 1, " ms"),
@@ -321,6 +340,9 @@ if __name__ == "__main__":
     parser.add_argument("--pods-per-gang", type=int, default=10)
     parser.add_argument("--scales", type=int, default=300)
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--py-spy", metavar="PREFIX", default="",
+                        help="run the grouper under py-spy (pip install py-spy into the venv), its samples to "
+                             "PREFIX.<gangs>.txt (collapsed stacks); the CPU and RSS figures are then py-spy's")
     parsed = parser.parse_args()
     res = asyncio.run(main(parsed))
     out = ROOT / "bench" / "out" / "grouper.json"

@@ -262,6 +262,24 @@ class Backend(ABC):
         """A merge patch that puts an already created pod into ``group``, or None
         when the scheduler's membership cannot be set after creation."""
 
+    def backfill(self, pod: Mapping[str, Any], group: str, subgroup: str | None = None) -> dict[str, Any] | None:
+        """Everything a created pod lacks, as ONE merge patch: its membership in ``group``
+        (:meth:`backfill_patch`) and, where the scheduler has subgroups and the pod names
+        none, ``subgroup``; a key already holding its value is left out (so ``{}`` when the
+        pod lacks nothing). None when the membership cannot be set after creation."""
+        patch = self.backfill_patch(pod, group)
+        if patch is None:
+            return None
+        md = {section: dict(values) for section, values in as_dict(patch.get("metadata")).items()}
+        if subgroup and self.subgroup_key is not None and self.subgroup_of(pod) is None:
+            section, key = self.subgroup_key
+            md.setdefault(section, {})[key] = subgroup
+        lacking = {section: {k: v for k, v in values.items() if string_value(pod, section, k) != v}
+                   for section, values in md.items()}
+        lacking = {section: values for section, values in lacking.items() if values}
+        rest = {k: v for k, v in patch.items() if k != "metadata"}
+        return {**rest, "metadata": lacking} if lacking else rest
+
     @abstractmethod
     def needs_backfill(self, pod: Mapping[str, Any]) -> bool:
         """Whether a created pod lacks part of its membership."""
