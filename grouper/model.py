@@ -18,7 +18,8 @@ from typing import Any, Iterable, Iterator, Mapping
 from podgang import kinds, rollouts, rules
 from podgang.backends import Backend
 from podgang.backends.base import ClusterFacts
-from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, OWNER_KINDS, RUN_OWNERS, is_finished
+from podgang.kinds import (FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, OWNER_KINDS,
+                           RUN_OWNERS, is_finished)
 from podgang.objects import LAST_APPLIED_ANNOTATION, OwnerRef, field_writers, is_active
 from podgang.settings import DEFAULT, Settings
 
@@ -109,7 +110,8 @@ class Slimmer:
         label_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_label_keys))
         annotation_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_annotation_keys))
         self.settings = settings
-        self.pod_labels = (settings.skip_label, *label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, *kinds.ROLE_LABELS,
+        self.pod_labels = (settings.skip_label, *label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL,
+                           LWS_WORKER_INDEX_LABEL, *kinds.ROLE_LABELS,
                            rollouts.POD_TEMPLATE_HASH, rollouts.CONTROLLER_REVISION_HASH, rollouts.POD_INDEX)
         self.pod_annotations = (*annotation_keys, settings.min_member_annotation,
                                 settings.grace_period_annotation)

@@ -211,7 +211,8 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     # 1. A top workload owns it (spec §2.2), found from the workload itself.
     owner_workload = cache.group_owner_workload(group_key)
     if owner_workload is not None:
-        mm = rules.min_member_for(owner_workload, actual, settings, with_owners(cache, (owner_workload,))[1:])
+        mm = rules.min_member_for(owner_workload, actual, settings, with_owners(cache, (owner_workload,))[1:],
+                                  _live(members))
         return Desired(
             namespace, name, OWNED, mm, workload_ref(owner_workload), True,
             workloads=(owner_workload,), members=tuple(members),
@@ -298,7 +299,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     top_obj = cache.by_uid.get(top.uid)
     if top_obj is None:
         top_obj = {"apiVersion": top.api_version, "kind": top.kind, "metadata": {"name": top.name, "uid": top.uid}}
-    mm = rules.min_member_for(top_obj, actual, settings, with_owners(cache, (top_obj,))[1:])
+    mm = rules.min_member_for(top_obj, actual, settings, with_owners(cache, (top_obj,))[1:], _live(members))
     workloads = (top_obj,) if top.uid in cache.by_uid else ()
     return Desired(
         namespace, name, OWNED, mm, top, not is_terminating(probe),

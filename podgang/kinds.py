@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from podgang import rollouts
 from podgang.objects import (
@@ -43,6 +43,10 @@ FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "Fa
 
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+#: "0" on a group's leader, "1".."size-1" on its workers
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+#: LWS's startupPolicy that makes a group's workers only once its leader is Ready
+LWS_LEADER_READY = "LeaderReady"
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,15 @@ class Role:
     reason: str  # where the number comes from
     template: Template = field(default_factory=dict)  # its pod template: podgang.io/min-available pins the role
     path: str = ""  # where that template is
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The gang of a replica group in an earlier stage than the whole group, and why."""
+
+    size: int
+    reason: str
+    whole: int  # the group's gang once it is whole
 
 
 @dataclass(frozen=True)
@@ -91,6 +104,12 @@ class WorkloadKind:
     #: running), so that its gang counts only the stage it is in, and what makes it one
     #: gang; None when it makes them all at once. :func:`size` already counts the stage.
     stages: Callable[[Any], str | None] = lambda obj: None
+    #: a replica group its controller makes in stages, given the group's pods: the gang of
+    #: the stage it is in and why, while that is an earlier stage than the whole group (a
+    #: LeaderReady LeaderWorkerSet group whose leader is not placed yet: its leader alone);
+    #: None once the group is whole, or for a kind that makes a group's pods all at once. A
+    #: group in an earlier stage is being placed, not broken.
+    replica_stage: Callable[[Any, Sequence[Any]], "Stage | None"] = lambda obj, pods: None
     #: the parts of its gang, each with its own minimum (their sum is :attr:`size`); none:
     #: the gang is one part
     roles: Callable[[Any], list[Role]] = lambda obj: []
@@ -179,7 +198,25 @@ def _cronjob_size(obj: Any) -> tuple[int, str]:
 
 def _lws_size(obj: Any) -> tuple[int, str]:
     size = max(as_int(as_dict(spec(obj).get("leaderWorkerTemplate")).get("size"), 1), 1)
+    if spec(obj).get("startupPolicy") == LWS_LEADER_READY and size > 1:
+        return size, f"leaderWorkerTemplate.size {size} per group, once the group's leader is placed (LeaderReady)"
     return size, f"leaderWorkerTemplate.size {size} per group"
+
+
+def _lws_replica_stage(obj: Any, pods: Sequence[Any]) -> Stage | None:
+    """A ``startupPolicy: LeaderReady`` group: LWS makes its workers only once its leader is
+    Ready, so a gang of ``size`` never forms before the leader runs on its own. Its gang is
+    the leader alone until the leader is placed (bound to a node) or a worker exists, then
+    the whole group — as KAI's own grouper sizes it (LWS's Volcano integration keeps 1)."""
+    size = max(as_int(as_dict(spec(obj).get("leaderWorkerTemplate")).get("size"), 1), 1)
+    if spec(obj).get("startupPolicy") != LWS_LEADER_READY or size <= 1:
+        return None
+    for pod in pods:
+        index = labels(pod).get(LWS_WORKER_INDEX_LABEL)
+        if (index is not None and index != "0") or (index == "0" and spec(pod).get("nodeName")):
+            return None  # the leader is placed, or its workers are being made: the whole group
+    return Stage(1, f"startupPolicy LeaderReady: the leader first (a gang of 1); LWS makes the group's "
+                    f"{size - 1} workers once it is Ready, and the gang is then the group's {size}", size)
 
 
 #: JobSet's startupPolicy that makes each replicated job only once the one before is Ready
@@ -323,7 +360,7 @@ def _slim_cronjob(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 
 
 def _slim_lws(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
-    out: Obj = {"replicas": s["replicas"]} if "replicas" in s else {}
+    out: Obj = {k: s[k] for k in ("replicas", "startupPolicy") if k in s}
     lwt = as_dict(s.get("leaderWorkerTemplate"))
     slim_lwt: Obj = {"size": lwt["size"]} if "size" in lwt else {}
     for k in ("leaderTemplate", "workerTemplate"):
@@ -745,6 +782,7 @@ LEADER_WORKER_SET = WorkloadKind(
     _lws_size, _lws_templates, _slim_lws,
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
+    replica_stage=_lws_replica_stage,
 )
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
@@ -862,6 +900,13 @@ def desired_size(obj: Any) -> tuple[int, str]:
     if entry is None:
         return 1, f"{kind or 'unknown kind'}: one pod at a time"
     return entry.size(obj)
+
+
+def replica_stage(obj: Any, pods: Sequence[Any]) -> Stage | None:
+    """The gang of a replica group of ``obj`` in an earlier stage than the whole group, given
+    the group's pods (a LeaderReady LWS group whose leader is not placed: 1), or None."""
+    entry = workload_kind(obj)
+    return entry.replica_stage(obj, pods) if entry is not None else None
 
 
 def stages(obj: Any) -> str | None:

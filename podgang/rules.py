@@ -20,8 +20,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from podgang import quantities
 from podgang.backends import Backend, kai
-from podgang.kinds import (RUN_OWNERS, desired_size, pod_role, pod_templates, replica_suffix, resource_for, roles,
-                           stages, whole_roles, workload_kind)
+from podgang.kinds import (RUN_OWNERS, desired_size, pod_role, pod_templates, replica_stage, replica_suffix,
+                           resource_for, roles, stages, whole_roles, workload_kind)
 from podgang.objects import (
     Denial,
     OwnerRef,
@@ -453,18 +453,24 @@ def pinned_min_member(obj: Any, settings: Settings = DEFAULT) -> tuple[int | Non
 
 
 def min_member_for(
-    workload: Any, podgroup: Any = None, settings: Settings = DEFAULT, owners: Sequence[Any] = ()
+    workload: Any, podgroup: Any = None, settings: Settings = DEFAULT, owners: Sequence[Any] = (),
+    pods: Sequence[Any] | None = None,
 ) -> MinMember:
     """minMember of the group a workload owns (spec §3).
 
     ``podgang.io/min-member`` on the PodGroup, then on the workload, then on the
     objects above it (``owners``, nearest first: the CronJob above a Job run) pins it.
+    ``pods``: the group's pods, for a kind that makes a replica group in stages (a
+    LeaderReady LWS group is its leader alone until the leader is placed).
     A gang is never smaller than 1.
     """
     for source in (podgroup, workload, *owners):
         pinned, _problem = pinned_min_member(source, settings)
         if pinned is not None:
             return MinMember(pinned, f"pinned by {settings.min_member_annotation} on {kind_name(source)}", True)
+    staged = replica_stage(workload, pods) if pods is not None else None
+    if staged is not None:
+        return MinMember(staged.size, f"{kind_name(workload)} {staged.reason}")
     parts = _role_parts(workload, settings)
     if any(s.pinned for s in parts):  # a role pinned by podgang.io/min-available: the sum of the roles
         total = sum(s.min_member for s in parts)
