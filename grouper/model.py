@@ -308,11 +308,7 @@ def template_in_scope(workload: Mapping[str, Any], settings: Settings) -> bool:
 
 def template_backend(workload: Mapping[str, Any], settings: Settings) -> Backend | None:
     """The backend of the pods a workload makes: its first pod template in scope's."""
-    for _, template in kinds.pod_templates(workload):
-        backend = settings.backend_for(template)
-        if backend is not None:
-            return backend
-    return None
+    return rules.workload_backend(workload, settings)
 
 
 def display_name(obj: Mapping[str, Any]) -> str:

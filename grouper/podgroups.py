@@ -217,7 +217,8 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
             namespace, name, OWNED, mm, workload_ref(owner_workload), True,
             workloads=(owner_workload,), members=tuple(members),
             contributions=((display_name(owner_workload), mm.value),),
-            problems=_pin_problems([actual, owner_workload], settings) + rules.role_problems(owner_workload, settings),
+            problems=(_pin_problems([actual, owner_workload], settings) + rules.role_problems(owner_workload, settings)
+                      + rules.scheduler_pin_problems(owner_workload, settings)),
             subgroups=owned_subgroups(owner_workload, mm, settings),
         )
 

@@ -61,6 +61,11 @@ class Role:
     reason: str  # where the number comes from
     template: Template = field(default_factory=dict)  # its pod template: podgang.io/min-available pins the role
     path: str = ""  # where that template is
+    #: how many copies of the object its pods come from it has (a replicated job's replicas),
+    #: and that object's own template (the replicated job's Job template): a scheduler's own
+    #: size annotation there sizes each copy (KAI's batch-min-member)
+    replicas: int = 1
+    owner_template: Template = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -377,11 +382,19 @@ def _slim_jobset(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
             "name": as_dict(r).get("name"),
             "replicas": as_dict(r).get("replicas", 1),
             **({"dependsOn": as_dict(r)["dependsOn"]} if "dependsOn" in as_dict(r) else {}),
-            "template": {"spec": _slim_job(as_dict(as_dict(as_dict(r).get("template")).get("spec")), slim_template)},
+            "template": {**_slim_metadata(as_dict(as_dict(r).get("template")), slim_template),
+                         "spec": _slim_job(as_dict(as_dict(as_dict(r).get("template")).get("spec")), slim_template)},
         }
         for r in as_list(s.get("replicatedJobs")) if isinstance(r, Mapping)
     ]
     return out
+
+
+def _slim_metadata(template: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+    """The metadata of an object template (a replicated job's Job template) a pod template's
+    would keep: the keys a backend reads there (a scheduler's own size annotation)."""
+    kept = as_dict(slim_template({"metadata": as_dict(template.get("metadata"))}).get("metadata"))
+    return {"metadata": kept} if kept else {}
 
 
 def _slim_template_only(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
@@ -525,7 +538,8 @@ def _jobset_roles(obj: Any) -> list[Role]:
         if left_out is None and size > 0:
             job_spec = as_dict(as_dict(rjob.get("template")).get("spec"))
             out.append(Role(str(rjob.get("name", "?")), size, why, as_dict(job_spec.get("template")),
-                            f"spec.replicatedJobs[{i}].template.spec.template"))
+                            f"spec.replicatedJobs[{i}].template.spec.template",
+                            max(as_int(rjob.get("replicas"), 1), 0), as_dict(rjob.get("template"))))
     return out
 
 

@@ -468,6 +468,11 @@ def min_member_for(
         pinned, _problem = pinned_min_member(source, settings)
         if pinned is not None:
             return MinMember(pinned, f"pinned by {settings.min_member_annotation} on {kind_name(source)}", True)
+    backend = workload_backend(workload, settings)
+    if backend is not None:  # the scheduler's own size annotation (KAI's batch-min-member on a Job)
+        value, why = backend.size_pin(workload)
+        if value is not None:
+            return MinMember(value, f"pinned by {why}", True)
     staged = replica_stage(workload, pods) if pods is not None else None
     if staged is not None:
         return MinMember(staged.size, f"{kind_name(workload)} {staged.reason}")
@@ -612,13 +617,36 @@ def _role_name_ok(name: str) -> bool:
 
 def _role_parts(workload: Any, settings: Settings) -> tuple[Subgroup, ...]:
     found = []
+    backend = workload_backend(workload, settings)
     for role in roles(workload):
         value, _problem = min_available(role.template, settings)
+        own, why = backend.role_pin(role) if backend is not None else (None, "")
         if value is not None:
             found.append(Subgroup(role.name, value, f"{settings.min_available_annotation} on {role.path}", True))
+        elif own is not None:  # the scheduler's own annotation (KAI's batch-min-member on a replicated job)
+            found.append(Subgroup(role.name, own, why, True))
         else:
             found.append(Subgroup(role.name, role.size, role.reason))
     return tuple(found)
+
+
+def workload_backend(workload: Any, settings: Settings = DEFAULT) -> Backend | None:
+    """The backend of a workload's gang: its first pod template's in scope (None: none is)."""
+    for _, template in pod_templates(workload):
+        backend = settings.backend_for(template)
+        if backend is not None:
+            return backend
+    return None
+
+
+def scheduler_pin_problems(workload: Any, settings: Settings = DEFAULT) -> tuple[str, ...]:
+    """A scheduler's own size annotation on a workload or its roles that it would ignore."""
+    backend = workload_backend(workload, settings)
+    if backend is None:
+        return ()
+    found = [backend.size_pin(workload)[1] if backend.size_pin(workload)[0] is None else ""]
+    found += [why for role in roles(workload) for value, why in [backend.role_pin(role)] if value is None]
+    return tuple(f for f in found if f)
 
 
 def lent_metadata(workload: Any, owner: Any) -> Any:

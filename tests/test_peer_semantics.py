@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from podgang import kinds, rules
+from podgang.backends.kai import KAI
+from podgang.backends.volcano import VOLCANO
 from podgang.grouper.model import Cache, obj_key
 from podgang.grouper.podgroups import desired_group
 from podgang.manifests import Manifest, Source
@@ -104,3 +106,66 @@ def test_plan_shows_each_leader_ready_group_staged():
     sizes = sorted((shown(g.name), g.min_member.value) for g in plan.groups.values())
     assert sizes == [("pg-llama-lws-1-group-0", 1), ("pg-llama-lws-1-group-1", 1)]
     assert all("once it is Ready" in g.min_member.reason for g in plan.groups.values())
+
+
+# ---------------------------------------------------------------------------
+# 4. KAI's own size annotations, read where KAI's grouper reads them
+
+BATCH = "kai.scheduler/batch-min-member"
+
+
+def kai_job(notes: dict | None = None, parallelism: int = 4) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "train", "namespace": NS, "uid": "job-1", **({"annotations": notes} if notes else {})},
+            "spec": {"parallelism": parallelism, "completions": parallelism, "template": {"spec": {
+                "schedulerName": "kai-scheduler", "restartPolicy": "Never",
+                "containers": [{"name": "t", "image": "pytorch/pytorch"}]}}}}
+
+
+def kai_jobset(rjob_notes: dict | None = None, notes: dict | None = None) -> dict[str, Any]:
+    def rjob(name: str, replicas: int, parallelism: int, job_notes: dict | None) -> dict:
+        return {"name": name, "replicas": replicas, "template": {
+            **({"metadata": {"annotations": job_notes}} if job_notes else {}),
+            "spec": {"parallelism": parallelism, "completions": parallelism, "template": {"spec": {
+                "schedulerName": "kai-scheduler", "restartPolicy": "Never",
+                "containers": [{"name": "t", "image": "pytorch/pytorch"}]}}}}}
+    return crd_valid({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                      "metadata": {"name": "pretrain", "namespace": NS, "uid": "js-1",
+                                   **({"annotations": notes} if notes else {})},
+                      "spec": {"replicatedJobs": [rjob("coordinator", 1, 1, None),
+                                                  rjob("workers", 2, 4, rjob_notes)]}})
+
+
+KAI_PINS = [
+    pytest.param(kai_job(), 4, [], None, id="a Job without it: parallelism"),
+    pytest.param(kai_job({BATCH: "2"}), 2, [], None, id="on a Job: KAI's minMember"),
+    pytest.param(kai_job({BATCH: "two"}), 4, [], "is ignored: a whole number ≥ 1", id="on a Job, not a number"),
+    pytest.param(kai_job({BATCH: "2", "podgang.io/min-member": "3"}), 3, [], None, id="podgang's own pin first"),
+    pytest.param(kai_jobset(), 9, [("coordinator", 1), ("workers", 8)], None, id="a JobSet without it"),
+    pytest.param(kai_jobset({BATCH: "1"}), 3, [("coordinator", 1), ("workers", 2)], None,
+                 id="on a replicated job's Job template: each Job's minimum"),
+    pytest.param(kai_jobset(notes={BATCH: "1"}), 9, [("coordinator", 1), ("workers", 8)],
+                 "places the JobSet once 1 of its 2 replicated jobs can run", id="on a JobSet: said, not applied"),
+]
+
+
+@pytest.mark.parametrize("workload,size,subgroups,problem", KAI_PINS)
+def test_kais_batch_min_member_sizes_the_gang_as_kais_grouper_does(workload, size, subgroups, problem):
+    cache = feed(Cache(), copy.deepcopy(workload))  # through the Slimmer: the grouper keeps what it reads
+    (key,) = cache.owned_group_names(cache.store_for(workload["kind"])[f"{NS}/{workload['metadata']['name']}"])
+    desired = desired_group(cache, f"{NS}/{key}")
+    assert desired.min_member is not None and desired.min_member.value == size
+    assert [(s.name, s.min_member) for s in desired.subgroups] == subgroups
+    said = [*desired.problems, *(desired.options.get("problems") or ())]
+    assert any(problem in p for p in said) if problem else not said
+    plan = planned(workload)  # the plan says the same
+    assert group_of_plan(plan, f"pg-{workload['metadata']['name']}").min_member.value == size
+
+
+def test_a_batch_min_member_is_kais_only():
+    """On a Job whose pods another scheduler places, KAI's annotation means nothing."""
+    job = kai_job({BATCH: "2"})
+    job["spec"]["template"]["spec"]["schedulerName"] = "volcano"
+    settings = Settings(backends=(("kai-scheduler", KAI), ("volcano", VOLCANO)))
+    assert rules.min_member_for(job, settings=settings).value == 4
+    assert rules.min_member_for(kai_job({BATCH: "2"}), settings=settings).value == 2
