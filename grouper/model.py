@@ -120,7 +120,8 @@ class Slimmer:
         self.object_annotations = (settings.min_member_annotation, settings.min_available_annotation,
                                    settings.grace_period_annotation,
                                    settings.desired_size_annotation, settings.subgroups_annotation,
-                                   settings.min_resources_annotation, rollouts.REVISION_ANNOTATION,
+                                   settings.min_resources_annotation, settings.followed_size_annotation,
+                                   rollouts.REVISION_ANNOTATION,
                                    *annotation_keys)  # a backend's per-gang settings may sit on the workload
         self.template_labels = (settings.skip_label, *label_keys)
         # a backend that copies the top owner's labels and annotations (KAI) needs them all

@@ -243,6 +243,9 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         subgroups, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings)
         problems = _pin_problems([actual, *hand], settings) + subgroup_problems
         total = sum(value for _, value in contributions)
+        elastic = elastic_size(backend, actual, mm, settings)
+        if elastic is not None:  # the user's own minimum below the total: theirs, whole (no subgroups)
+            mm, subgroups = elastic, ()
         # the gang the scheduler waits for is the size in force (a StatefulSet's own gang is
         # sized for OrderedReady by its kind: issue 18)
         in_force = (backend.min_member(actual) if backend is not None and actual is not None else None) or mm.value
@@ -307,6 +310,25 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
         problems=_pin_problems([actual, top_obj], settings), subgroups=owned_subgroups(top_obj, mm, settings),
     )
+
+
+def elastic_size(backend: Backend | None, actual: Obj | None, mm: MinMember, settings: Settings) -> MinMember | None:
+    """A hand-made group's written minMember when it is the user's elastic gang, else None.
+
+    A minMember below the total of the workloads that name the group ("3 of 6": the
+    scheduler-plugins demo) is a gang that starts with part of its pods, on purpose: podgang
+    neither raises it nor follows scales with it. It follows a group whose minMember is the
+    one it last wrote or found there (``podgang.io/followed-min-member``), or is at least
+    the total (a gang larger than its pods never forms: podgang lowers it)."""
+    if backend is None or actual is None or mm.pinned:
+        return None
+    written = backend.min_member(actual)
+    if written is None or written >= mm.value:
+        return None
+    if (_md(actual).get("annotations") or {}).get(settings.followed_size_annotation) == str(written):
+        return None
+    return MinMember(written, f"as written: {written} (its members: {mm.reason}): an elastic gang, below its "
+                              f"members' total on purpose — podgang neither raises it nor follows scales", True)
 
 
 def _missing(cache: Cache, group_key: str, backend: Backend | None) -> str:
@@ -396,6 +418,9 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             if rv:
                 body["metadata"] = {"resourceVersion": rv}
             note = "" if managed else "hand-made PodGroup: podgang changes only its minMember"
+            if follows_hand_made(desired):  # remembered: a later scale is podgang's to follow, not elastic
+                body["metadata"] = {**body.get("metadata", {}), "annotations": {
+                    settings.followed_size_annotation: str(desired.min_member.value)}}
             writes.append(Write("patch-min-member", body, current, desired.min_member.value, note))
         elif resize.action == REPLACE_WHEN_EMPTY and managed and not desired.members:
             # scaled to 0 (idle): deleted, and created again only when the workload wants pods
@@ -425,6 +450,18 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             if rv:
                 resources.body.setdefault("metadata", {})["resourceVersion"] = rv
             writes.append(resources)
+    followed = (_md(actual).get("annotations") or {}).get(settings.followed_size_annotation)
+    if (follows_hand_made(desired) and current == desired.min_member.value and followed != str(current)
+            and backend.resize(actual, current + 1).action == PATCH):  # found at its members' total: followed
+        note = {settings.followed_size_annotation: str(current)}
+        at = next((i for i, w in enumerate(writes) if w.body is not None and w.action.startswith("patch-")), None)
+        if at is not None:  # said in the patch that is sent anyway
+            body = {**writes[at].body, "metadata": _merged_metadata(writes[at].body.get("metadata"),
+                                                                  {"annotations": note})}
+            writes[at] = replace(writes[at], body=body)
+        else:
+            writes.append(Write("record-size", {"metadata": {"annotations": note, **(
+                {"resourceVersion": rv} if rv else {})}}, current, None))
     recorded = (_md(actual).get("annotations") or {}).get(settings.desired_size_annotation)
     held = size_held(desired, actual, settings) is not None
     wanted = str(desired.min_member.value) if held and desired.min_member is not None else None
@@ -439,6 +476,12 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             body["metadata"]["resourceVersion"] = rv
         writes.append(Write("adopt", body, note=f"{desired.owner.kind.lower()} {desired.owner.name}"))
     return writes
+
+
+def follows_hand_made(desired: Desired) -> bool:
+    """A hand-made group whose size podgang follows (not pinned, not the user's elastic gang)."""
+    return desired.source == HAND_MADE and desired.min_member is not None and not desired.min_member.pinned \
+        and bool(desired.workloads)
 
 
 def _subgroups_write(desired: Desired, actual: Obj, backend: Backend, settings: Settings) -> Write | None:

@@ -36,6 +36,10 @@ class Settings:
     subgroups_annotation: str = "podgang.io/subgroups"
     #: on a hand-made PodGroup: the minResources podgang last wrote (it keeps a user's own)
     min_resources_annotation: str = "podgang.io/min-resources"
+    #: on a hand-made PodGroup: the minMember podgang follows its workloads with, as it last
+    #: wrote or found it; a minMember below its members' total that is not this one is the
+    #: user's elastic gang, left as written
+    followed_size_annotation: str = "podgang.io/followed-min-member"
     skip_label: str = "podgang.io/skip"
     managed_by_label: str = "podgang.io/managed-by"
     managed_by_value: str = "podgang"

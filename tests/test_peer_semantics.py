@@ -10,16 +10,19 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import jsonpatch
 import pytest
 
 from podgang import kinds, rules
+from podgang.backends.base import PATCH, GangSpec
 from podgang.backends.kai import KAI
 from podgang.backends.volcano import VOLCANO
 from podgang.grouper.model import Cache, obj_key
-from podgang.grouper.podgroups import desired_group
+from podgang.grouper.podgroups import desired_group, plan_writes
 from podgang.manifests import Manifest, Source
 from podgang.plan import build_plan, shown
 from podgang.settings import DEFAULT, Settings
+from tests.backend_support import SCHEDULERS
 from tests.crd_support import crd_valid
 
 NS = "serving"
@@ -169,3 +172,52 @@ def test_a_batch_min_member_is_kais_only():
     settings = Settings(backends=(("kai-scheduler", KAI), ("volcano", VOLCANO)))
     assert rules.min_member_for(job, settings=settings).value == 4
     assert rules.min_member_for(kai_job({BATCH: "2"}), settings=settings).value == 2
+
+
+# ---------------------------------------------------------------------------
+# 3. A hand-made group written below its members' total: the user's elastic gang
+
+ALL_BACKENDS = {"kai": (KAI, "kai-scheduler"), **SCHEDULERS}
+
+
+def elastic_case(name: str, written: int, replicas: int = 6, followed: str | None = None):
+    """The scheduler-plugins demo in each backend's spelling: a ReplicaSet of ``replicas``
+    whose pods name a PodGroup written with ``minMember: written``."""
+    backend, scheduler = ALL_BACKENDS[name]
+    settings = Settings(backends=((scheduler, backend),))
+    group = backend.build_podgroup(GangSpec("nginx", NS, written))
+    if followed:
+        group["metadata"].setdefault("annotations", {})[settings.followed_size_annotation] = followed
+    template = {"metadata": {"labels": {"app": "nginx"}},
+                "spec": {"schedulerName": scheduler, "containers": [{"name": "nginx", "image": "nginx"}]}}
+    template = jsonpatch.apply_patch(template, backend.membership_patch(template, "nginx"))
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "nginx", "namespace": NS, "uid": "rs-1"},
+          "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "nginx"}}, "template": template}}
+    return backend, settings, group, rs
+
+
+ELASTIC = [pytest.param(name, written, replicas, followed, size, writes, id=f"{name}: {why}")
+           for name in ALL_BACKENDS
+           for written, replicas, followed, size, writes, why in [
+               (3, 6, None, 3, [], "3 of 6 stays 3 of 6"),
+               (3, 8, None, 3, [], "3 of 6 scaled to 8 stays 3"),
+               (6, 6, None, 6, ["record-size"], "6 of 6 is followed from now on"),
+               (6, 8, "6", 8, ["patch-min-member"], "a followed 6 follows a scale to 8"),
+               (3, 8, "6", 3, [], "a followed group the user set to 3 is theirs again"),
+               (8, 6, None, 6, ["patch-min-member"], "8 of 6 never forms: lowered"),
+           ]]
+
+
+@pytest.mark.parametrize("name,written,replicas,followed,size,writes", ELASTIC)
+def test_a_hand_made_group_below_its_members_is_an_elastic_gang(name, written, replicas, followed, size, writes):
+    backend, settings, group, rs = elastic_case(name, written, replicas, followed)
+    cache = feed(Cache(settings), copy.deepcopy(group), copy.deepcopy(rs))
+    desired = desired_group(cache, f"{NS}/nginx")
+    assert desired.min_member is not None and desired.min_member.value == size
+    if size < replicas:
+        assert "an elastic gang" in desired.min_member.reason
+    actual = cache.podgroups.of(backend, f"{NS}/nginx")
+    patchable = backend.resize(actual, written + 1).action == PATCH
+    assert [w.action for w in plan_writes(desired, actual, settings)] == (writes if patchable else [])
+    plan = planned(group, rs, settings=settings)  # podgang plan says the same
+    assert plan.groups[(NS, "nginx")].min_member.value == size
