@@ -486,7 +486,8 @@ class Cache:
             return []
         if not template_in_scope(workload, self.settings):
             return []
-        if rules.template_group(workload, self.settings) is not None:
+        if rules.template_group(workload, self.settings) is not None and not rules.roles_in_hand_made_group(
+                workload, self.settings):  # all its pods are in the hand-made group (not only some roles)
             return []
         ref = workload_ref(workload)
         if not ref.uid:

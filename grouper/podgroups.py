@@ -160,11 +160,11 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     if backend is not None and desired.source != HAND_MADE and (desired.members or desired.workloads):
         options = gang_options(backend, desired.members, lent_metadata(cache, desired.workloads),
                                cache.facts_for(backend))
-    min_resources = backend.min_resources_for(minimum_pods(desired)) if backend else None
+    min_resources = backend.min_resources_for(minimum_pods(desired, cache.settings)) if backend else None
     return replace(desired, backend=backend, options=options, min_resources=min_resources)
 
 
-def minimum_pods(desired: Desired) -> tuple[tuple[int, Any], ...] | None:
+def minimum_pods(desired: Desired, settings: Settings) -> tuple[tuple[int, Any], ...] | None:
     """The pods the gang needs at least, as (how many, pod template), from its workloads:
     its own workload's roles, or each workload of a shared group at its own minimum. None
     when that cannot be told from templates: standalone pods share the group (the cache
@@ -172,14 +172,14 @@ def minimum_pods(desired: Desired) -> tuple[tuple[int, Any], ...] | None:
     if desired.min_member is None or not desired.workloads:
         return None
     if desired.source == OWNED:
-        return rules.minimum_pods(desired.workloads[0], desired.min_member.value, desired.subgroups)
+        return rules.minimum_pods(desired.workloads[0], desired.min_member.value, desired.subgroups, settings)
     if desired.source != HAND_MADE or _standalone(list(desired.members)):
         return None
     if sum(value for _, value in desired.contributions) != desired.min_member.value:
         return None  # podgang.io/min-member on the group pins it: which pods it counts is not said
     parts: list[tuple[int, Any]] = []
     for workload, (_, own) in zip(desired.workloads, desired.contributions):
-        found = rules.minimum_pods(workload, own)
+        found = rules.minimum_pods(workload, own, (), settings, desired.name)
         if found is None:
             return None
         parts += found

@@ -418,7 +418,8 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         plan.denials.append(Finding(member.source, member.what, named.message))
         member.why = "denied"
         return
-    if named is not None:
+    elsewhere = rules.roles_in_hand_made_group(obj, settings)
+    if named is not None and not elsewhere:
         member.group, member.why = named, f"hand-made: its pod template names PodGroup {named}"
         return
     parent = rules.next_owner(obj)
@@ -440,6 +441,10 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
                                                backend=template_backend(obj, settings))
     elif owned:
         member.group, member.why = ", ".join(shown(n) for n in owned), f"top owner {owner_text}"
+        if elsewhere:  # only some of its roles name a hand-made group: the others are its own gang
+            member.group += f", {named}"
+            member.why += (f" ({', '.join(r for r in sorted(elsewhere))} in hand-made PodGroup {named}: "
+                           f"its pod template names it)")
     else:
         member.no_group = "it is being deleted: the grouper makes no PodGroup for it"
 
@@ -587,13 +592,37 @@ def plan_with_scale(
     if not scales:
         return build_plan(manifests, settings, default_namespace)
     before = build_plan(manifests, settings, default_namespace)
-    scaled, changes = apply_scale(manifests, scales)
+    scaled, changes = apply_scale(_as_followed(manifests, before, settings), scales)
     after = build_plan(scaled, settings, default_namespace)
     after.scaled = changes
     for key, group in after.groups.items():
         old = before.groups.get(key)
         group.before = old.min_member if old else None
     return after
+
+
+def _as_followed(manifests: list[Manifest], plan: Plan, settings: Settings) -> list[Manifest]:
+    """The manifests as the grouper leaves them after its first look: each hand-made group
+    whose size it follows at that size, marked followed (``podgang.io/followed-min-member``),
+    so that a scale is followed, not taken for the user's elastic gang."""
+    out = []
+    for m in manifests:
+        group = next((g for g in plan.groups.values() if g.defined_at == m.source and g.origin == "hand-made"), None)
+        if group is None or group.min_member.pinned or group.defined_obj is None:
+            out.append(m)
+            continue
+        backend = group.backend or settings.default_backend
+        doc = copy.deepcopy(m.obj)
+        resize = backend.resize(doc, group.min_member.value)
+        if resize.action != PATCH:
+            out.append(m)
+            continue
+        if resize.body is not None:
+            _merge(doc, resize.body)
+        doc.setdefault("metadata", {}).setdefault("annotations", {})[settings.followed_size_annotation] = str(
+            group.min_member.value)
+        out.append(Manifest(doc, m.source))
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -477,10 +477,13 @@ def min_member_for(
     if staged is not None:
         return MinMember(staged.size, f"{kind_name(workload)} {staged.reason}")
     parts = _role_parts(workload, settings)
-    if any(s.pinned for s in parts):  # a role pinned by podgang.io/min-available: the sum of the roles
+    elsewhere = roles_in_hand_made_group(workload, settings)
+    if elsewhere or any(s.pinned for s in parts):  # a role pinned or in a hand-made group: the sum of the others
         total = sum(s.min_member for s in parts)
-        return MinMember(max(total, 1), f"{kind_name(workload)} " + " + ".join(
-            f"{s.name} {s.min_member}{' (pinned)' if s.pinned else ''}" for s in parts))
+        away = f"; {', '.join(sorted(elsewhere))} in hand-made PodGroup {_q(next(iter(elsewhere.values())))}" \
+            if elsewhere else ""
+        return MinMember(max(total, 1), f"{kind_name(workload)} " + (" + ".join(
+            f"{s.name} {s.min_member}{' (pinned)' if s.pinned else ''}" for s in parts) or "no role of its own") + away)
     size, why = desired_size(workload)
     if size < 1:
         return MinMember(1, f"{kind_name(workload)} {why}; a gang is never smaller than 1", idle=True)
@@ -596,8 +599,24 @@ def subgroup_min_member(workload: Any, settings: Settings = DEFAULT) -> MinMembe
                        (pinned_min_member(workload, settings)[0], settings.min_member_annotation)):
         if value is not None:
             return MinMember(value, f"{key} on {kind_name(workload)}", pinned=True)
+    elsewhere = roles_in_hand_made_group(workload, settings)
+    if elsewhere:  # only some roles name the group (Spark's executors, not its driver): those count
+        parts = [r for r in roles(workload) if r.name in elsewhere]
+        return MinMember(sum(r.size for r in parts), f"{kind_name(workload)} " + (
+            " + ".join(f"{r.name} {r.size}" for r in parts) or f"{', '.join(sorted(elsewhere))} 0 (not made yet)")
+            + " (the roles that name it)")
     size, why = desired_size(workload)
     return MinMember(size, f"{kind_name(workload)} {why}")
+
+
+def roles_in_hand_made_group(workload: Any, settings: Settings = DEFAULT) -> dict[str, str]:
+    """The roles of a workload whose pod templates name a hand-made group, by role, when only
+    some of its roles do (Volcano's Spark example: the executors name ``spark-pi-group``, the
+    driver names none): those count in that group, the others are the workload's own gang.
+    Empty when all or none do."""
+    found = {r.name: hand_made_group(r.template, settings) for r in whole_roles(workload)}
+    named = {role: group for role, group in found.items() if isinstance(group, str)}
+    return named if named and len(named) < len(found) else {}
 
 
 def role_subgroups(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgroup, ...]:
@@ -616,9 +635,13 @@ def _role_name_ok(name: str) -> bool:
 
 
 def _role_parts(workload: Any, settings: Settings) -> tuple[Subgroup, ...]:
+    """The roles of a workload's own gang (not those in a hand-made group), each at its minimum."""
     found = []
     backend = workload_backend(workload, settings)
+    elsewhere = roles_in_hand_made_group(workload, settings)
     for role in roles(workload):
+        if role.name in elsewhere:
+            continue
         value, _problem = min_available(role.template, settings)
         own, why = backend.role_pin(role) if backend is not None else (None, "")
         if value is not None:
@@ -664,8 +687,8 @@ def lent_metadata(workload: Any, owner: Any) -> Any:
     return {**_dict(workload), "metadata": md}
 
 
-def minimum_pods(workload: Any, size: int,
-                 subgroups: Sequence[Subgroup] = ()) -> tuple[tuple[int, Any], ...] | None:
+def minimum_pods(workload: Any, size: int, subgroups: Sequence[Subgroup] = (),
+                 settings: Settings = DEFAULT, group: str | None = None) -> tuple[tuple[int, Any], ...] | None:
     """The pods a workload's gang of ``size`` needs at least, as (how many, pod template)
     pairs — what its minimum resources are summed from: each role at its subgroup's
     minimum (a staged kind's whole run: the driver *and* the executors it will make, as
@@ -674,6 +697,10 @@ def minimum_pods(workload: Any, size: int,
     (a LeaderWorkerSet's leader and workers), or a size pinned across roles."""
     by_name = {s.name: s.min_member for s in subgroups}
     parts = whole_roles(workload)
+    elsewhere = roles_in_hand_made_group(workload, settings)
+    if elsewhere:  # the roles of this gang: those that name ``group``, else those that name none
+        parts = [r for r in parts if elsewhere.get(r.name) == group]
+        return tuple((by_name.get(r.name, r.size), r.template) for r in parts if by_name.get(r.name, r.size) > 0)
     if len(parts) == 1:
         return ((size, parts[0].template),)
     if parts and (by_name or sum(r.size for r in roles(workload)) == size):  # else a pin across the roles

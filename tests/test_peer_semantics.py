@@ -20,7 +20,7 @@ from podgang.backends.volcano import VOLCANO
 from podgang.grouper.model import Cache, obj_key
 from podgang.grouper.podgroups import desired_group, plan_writes
 from podgang.manifests import Manifest, Source
-from podgang.plan import build_plan, shown
+from podgang.plan import build_plan, plan_with_scale, shown
 from podgang.settings import DEFAULT, Settings
 from tests.backend_support import SCHEDULERS
 from tests.crd_support import crd_valid
@@ -221,3 +221,77 @@ def test_a_hand_made_group_below_its_members_is_an_elastic_gang(name, written, r
     assert [w.action for w in plan_writes(desired, actual, settings)] == (writes if patchable else [])
     plan = planned(group, rs, settings=settings)  # podgang plan says the same
     assert plan.groups[(NS, "nginx")].min_member.value == size
+
+
+# ---------------------------------------------------------------------------
+# 10. A hand-made group only some of a workload's roles name
+
+VOLCANO_SETTINGS = Settings(backends=(("volcano", VOLCANO),))
+
+
+def volcano_spark(state: str | None = None) -> dict[str, Any]:
+    """Volcano's way with spark-operator: the executors name a PodGroup, the driver does not."""
+    app = crd_valid({
+        "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+        "metadata": {"name": "spark-pi", "namespace": NS, "uid": "app-1"},
+        "spec": {"type": "Scala", "mode": "cluster", "sparkVersion": "3.5.3", "image": "spark:3.5.3",
+                 "mainClass": "org.apache.spark.examples.SparkPi",
+                 "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+                 "driver": {"cores": 1, "memory": "512m", "schedulerName": "volcano"},
+                 "executor": {"cores": 1, "instances": 2, "memory": "512m", "schedulerName": "volcano",
+                              "annotations": {"scheduling.k8s.io/group-name": "spark-pi-group"}}}})
+    if state:
+        app["status"] = {"applicationState": {"state": state}}
+    return app
+
+
+def spark_pi_group(written: int = 2) -> dict[str, Any]:
+    return VOLCANO.build_podgroup(GangSpec("spark-pi-group", NS, written))
+
+
+PARTLY_NAMED = [
+    pytest.param(None, 1, 1, id="submitted: the driver's own gang; the executors, not made yet, none"),
+    pytest.param("RUNNING", 1, 2, id="running: the driver's own gang of 1; the executors' group of 2"),
+]
+
+
+@pytest.mark.parametrize("state,driver_gang,executor_gang", PARTLY_NAMED)
+def test_the_driver_is_not_counted_into_the_executors_group_and_has_its_own_gang(state, driver_gang, executor_gang):
+    cache = feed(Cache(VOLCANO_SETTINGS), spark_pi_group(), volcano_spark(state))
+    (own,) = cache.owned_group_names(cache.store_for("SparkApplication")[f"{NS}/spark-pi"])
+    driver = desired_group(cache, f"{NS}/{own}")
+    assert (driver.source, driver.min_member.value) == (rules.OWNED, driver_gang)
+    assert driver.may_create and driver.subgroups == ()
+    assert 'executor in hand-made PodGroup "spark-pi-group"' in driver.min_member.reason
+    assert driver.min_resources == {"cpu": "1", "memory": "896Mi"}  # the driver alone: 512m + 384Mi overhead
+    executors = desired_group(cache, f"{NS}/spark-pi-group")
+    assert (executors.source, executors.min_member.value) == (rules.HAND_MADE, executor_gang)
+    assert dict(executors.contributions) == {"sparkapplication spark-pi": 0 if state is None else 2}
+    plan = planned(spark_pi_group(), volcano_spark(state), settings=VOLCANO_SETTINGS)
+    assert plan.groups[(NS, "spark-pi-group")].min_member.value == executor_gang
+    assert group_of_plan(plan, "pg-spark-pi-").min_member.value == driver_gang
+    (member,) = plan.members
+    assert "executor in hand-made PodGroup spark-pi-group" in member.why
+
+
+def test_a_driver_pod_gets_its_workloads_gang_and_an_executor_the_named_one():
+    app = volcano_spark("RUNNING")
+    owner = [{"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication", "name": "spark-pi",
+              "uid": "app-1", "controller": True}]
+    driver = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "spark-pi-driver", "namespace": NS, "labels": {"spark-role": "driver"}, "ownerReferences": owner},
+        "spec": {"schedulerName": "volcano", "containers": [{"name": "spark-kubernetes-driver"}]}}
+    executor = copy.deepcopy(driver)
+    executor["metadata"].update(name="spark-pi-exec-1", labels={"spark-role": "executor"},
+                                annotations={"scheduling.k8s.io/group-name": "spark-pi-group"})
+    assert rules.gang_for_pod(driver, [app], settings=VOLCANO_SETTINGS).name == "pg-spark-pi-app-1"
+    assert rules.gang_for_pod(executor, [app], settings=VOLCANO_SETTINGS).name == "spark-pi-group"
+
+
+@pytest.mark.parametrize("name", ["kai", "coscheduling", "volcano"])
+def test_plan_scale_follows_a_followed_group_and_leaves_an_elastic_one(name):
+    for written, after in ((3, 3), (6, 8)):  # 3 of 6: the user's; 6 of 6: followed from the grouper's first look
+        _, settings, group, rs = elastic_case(name, written)
+        manifests = [Manifest(copy.deepcopy(o), Source("demo.yaml", i)) for i, o in enumerate((group, rs))]
+        plan = plan_with_scale(manifests, {"rs/nginx": 8}, settings, NS)
+        assert plan.groups[(NS, "nginx")].min_member.value == after
