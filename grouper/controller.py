@@ -480,6 +480,7 @@ class Controller:
         await self._orphans(key, desired, started)
         self._problems(key, desired)
         actual = self._actual(key, desired)
+        self._operator_gang(key, desired, actual)
         held = size_held(desired, actual, self.settings)
         self._warn_once((GROUP, key, "size"), (held,) if held else (), [actual] if held and actual else [],
                         "MinMemberHeld")
@@ -487,10 +488,26 @@ class Controller:
         await self._label_subgroups(key, desired, actual)
         self._observe(key, desired, started)
 
+    def _operator_gang(self, key: str, desired: Desired, actual: Obj | None) -> None:
+        """One Normal event, on the PodGroup and the workloads, when a gang is its operator's
+        own PodGroup (Spark's batchScheduler, KubeRay's or LWS's own gang integration): podgang
+        made no second one and leaves its size."""
+        memory = ("operator", key)
+        if desired.operator is None:
+            self._warned.pop(memory, None)
+            return
+        if self._warned.get(memory) == frozenset((desired.operator,)):
+            return
+        self._warned[memory] = frozenset((desired.operator,))
+        log.info(desired.operator, extra={"fields": {"group": key, "action": "operator-gang"}})
+        for subject in [o for o in (actual, *desired.workloads) if o is not None]:
+            self.events.emit(subject, "OperatorGang", desired.operator)
+
     def _unwatch(self, key: str, *, contributions: bool) -> None:
         """Stop judging a gang: forget its stale state and sizes (and what its workloads
         contributed, when the group is gone for good)."""
         self.tracker.forget(key)
+        self._warned.pop(("operator", key), None)
         self._observed_min.pop(key, None)
         self._lowered_at.pop(key, None)
         if contributions:

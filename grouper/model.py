@@ -116,7 +116,8 @@ class Slimmer:
         self.pod_annotations = (*annotation_keys, settings.min_member_annotation,
                                 settings.grace_period_annotation)
         self.pod_spec_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_spec_keys))
-        self.object_labels = (settings.skip_label, settings.managed_by_label, rollouts.POD_TEMPLATE_HASH)
+        self.object_labels = (settings.skip_label, settings.managed_by_label, rollouts.POD_TEMPLATE_HASH,
+                              *kinds.OPERATOR_GANG_LABELS)
         self.object_annotations = (settings.min_member_annotation, settings.min_available_annotation,
                                    settings.grace_period_annotation,
                                    settings.desired_size_annotation, settings.subgroups_annotation,
@@ -486,6 +487,8 @@ class Cache:
             return []
         if not template_in_scope(workload, self.settings):
             return []
+        if kinds.operator_gang(workload) is not None:  # its operator makes its PodGroup: no second one
+            return []
         if rules.template_group(workload, self.settings) is not None and not rules.roles_in_hand_made_group(
                 workload, self.settings):  # all its pods are in the hand-made group (not only some roles)
             return []
@@ -664,6 +667,16 @@ class Cache:
 
     def _pods_of(self, owner_uid: str) -> list[Obj]:
         return [p for k in self.pods_by_owner.get(owner_uid, ()) if (p := self.pods.get(k)) is not None]
+
+    def pods_under(self, workload: Mapping[str, Any]) -> list[Obj]:
+        """The pods a workload owns, and those of the workloads it owns (an LWS's StatefulSets)."""
+        uid = str(_d(workload.get("metadata")).get("uid") or "")
+        pods = self._pods_of(uid)
+        for kind, key in self.workload_children.get(uid, ()):
+            child = self.workload(kind, key)
+            if child is not None:
+                pods += self._pods_of(str(_d(child.get("metadata")).get("uid") or ""))
+        return pods
 
     def workload_pods(self, workload: Mapping[str, Any]) -> rollouts.WorkloadPods:
         """A Deployment's pods (through its ReplicaSets) and its newest ReplicaSet's

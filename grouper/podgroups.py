@@ -24,6 +24,7 @@ from podgang.grouper.model import (
     Cache,
     Obj,
     display_name,
+    key_of,
     pod_ref,
     split_key,
     template_backend,
@@ -53,6 +54,9 @@ class Desired:
     options: Mapping[str, Any] = field(default_factory=dict)
     #: the resources the gang needs at least, for a scheduler that reads them; None: not known
     min_resources: Mapping[str, str] | None = None
+    #: why the workload's operator makes its gang's PodGroup itself (its own gang integration):
+    #: podgang makes none for it and leaves that one's size (None: not so)
+    operator: str | None = None
 
     @property
     def key(self) -> str:
@@ -210,6 +214,10 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
 
     # 1. A top workload owns it (spec §2.2), found from the workload itself.
     owner_workload = cache.group_owner_workload(group_key)
+    if owner_workload is not None and not members:
+        elsewhere = operator_named(cache, owner_workload, name)
+        if elsewhere is not None:  # its operator's own gang: no second one (a group made before is retired)
+            return Desired(namespace, name, None, workloads=(owner_workload,), operator=elsewhere)
     if owner_workload is not None:
         mm = rules.min_member_for(owner_workload, actual, settings, with_owners(cache, (owner_workload,))[1:],
                                   _live(members))
@@ -280,14 +288,24 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     )
     if not podgangs or isinstance(natural, rules.Denial):
         # a hand-made group that only standalone pods (or pods whose workloads we
-        # do not follow) name: the user's size stands
+        # do not follow) name: the user's size stands; pods of a workload naming a group
+        # podgang does not make: its operator's own (or a user's) gang
+        operator = None
+        if isinstance(natural, rules.Gang) and natural.top_owner is not None:
+            top = natural.top_owner
+            found = kinds.operator_gang(cache.by_uid.get(top.uid)) if top.uid in cache.by_uid else None
+            operator = found[1] if found is not None else (
+                f"the pods of {top.kind.lower()}/{top.name} name it, not the group podgang would give them: their "
+                f"operator's own gang (or a user's)")
+            operator += "; podgang makes no second one and leaves its size"
         problems: tuple[str, ...] = ()
         if actual is None:
             problems = (
                 f"{_missing(cache, group_key, backend)}: pod {_md(probe).get('name')} names it "
                 f"and stays Pending until it exists",
             )
-        return Desired(namespace, name, HAND_MADE, None, None, False, members=tuple(members), problems=problems)
+        return Desired(namespace, name, HAND_MADE, None, None, False, members=tuple(members), problems=problems,
+                       operator=operator)
     assert isinstance(natural, rules.Gang)
     if natural.source == OWNER_LESS:
         mm = rules.min_member_for(probe, actual, settings)
@@ -310,6 +328,24 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
         problems=_pin_problems([actual, top_obj], settings), subgroups=owned_subgroups(top_obj, mm, settings),
     )
+
+
+def operator_named(cache: Cache, workload: Obj, name: str) -> str | None:
+    """Why ``workload``'s own group ``name`` is not its gang, or None: its live pods exist and
+    every one names another PodGroup podgang does not manage — its operator's own gang
+    integration, turned on in the operator (KubeRay's batch scheduler, LWS's
+    gangSchedulingManagement), which the workload does not show."""
+    pods = [p for p in cache.pods_under(workload) if not is_terminating(p)]
+    named = {rules.group_of(p, cache.settings) for p in pods}
+    if not pods or None in named or name in named:
+        return None
+    namespace = _md(workload).get("namespace") or ""
+    if any((g := cache.podgroups.of(cache.podgroups.backend_of(key_of(namespace, n)), key_of(namespace, n)))
+           is not None and is_managed(g, cache.settings) for n in named if n):
+        return None
+    others = ", ".join(sorted(n for n in named if n))
+    return (f"the pods of {display_name(workload)} name PodGroup {clip(others)}, their operator's own gang: "
+            f"podgang makes no second one")
 
 
 def elastic_size(backend: Backend | None, actual: Obj | None, mm: MinMember, settings: Settings) -> MinMember | None:

@@ -11,6 +11,7 @@ adding a kind (say Kubeflow's PyTorchJob) is one new entry. No I/O.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
@@ -115,6 +116,9 @@ class WorkloadKind:
     #: None once the group is whole, or for a kind that makes a group's pods all at once. A
     #: group in an earlier stage is being placed, not broken.
     replica_stage: Callable[[Any, Sequence[Any]], "Stage | None"] = lambda obj, pods: None
+    #: its operator's own gang integration, when the workload turns it on: (the PodGroup the
+    #: operator makes and names on its pods, why); None when podgang makes its gang
+    own_gang: Callable[[Any], "tuple[str, str] | None"] = lambda obj: None
     #: the parts of its gang, each with its own minimum (their sum is :attr:`size`); none:
     #: the gang is one part
     roles: Callable[[Any], list[Role]] = lambda obj: []
@@ -549,6 +553,85 @@ def _trainjob_size(obj: Any) -> tuple[int, str]:
                    f"(one subgroup per replicated job)")
 
 
+TRAINER_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAINER_RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+_TRAINER_ONE_REPLICA = ("dataset-initializer", "model-initializer", "trainer")  # the Trainer makes 1 of each
+#: the Trainer's podGroupPolicy: the pod key it names the TrainJob's own PodGroup with, by scheduler
+_TRAINER_POD_GROUP_KEYS = {"coscheduling": ("labels", "scheduling.x-k8s.io/pod-group"),
+                           "volcano": ("annotations", "scheduling.k8s.io/group-name")}
+
+
+def trainjob_runtime(trainjob: Any) -> tuple[str, str]:
+    """The (kind, name) of the runtime a TrainJob's ``runtimeRef`` names (a
+    ClusterTrainingRuntime unless it says TrainingRuntime, which is in its namespace)."""
+    ref = as_dict(spec(trainjob).get("runtimeRef"))
+    kind = ref.get("kind") if ref.get("kind") in TRAINER_RUNTIME_KINDS else TRAINER_RUNTIME_KINDS[0]
+    return str(kind), str(ref.get("name") or "")
+
+
+def trainer_pod_group_policy(runtime: Any) -> str | None:
+    """The scheduler whose PodGroup the Trainer makes itself for a TrainJob of ``runtime``
+    (its ``podGroupPolicy``: coscheduling or volcano), or None."""
+    policy = as_dict(spec(runtime).get("podGroupPolicy"))
+    return next((k for k in _TRAINER_POD_GROUP_KEYS if k in policy), None)
+
+
+def trainjob_jobset(trainjob: Any, runtime: Any) -> Obj:
+    """The JobSet the Trainer makes for ``trainjob`` from its ``runtime`` (kubeflow/trainer
+    pkg/runtime/core/trainingruntime.go and the jobset, torch, plainml and mpi plugins): the
+    runtime's JobSet template, named after the TrainJob and owned by it; one replica of each
+    initializer and of the trainer; the trainer's Job as wide as ``trainer.numNodes`` (else the
+    runtime's ``mlPolicy.numNodes``) — for MPI, the ``node`` Job (one fewer with
+    ``runLauncherAsNode``); the runtime's ``dependsOn`` kept (its initializers first); the
+    TrainJob's labels and annotations over the runtime's; with a ``podGroupPolicy``, its pods
+    naming the PodGroup the Trainer makes (named after the TrainJob)."""
+    runtime_spec = as_dict(spec(runtime))
+    template = as_dict(runtime_spec.get("template"))
+    js_spec: Obj = copy.deepcopy(dict(as_dict(template.get("spec"))))
+    ml = as_dict(runtime_spec.get("mlPolicy"))
+    mpi = as_dict(ml.get("mpi")) if "mpi" in ml else None
+    trainer = as_dict(spec(trainjob).get("trainer"))
+    nodes = _whole_number(trainer.get("numNodes"))
+    md = as_dict(trainjob.get("metadata")) if isinstance(trainjob, Mapping) else {}
+    policy = trainer_pod_group_policy(runtime)
+    rjobs = []
+    for rjob in as_list(js_spec.get("replicatedJobs")):
+        rjob = dict(as_dict(rjob))
+        job = dict(as_dict(rjob.get("template")))
+        job_spec = dict(as_dict(job.get("spec")))
+        ancestor = as_dict(as_dict(job.get("metadata")).get("labels")).get(TRAINER_ANCESTOR_LABEL)
+        if ancestor in _TRAINER_ONE_REPLICA:
+            rjob["replicas"] = 1
+        count = max(as_int(job_spec.get("parallelism"), 1), 0)
+        if ancestor == "trainer" and ml and mpi is None:
+            count = nodes if nodes is not None else max(as_int(ml.get("numNodes"), 1), 0)
+        elif ancestor == "trainer" and mpi is not None:
+            count = 1  # MPI's launcher
+        elif mpi is not None and rjob.get("name") == "node" and nodes is not None:
+            count = max(nodes - 1, 1) if mpi.get("runLauncherAsNode") is True else nodes
+        job_spec["parallelism"] = job_spec["completions"] = count
+        if policy is not None:
+            pod = dict(as_dict(job_spec.get("template")))
+            pod_md = dict(as_dict(pod.get("metadata")))
+            section, key = _TRAINER_POD_GROUP_KEYS[policy]
+            pod_md[section] = {**as_dict(pod_md.get(section)), key: md.get("name")}
+            job_spec["template"] = {**pod, "metadata": pod_md}
+        rjobs.append({**rjob, "template": {**job, "spec": job_spec}})
+    js_spec["replicatedJobs"] = rjobs
+    if spec(trainjob).get("suspend") is True:
+        js_spec["suspend"] = True
+    template_md = as_dict(template.get("metadata"))
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": md.get("name"), "namespace": md.get("namespace"),
+                         "labels": {**as_dict(template_md.get("labels")), **as_dict(md.get("labels"))},
+                         "annotations": {**as_dict(template_md.get("annotations")), **as_dict(md.get("annotations"))},
+                         "ownerReferences": [{"apiVersion": str(as_dict(trainjob).get("apiVersion")),
+                                              "kind": "TrainJob", "name": md.get("name"),
+                                              **({"uid": md["uid"]} if md.get("uid") else {}),
+                                              "controller": True}]},
+            "spec": js_spec}
+
+
 def _slim_trainjob(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     s = as_dict(s)
     out: Obj = {"suspend": s["suspend"]} if "suspend" in s else {}
@@ -596,6 +679,23 @@ def _ray_roles(obj: Any) -> list[Role]:
         out.append(Role(name.lower(), count * hosts, why, as_dict(group.get("template")),
                         f"workerGroupSpecs[{i}].template"))
     return [r for r in out if r.size > 0]
+
+
+RAY_GANG_LABEL = "ray.io/gang-scheduling-enabled"
+#: workload labels that turn an operator's own gang integration on (the grouper keeps them)
+OPERATOR_GANG_LABELS = (RAY_GANG_LABEL,)
+
+
+def _ray_own_gang(obj: Any) -> tuple[str, str] | None:
+    """``ray.io/gang-scheduling-enabled`` on a RayCluster: KubeRay run with
+    ``batchScheduler: scheduler-plugins`` makes its PodGroup (named after the cluster) and
+    labels its pods (KubeRay's Volcano integration needs no label: the operator flag alone
+    turns it on, and its pods then name ``ray-<name>-pg``, which the grouper sees)."""
+    if as_dict(obj).get("kind") != "RayCluster" or RAY_GANG_LABEL not in labels(obj):
+        return None
+    name = str(as_dict(as_dict(obj).get("metadata")).get("name") or "")
+    return name, (f"label {RAY_GANG_LABEL}: KubeRay (batchScheduler scheduler-plugins) makes PodGroup {name} and "
+                  f"names it on the cluster's pods")
 
 
 def _ray_size(obj: Any) -> tuple[int, str]:
@@ -712,6 +812,22 @@ def _java_bytes(text: Any) -> int | None:
         return None
 
 
+def _spark_own_gang(obj: Any) -> tuple[str, str] | None:
+    """``spec.batchScheduler``: spark-operator (run with batch scheduling on) makes the
+    application's PodGroup itself — Volcano's ``spark-<name>-pg`` named on the driver and
+    executors, or for a scheduler-plugins scheduler ``<name>-pg`` labelled on them (YuniKorn
+    takes task groups, no PodGroup)."""
+    scheduler = spec(obj).get("batchScheduler")
+    name = str(as_dict(as_dict(obj).get("metadata")).get("name") or "")
+    if not isinstance(scheduler, str) or not scheduler:
+        return None
+    group = f"spark-{name}-pg" if scheduler == "volcano" else f"{name}-pg"
+    if scheduler == "yunikorn":
+        return "", "spec.batchScheduler yunikorn: spark-operator gives YuniKorn the application's task groups"
+    return group, (f"spec.batchScheduler {scheduler}: spark-operator makes PodGroup {group} and names it on the "
+                   f"driver and executors")
+
+
 def _spark_executors(obj: Any) -> tuple[int, str]:
     dynamic = as_dict(spec(obj).get("dynamicAllocation"))
     if dynamic.get("enabled") is True:
@@ -756,8 +872,9 @@ def _slim_spark(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     dynamic = as_dict(s.get("dynamicAllocation"))
     if dynamic:
         out["dynamicAllocation"] = {k: dynamic[k] for k in ("enabled", "minExecutors") if k in dynamic}
-    if "suspend" in s:
-        out["suspend"] = s["suspend"]
+    for key in ("suspend", "batchScheduler"):
+        if key in s:
+            out[key] = s[key]
     return out
 
 
@@ -824,6 +941,7 @@ TRAIN_JOB = WorkloadKind(
 RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
     _slim_ray(None), aliases=("raycluster", "rayclusters"), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    own_gang=_ray_own_gang,
 )
 #: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
 #: own, and so is its submitter Job: the submitter starts only once the cluster is ready
@@ -845,7 +963,7 @@ SPARK_APPLICATION = WorkloadKind(
     Resource("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", optional=True),
     _spark_size, _spark_templates, _slim_spark, aliases=("sparkapplication", "sparkapplications", "sparkapp"),
     status_fields=("applicationState",), roles=_spark_roles, role_labels=(SPARK_ROLE_LABEL,), whole_roles=_spark_whole,
-    finished=lambda obj: _spark_state(obj) in _SPARK_DONE,
+    finished=lambda obj: _spark_state(obj) in _SPARK_DONE, own_gang=_spark_own_gang,
 )
 DAEMON_SET = WorkloadKind(
     Resource("apps", "v1", "daemonsets", "DaemonSet"), _per_node, _spec_template, _slim_template_only,
@@ -921,6 +1039,13 @@ def replica_stage(obj: Any, pods: Sequence[Any]) -> Stage | None:
     the group's pods (a LeaderReady LWS group whose leader is not placed: 1), or None."""
     entry = workload_kind(obj)
     return entry.replica_stage(obj, pods) if entry is not None else None
+
+
+def operator_gang(obj: Any) -> tuple[str, str] | None:
+    """The PodGroup a workload's operator makes itself (its own gang integration, turned on
+    in the workload) and why; None when podgang makes the workload's gang."""
+    entry = workload_kind(obj)
+    return entry.own_gang(obj) if entry is not None else None
 
 
 def stages(obj: Any) -> str | None:

@@ -269,7 +269,8 @@ def build_plan(
 ) -> Plan:
     """Decide, for every object in ``manifests``, what podgang would do."""
     plan = Plan()
-    objects = _Objects(manifests, default_namespace)
+    made, operator_groups = _made_by_operators(manifests, default_namespace)
+    objects = _Objects([*manifests, *made], default_namespace)
     cache = Cache(settings)
     cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
     defined: dict[str, Manifest] = {}  # group key -> its PodGroup as written
@@ -307,10 +308,38 @@ def build_plan(
         _workload_member(plan, member, obj, ns, objects, cache, settings)
 
     for key in sorted(cache.all_group_keys()):
-        _planned_group(plan, desired_group(cache, key), cache, settings, objects, defined, named_by_pods, random_names)
+        _planned_group(plan, desired_group(cache, key), cache, settings, objects, defined, named_by_pods, random_names,
+                       operator_groups.get(key))
     order = {m.source: i for i, m in enumerate(manifests)}
     plan.members.sort(key=lambda member: order.get(member.source, 0))  # as the manifests are written
     return plan
+
+
+def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> tuple[list[Manifest], dict[str, str]]:
+    """What an operator makes from the manifests before any pod exists, where they hold all
+    it reads: the JobSet the Trainer makes for a TrainJob whose runtime is among them; and
+    the PodGroups operators make themselves (group key -> why: a runtime's podGroupPolicy)."""
+    runtimes = {(str(m.obj.get("kind")), str(metadata(m.obj).get("name")), _ns(m.obj, default_namespace)): m.obj
+                for m in manifests if m.obj.get("kind") in kinds.TRAINER_RUNTIME_KINDS}
+    out = []
+    groups: dict[str, str] = {}
+    for m in manifests:
+        if m.obj.get("kind") != kinds.TRAIN_JOB.kind or not metadata(m.obj).get("name"):
+            continue
+        kind, name = kinds.trainjob_runtime(m.obj)
+        ns = _ns(m.obj, default_namespace)
+        runtime = runtimes.get((kind, name, ns)) or (next(
+            (r for (k, n, _), r in runtimes.items() if (k, n) == (kind, name)), None)
+            if kind == kinds.TRAINER_RUNTIME_KINDS[0] else None)  # cluster-scoped: any namespace it was read in
+        if runtime is not None:
+            trainjob = {**m.obj, "metadata": {**metadata(m.obj), "namespace": ns}}
+            out.append(Manifest(kinds.trainjob_jobset(trainjob, runtime), m.source))
+            policy = kinds.trainer_pod_group_policy(runtime)
+            if policy is not None:
+                groups[key_of(ns, str(metadata(m.obj)["name"]))] = (
+                    f"{kind.lower()} {name} podGroupPolicy {policy}: the Trainer makes this PodGroup itself and "
+                    f"names it on the TrainJob's pods; podgang makes no second one and leaves its size")
+    return out, groups
 
 
 def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects: _Objects, settings: Settings,
@@ -399,6 +428,22 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         return
     templates = kinds.pod_templates(obj)
     problems = [rules.scope_problem(t, ns, settings) for _, t in templates]
+    run = next((o for _, o, _ in objects.items if rules.controller_ref(o) is not None
+                and rules.controller_ref(o).uid == metadata(obj).get("uid") and o.get("kind") in entry.runs), None)
+    if run is not None and not templates:  # made here from what the manifests hold (a TrainJob's runtime)
+        named = rules.template_group(run, settings)
+        owned = cache.owned_group_names(cache.store_for(run["kind"]).get(key_of(ns, metadata(run)["name"])) or run)
+        member.group = named if isinstance(named, str) else ", ".join(shown(n) for n in owned)
+        member.pods = kinds.desired_size(run)[0]
+        member.why = (f"the {run['kind']} its operator makes from {'/'.join(kinds.trainjob_runtime(obj)).lower()} "
+                      f"is its gang" + (f": {kinds.stages(run)}" if kinds.stages(run) else ""))
+        return
+    own = kinds.operator_gang(obj)
+    if own is not None:  # the operator's own gang integration: one gang per workload, the operator's
+        member.group, member.no_group = (own[0] or None), None if own[0] else own[1]
+        member.why = f"{own[1]}; podgang makes no second one"
+        plan.notes.append(Finding(member.source, member.what, member.why))
+        return
     if not templates and entry.runs:  # a TrainJob: the trainer makes a JobSet, which makes the pods
         runs = " or ".join(entry.runs)
         member.no_group = f"its pods come through the {runs} it starts; that {runs}'s gang is its gang"
@@ -477,8 +522,10 @@ _ORIGINS = {rules.OWNED: "owned", rules.OWNER_LESS: "owner-less", rules.HAND_MAD
 
 
 def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Settings, objects: _Objects,
-                   defined: dict[str, Manifest], named_by_pods: dict[str, Source], random_names: set[str]) -> None:
-    """One PodGroup of the plan, from the grouper's desired state."""
+                   defined: dict[str, Manifest], named_by_pods: dict[str, Source], random_names: set[str],
+                   operator: str | None = None) -> None:
+    """One PodGroup of the plan, from the grouper's desired state (``operator``: why an
+    operator makes it itself)."""
     backend = desired.backend or settings.default_backend
     key = desired.key
     ns, name = split_key(key)
@@ -498,6 +545,12 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
             and not mm.pinned and kinds.workload_kind(top.kind) is not None):
         mm = dataclasses.replace(mm, reason=f"{clip(f'{top.kind.lower()}/{top.name}')} is not in these "
                                             f"manifests: the grouper sizes the gang by it (1 here)")
+    if operator is not None and actual is None:  # its operator makes it: its size is the operator's
+        plan.groups[(ns, name)] = PlannedGroup(ns, name, rules.MinMember(
+            mm.value if mm is not None else 1, operator, pinned=True), "operator's", exists=False,
+            backend=backend, owner_text="its operator")
+        plan.notes.append(Finding(objects.source_of(desired.workloads), f"podgroup {ns}/{name}", operator))
+        return
     if mm is None:  # only standalone pods name it: the user's size stands
         mm = rules.MinMember(written or len(desired.members),
                              f"as written: only standalone pods use it ({len(desired.members)} here)")
@@ -650,6 +703,9 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
     for key in sorted(plan.groups):
         group = plan.groups[key]
         backend = group.backend or settings.default_backend
+        if group.origin == "operator's":
+            comments.append(f"PodGroup {group.namespace}/{group.name}: its operator makes it, not podgang")
+            continue
         if group.origin == "hand-made":
             if group.defined_obj is None:
                 comments.append(f"PodGroup {group.namespace}/{group.name} (minMember {group.min_member.value}) is "

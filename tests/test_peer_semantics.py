@@ -295,3 +295,165 @@ def test_plan_scale_follows_a_followed_group_and_leaves_an_elastic_one(name):
         manifests = [Manifest(copy.deepcopy(o), Source("demo.yaml", i)) for i, o in enumerate((group, rs))]
         plan = plan_with_scale(manifests, {"rs/nginx": 8}, settings, NS)
         assert plan.groups[(NS, "nginx")].min_member.value == after
+
+
+# ---------------------------------------------------------------------------
+# 6. A TrainJob with its runtime in the manifests: the JobSet the Trainer makes is its gang
+
+ANCESTOR = kinds.TRAINER_ANCESTOR_LABEL
+
+
+def rjob(name: str, ancestor: str | None, *, depends: str | None = None, scheduler: str = "kai-scheduler",
+         parallelism: int | None = None) -> dict[str, Any]:
+    job_spec: dict[str, Any] = {"template": {"spec": {"schedulerName": scheduler, "restartPolicy": "Never",
+                                                      "containers": [{"name": name, "image": f"trainer/{name}"}]}}}
+    if parallelism is not None:
+        job_spec["parallelism"] = parallelism
+    return {"name": name, **({"dependsOn": [{"name": depends, "status": "Complete"}]} if depends else {}),
+            "template": {**({"metadata": {"labels": {ANCESTOR: ancestor}}} if ancestor else {}), "spec": job_spec}}
+
+
+def runtime(*rjobs: dict, kind: str = "ClusterTrainingRuntime", ml: dict | None = None,
+            pod_group: dict | None = None) -> dict[str, Any]:
+    return crd_valid({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": kind,
+                      "metadata": {"name": "torch-llm", **({"namespace": NS} if kind == "TrainingRuntime" else {})},
+                      "spec": {**({"mlPolicy": ml} if ml else {}), **({"podGroupPolicy": pod_group} if pod_group else {}),
+                               "template": {"spec": {"replicatedJobs": list(rjobs)}}}})
+
+
+def trainjob(nodes: int | None = 4, kind: str | None = None) -> dict[str, Any]:
+    return crd_valid({"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                      "metadata": {"name": "llama", "namespace": NS},
+                      "spec": {"runtimeRef": {"name": "torch-llm", **({"kind": kind} if kind else {})},
+                               **({"trainer": {"numNodes": nodes}} if nodes is not None else {})}})
+
+
+TORCH = runtime(rjob("model-initializer", "model-initializer"), rjob("node", "trainer", depends="model-initializer"),
+                ml={"numNodes": 2, "torch": {}})
+TRAINJOBS = [
+    pytest.param(trainjob(4), TORCH, [("model-initializer", 1, 1), ("node", 1, 4)], 1,
+                 "node is made once model-initializer is Complete", id="torch: numNodes 4, the initializer first"),
+    pytest.param(trainjob(None), TORCH, [("model-initializer", 1, 1), ("node", 1, 2)], 1,
+                 "node is made once model-initializer is Complete", id="torch: the runtime's numNodes"),
+    pytest.param(trainjob(3), runtime(rjob("node", "trainer"), ml={"numNodes": 1, "torch": {}}),
+                 [("node", 1, 3)], 3, "replicatedJobs node 1×3", id="torch without an initializer"),
+    pytest.param(trainjob(3, "TrainingRuntime"), runtime(rjob("node", "trainer"), kind="TrainingRuntime",
+                                                         ml={"numNodes": 1, "torch": {}}),
+                 [("node", 1, 3)], 3, "replicatedJobs node 1×3", id="a namespaced TrainingRuntime"),
+    pytest.param(trainjob(4), runtime(rjob("launcher", "trainer"), rjob("node", None),
+                                      ml={"numNodes": 1, "mpi": {"runLauncherAsNode": True}}),
+                 [("launcher", 1, 1), ("node", 1, 3)], 4, "launcher 1×1 + node 1×3", id="MPI: the launcher is a node"),
+]
+
+
+@pytest.mark.parametrize("job,rt,shape,size,why", TRAINJOBS)
+def test_a_trainjobs_gang_is_the_jobset_the_trainer_makes_from_its_runtime(job, rt, shape, size, why):
+    made = kinds.trainjob_jobset(job, rt)
+    assert made["metadata"]["name"] == "llama" and made["metadata"]["ownerReferences"][0]["kind"] == "TrainJob"
+    crd_valid(made)
+    assert [(r["name"], r.get("replicas", 1), r["template"]["spec"]["parallelism"])
+            for r in made["spec"]["replicatedJobs"]] \
+        == [(n, replicas, p) for n, replicas, p in shape]
+    plan = planned(rt, job)
+    group = group_of_plan(plan, "pg-llama-")
+    assert group.min_member.value == size and why in group.min_member.reason
+    (member,) = [m for m in plan.members if m.what == f"trainjob {NS}/llama"]
+    assert member.group == shown(group.name) and "torch-llm is its gang" in member.why
+
+
+def test_a_trainjob_whose_runtime_is_not_in_the_manifests_points_at_the_jobset_it_starts():
+    plan = planned(trainjob(4))
+    (member,) = plan.members
+    assert plan.groups == {} and "through the JobSet it starts" in member.no_group
+
+
+# ---------------------------------------------------------------------------
+# 8. An operator's own gang integration: one gang per workload, the operator's
+
+COSCHEDULING_SETTINGS = Settings(backends=(("scheduler-plugins-scheduler", SCHEDULERS["coscheduling"][0]),))
+
+
+def test_a_trainer_runtimes_pod_group_policy_is_the_trainers_own_podgroup():
+    rt = runtime(rjob("node", "trainer", scheduler="scheduler-plugins-scheduler"), ml={"numNodes": 1, "torch": {}},
+                 pod_group={"coscheduling": {"scheduleTimeoutSeconds": 100}})
+    made = kinds.trainjob_jobset(trainjob(4), rt)
+    pod_labels = made["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels == {"scheduling.x-k8s.io/pod-group": "llama"}  # as the Trainer labels them
+    plan = planned(rt, trainjob(4), settings=COSCHEDULING_SETTINGS)
+    group = plan.groups[(NS, "llama")]
+    assert group.origin == "operator's" and "the Trainer makes this PodGroup itself" in group.min_member.reason
+    assert not plan.warnings or all("not found" not in w.message for w in plan.warnings)
+    assert not any(shown(g.name).startswith("pg-llama") for g in plan.groups.values())  # no second one
+
+
+def spark_batch(scheduler: str) -> dict[str, Any]:
+    app = volcano_spark()
+    app["spec"]["batchScheduler"] = scheduler
+    app["spec"]["executor"].pop("annotations")
+    return crd_valid(app)
+
+
+def ray_gang(labels: dict | None = None) -> dict[str, Any]:
+    pod = {"spec": {"schedulerName": "volcano", "containers": [{"name": "ray", "image": "rayproject/ray"}]}}
+    return crd_valid({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                      "metadata": {"name": "raycluster", "namespace": NS, "uid": "ray-1", "labels": labels or {}},
+                      "spec": {"headGroupSpec": {"rayStartParams": {}, "template": copy.deepcopy(pod)},
+                               "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 2,
+                                                     "maxReplicas": 2, "rayStartParams": {},
+                                                     "template": copy.deepcopy(pod)}]}})
+
+
+OPERATOR_GANGS = [
+    pytest.param(spark_batch("volcano"), "spark-spark-pi-pg", "spec.batchScheduler volcano", id="spark: volcano"),
+    pytest.param(spark_batch("scheduler-plugins-scheduler"), "spark-pi-pg", "spark-operator makes PodGroup spark-pi-pg",
+                 id="spark: a scheduler-plugins scheduler"),
+    pytest.param(ray_gang({kinds.RAY_GANG_LABEL: "true"}), "raycluster", "KubeRay (batchScheduler scheduler-plugins)",
+                 id="kuberay: ray.io/gang-scheduling-enabled"),
+]
+
+
+@pytest.mark.parametrize("workload,group,why", OPERATOR_GANGS)
+def test_an_operators_own_gang_integration_gets_no_second_podgroup(workload, group, why):
+    cache = feed(Cache(VOLCANO_SETTINGS), copy.deepcopy(workload))  # the grouper makes none
+    assert cache.owned_group_names(cache.store_for(workload["kind"])[f"{NS}/{workload['metadata']['name']}"]) == []
+    plan = planned(workload, settings=VOLCANO_SETTINGS)  # nor does the plan, and it says why
+    assert plan.groups == {}
+    (member,) = plan.members
+    assert member.group == group and why in member.why and "podgang makes no second one" in member.why
+    assert any(why in n.message for n in plan.notes)
+
+
+def test_without_the_operators_integration_podgang_makes_the_gang():
+    cache = feed(Cache(VOLCANO_SETTINGS), ray_gang())
+    assert cache.owned_group_names(cache.store_for("RayCluster")[f"{NS}/raycluster"]) == ["pg-raycluster-ray-1"]
+
+
+def operator_pod(name: str, group: str, owner: dict) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}",
+                         "annotations": {"scheduling.k8s.io/group-name": group},
+                         "ownerReferences": [{"apiVersion": owner["apiVersion"], "kind": owner["kind"],
+                                              "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+                                              "controller": True}]},
+            "spec": {"schedulerName": "volcano", "containers": [{"name": "ray", "image": "rayproject/ray"}]},
+            "status": {"phase": "Pending"}}
+
+
+def test_pods_naming_their_operators_group_are_that_gang_and_podgangs_own_is_retired():
+    """KubeRay run with batchScheduler volcano (an operator flag the RayCluster does not show)
+    names ray-<cluster>-pg on its pods: that is the gang; the group podgang made when the
+    cluster appeared, before its pods, is no longer wanted."""
+    from podgang.grouper.podgroups import retired_by
+    ray = ray_gang()
+    ours = VOLCANO.build_podgroup(GangSpec("pg-raycluster-ray-1", NS, 3, labels=DEFAULT.managed_labels,
+                                           owner=rules.OwnerRef.of(ray)))
+    theirs = VOLCANO.build_podgroup(GangSpec("ray-raycluster-pg", NS, 3))
+    pods = [operator_pod(f"raycluster-{i}", "ray-raycluster-pg", ray) for i in range(3)]
+    cache = feed(Cache(VOLCANO_SETTINGS), ray, ours, theirs, *pods)
+    own = desired_group(cache, f"{NS}/pg-raycluster-ray-1")
+    assert own.source is None and "their operator's own gang" in own.operator
+    assert retired_by(own, cache.podgroups.of(VOLCANO, f"{NS}/pg-raycluster-ray-1"), cache)
+    operator = desired_group(cache, f"{NS}/ray-raycluster-pg")
+    assert operator.source == rules.HAND_MADE and operator.min_member is None  # its size is the operator's
+    assert "podgang makes no second one" in operator.operator
+    assert plan_writes(operator, cache.podgroups.of(VOLCANO, f"{NS}/ray-raycluster-pg"), VOLCANO_SETTINGS) == []
