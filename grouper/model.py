@@ -18,8 +18,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from podgang import kinds, rollouts, rules
 from podgang.backends import Backend
 from podgang.backends.base import ClusterFacts
-from podgang.kinds import (FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, OWNER_KINDS,
-                           RUN_OWNERS, is_finished)
+from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, is_finished
 from podgang.objects import LAST_APPLIED_ANNOTATION, OwnerRef, field_writers, is_active
 from podgang.settings import DEFAULT, Settings
 
@@ -117,6 +116,7 @@ class Slimmer:
                                 settings.grace_period_annotation)
         self.pod_spec_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_spec_keys))
         self.object_labels = (settings.skip_label, settings.managed_by_label, rollouts.POD_TEMPLATE_HASH,
+                              *label_keys,  # a backend's per-gang settings may sit on the workload (a queue label)
                               *kinds.OPERATOR_GANG_LABELS)
         self.object_annotations = (settings.min_member_annotation, settings.min_available_annotation,
                                    settings.grace_period_annotation,
@@ -507,7 +507,8 @@ class Cache:
         if _d(workload.get("metadata")).get("deletionTimestamp"):
             return None
         owner = rules.controller_ref(workload)
-        if owner is not None and owner.kind in OWNER_KINDS and owner.kind not in RUN_OWNERS:
+        if owner is not None and kinds.resource_for(owner.api_version, owner.kind) is not None \
+                and not kinds.run_kinds(owner):
             return None  # counted through its owner (a Deployment's ReplicaSet, a JobSet's Job)
         named = rules.template_group(workload, self.settings)
         if not isinstance(named, str):

@@ -668,7 +668,7 @@ def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
         run = cache.by_uid.get(owner.uid) if owner is not None and owner.uid else None
         if run is not None and run.get("kind") == owner.kind and kinds.is_finished(run):
             above = rules.controller_ref(run)
-            if above is None or above.kind in kinds.RUN_OWNERS:
+            if above is None or kinds.run_kinds(above):
                 continue
         out.append(pod)
     return out

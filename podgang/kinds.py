@@ -20,6 +20,7 @@ from podgang import rollouts
 from podgang.objects import (
     EMPTY,
     POD,
+    OwnerRef,
     Resource,
     as_dict,
     as_int,
@@ -91,8 +92,13 @@ class WorkloadKind:
     slim_spec: Callable[[Mapping[str, Any], SlimTemplate], Obj]
     #: names accepted by ``podgang plan --scale KIND/NAME=N``
     aliases: tuple[str, ...] = ()
-    #: the field ``--scale`` sets (None: the kind does not scale)
+    #: the field ``--scale`` sets (None: the kind does not scale, or scales by parts)
     scale_path: tuple[str, ...] | None = None
+    #: a kind sized by parts (a Kubeflow job's replica types, a RayCluster's worker groups,
+    #: a JobSet's replicated jobs): the field ``--scale KIND/NAME:PART=N`` sets for each part
+    #: of an object, by part name (lower-cased), and the part a plain ``KIND/NAME=N`` scales
+    scale_parts: Callable[[Any], dict[str, tuple[str | int, ...]]] | None = None
+    default_scale_part: Callable[[Any], str | None] = lambda obj: None
     #: why its controller replaces pods on purpose right now, or None (:mod:`podgang.rollouts`),
     #: given the workload and what is known of its pods
     rolling_out: Callable[[Any, rollouts.WorkloadPods], str | None] = lambda obj, seen: None
@@ -102,6 +108,9 @@ class WorkloadKind:
     runs: tuple[str, ...] = ()
     #: the grouper watches it and follows its size; the webhook fetches it as an owner
     followed: bool = True
+    #: its pods are ever placed together (False: a DaemonSet, whose pods each go to their
+    #: own node when that node comes: its group is always 1, whatever a pin says)
+    gang: bool = True
     #: status fields the grouper keeps
     status_fields: tuple[str, ...] = ()
     #: status conditions the grouper keeps (type, status, reason), besides the finished ones
@@ -138,6 +147,10 @@ class WorkloadKind:
     @property
     def kind(self) -> str:
         return self.resource.kind
+
+    @property
+    def scales(self) -> bool:
+        return self.scale_path is not None or self.scale_parts is not None
 
     def replica_suffixes(self, obj: Any) -> list[str]:
         """The name suffix of each PodGroup an object of this kind owns itself."""
@@ -288,7 +301,7 @@ def _one_pod(obj: Any) -> tuple[int, str]:
 
 
 def _per_node(obj: Any) -> tuple[int, str]:
-    return 1, "DaemonSet: one pod at a time (one per node)"
+    return 1, "a DaemonSet is not a gang: one pod at a time, one per node, each placed on its own"
 
 
 # ---------------------------------------------------------------------------
@@ -526,6 +539,9 @@ def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...],
     return WorkloadKind(
         Resource("kubeflow.org", version, plural, kind, optional=True, also=also), size, templates,
         _slim_kubeflow(field), aliases=aliases, status_fields=("replicaStatuses",), roles=roles,
+        scale_parts=lambda obj: {str(rtype).lower(): ("spec", field, str(rtype), "replicas")
+                                 for rtype in as_dict(spec(obj).get(field))},
+        default_scale_part=lambda obj: SCALING_ROLE,
         role_labels=(KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_JOB_ROLE_LABEL), suspended=_run_policy_suspended,
     )
 
@@ -696,6 +712,14 @@ def _ray_own_gang(obj: Any) -> tuple[str, str] | None:
     name = str(as_dict(as_dict(obj).get("metadata")).get("name") or "")
     return name, (f"label {RAY_GANG_LABEL}: KubeRay (batchScheduler scheduler-plugins) makes PodGroup {name} and "
                   f"names it on the cluster's pods")
+
+
+def _ray_scale_parts(obj: Any) -> dict[str, tuple[str | int, ...]]:
+    """Each worker group's ``replicas`` (its head is one pod), wherever the cluster spec is."""
+    where: tuple[str, ...] = {"RayJob": ("spec", "rayClusterSpec"), "RayService": ("spec", "rayClusterConfig")}.get(
+        str(as_dict(obj).get("kind")), ("spec",))
+    return {str(as_dict(g).get("groupName") or f"worker-group-{i}").lower(): (*where, "workerGroupSpecs", i, "replicas")
+            for i, g in enumerate(as_list(_ray_cluster_spec(obj).get("workerGroupSpecs")))}
 
 
 def _ray_size(obj: Any) -> tuple[int, str]:
@@ -918,6 +942,9 @@ LEADER_WORKER_SET = WorkloadKind(
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
     _jobset_size, _jobset_templates, _slim_jobset, aliases=("jobset", "jobsets"),
+    scale_parts=lambda obj: {str(as_dict(r).get("name", "")).lower(): ("spec", "replicatedJobs", i, "replicas")
+                             for i, r in enumerate(as_list(spec(obj).get("replicatedJobs")))},
+    default_scale_part=lambda obj: _only_part(JOB_SET, obj),
     status_fields=(*_RUN_STATUS, "replicatedJobsStatus"),
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,),
 )
@@ -940,21 +967,24 @@ TRAIN_JOB = WorkloadKind(
 )
 RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
-    _slim_ray(None), aliases=("raycluster", "rayclusters"), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    _slim_ray(None), aliases=("raycluster", "rayclusters"), scale_parts=_ray_scale_parts,
+    default_scale_part=lambda obj: _only_part(RAY_CLUSTER, obj), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
     own_gang=_ray_own_gang,
 )
 #: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
 #: own, and so is its submitter Job: the submitter starts only once the cluster is ready
 RAY_JOB = WorkloadKind(
     Resource("ray.io", "v1", "rayjobs", "RayJob", optional=True), _ray_size, _ray_templates,
-    _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
+    _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), scale_parts=_ray_scale_parts,
+    default_scale_part=lambda obj: _only_part(RAY_JOB, obj), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
     status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj),
 )
 #: each cluster of a RayService (the serving one, and a new one during an upgrade) is a gang of its own
 RAY_SERVICE = WorkloadKind(
     Resource("ray.io", "v1", "rayservices", "RayService", optional=True), _ray_size, _ray_templates,
-    _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), layout=ONE_PER_RUN, runs=("RayCluster",),
+    _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), scale_parts=_ray_scale_parts,
+    default_scale_part=lambda obj: _only_part(RAY_SERVICE, obj), layout=ONE_PER_RUN, runs=("RayCluster",),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
 )
 #: a staged gang: the driver, then (once spark-operator says it runs) the driver and the
@@ -962,12 +992,13 @@ RAY_SERVICE = WorkloadKind(
 SPARK_APPLICATION = WorkloadKind(
     Resource("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", optional=True),
     _spark_size, _spark_templates, _slim_spark, aliases=("sparkapplication", "sparkapplications", "sparkapp"),
+    scale_path=("spec", "executor", "instances"),
     status_fields=("applicationState",), roles=_spark_roles, role_labels=(SPARK_ROLE_LABEL,), whole_roles=_spark_whole,
     finished=lambda obj: _spark_state(obj) in _SPARK_DONE, own_gang=_spark_own_gang,
 )
 DAEMON_SET = WorkloadKind(
     Resource("apps", "v1", "daemonsets", "DaemonSet"), _per_node, _spec_template, _slim_template_only,
-    aliases=("daemonset", "daemonsets", "ds"), followed=False,
+    aliases=("daemonset", "daemonsets", "ds"), followed=False, gang=False,
 )
 
 #: every workload kind, by kind name
@@ -975,6 +1006,18 @@ WORKLOADS: dict[str, WorkloadKind] = {
     k.kind: k for k in (DEPLOYMENT, REPLICA_SET, STATEFUL_SET, JOB, CRON_JOB, LEADER_WORKER_SET, JOB_SET, DAEMON_SET,
                         PYTORCH_JOB, TF_JOB, MPI_JOB, XGBOOST_JOB, JAX_JOB, PADDLE_JOB, TRAIN_JOB, RAY_CLUSTER, RAY_JOB,
                         RAY_SERVICE, SPARK_APPLICATION)
+}
+
+#: kinds that are templates for workloads, not workloads: they own no pods, so they get no
+#: gang (the workloads made from them do), by (API group, kind)
+TEMPLATE_KINDS: dict[tuple[str, str], str] = {
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "the TrainJobs that name it (through their JobSets)",
+    ("trainer.kubeflow.org", "TrainingRuntime"): "the TrainJobs that name it (through their JobSets)",
+    ("", "PodTemplate"): "the workloads that copy it",
+    ("kueue.x-k8s.io", "Workload"): "the job Kueue admits by it",
+    ("kubeflow.org", "Experiment"): "the trials (Jobs, training jobs) it starts",
+    ("serving.kserve.io", "ServingRuntime"): "the InferenceServices that use it",
+    ("serving.kserve.io", "ClusterServingRuntime"): "the InferenceServices that use it",
 }
 
 #: the pod labels that name a pod's role, of every kind
@@ -993,8 +1036,64 @@ RUN_OWNERS: dict[str, tuple[str, ...]] = {k.kind: k.runs for k in WORKLOADS.valu
 
 
 def workload_kind(obj_or_kind: Any) -> WorkloadKind | None:
-    kind = obj_or_kind if isinstance(obj_or_kind, str) else as_dict(obj_or_kind).get("kind")
-    return WORKLOADS.get(kind) if isinstance(kind, str) else None
+    """The registry entry of an object, an owner reference or a kind name. An object or
+    reference is matched by its API group and kind, never its kind alone: Volcano's
+    ``batch.volcano.sh`` Job is not a ``batch/v1`` Job. A bare kind name (the grouper's
+    own stores, filled by watches of the kind's resource), or an object whose apiVersion
+    is left out (a list's items), is taken as the entry of that name."""
+    if isinstance(obj_or_kind, str):
+        kind, api_version = obj_or_kind, None
+    elif isinstance(obj_or_kind, OwnerRef):
+        kind, api_version = obj_or_kind.kind, obj_or_kind.api_version or None
+    else:
+        kind, api_version = as_dict(obj_or_kind).get("kind"), as_dict(obj_or_kind).get("apiVersion")
+    entry = WORKLOADS.get(kind) if isinstance(kind, str) else None
+    if entry is None or not isinstance(api_version, str):
+        return entry
+    return entry if api_version.rpartition("/")[0] == entry.resource.group else None
+
+
+def api_group(obj: Any) -> str:
+    """``apps`` of an ``apps/v1`` object, ``""`` of a ``v1`` one."""
+    return str(as_dict(obj).get("apiVersion") or "").rpartition("/")[0]
+
+
+def template_of(obj: Any) -> str | None:
+    """For a kind that is a template for workloads (a Trainer runtime), what gets the gangs
+    instead; None for anything else."""
+    return TEMPLATE_KINDS.get((api_group(obj), str(as_dict(obj).get("kind"))))
+
+
+def any_pod_templates(obj: Any) -> list[tuple[str, Template]]:
+    """The pod templates of a workload, or of an object of a kind podgang does not know
+    wherever they are in it (anything with a ``spec.containers``), with their path."""
+    if workload_kind(obj) is not None or as_dict(obj).get("kind") == POD.kind:
+        return pod_templates(obj)
+    found: list[tuple[str, Template]] = []
+
+    def walk(value: Any, path: str, depth: int) -> None:
+        if depth > 10 or len(found) >= 16:
+            return
+        if isinstance(value, Mapping):
+            if isinstance(value.get("spec"), Mapping) and "containers" in value["spec"]:
+                found.append((path, value))
+                return
+            for k, v in value.items():
+                if k != "metadata":
+                    walk(v, f"{path}.{k}" if path else str(k), depth + 1)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]", depth + 1)
+
+    walk(spec(obj), "spec", 0)
+    return found
+
+
+def run_kinds(owner: Any) -> tuple[str, ...]:
+    """The kinds of the runs ``owner`` (an object or reference) starts, each a gang of its
+    own (a CronJob's Jobs); none for a kind that is not laid out by run."""
+    entry = workload_kind(owner)
+    return entry.runs if entry is not None and entry.layout == ONE_PER_RUN else ()
 
 
 def resource_for(api_version: str, kind: str) -> Resource | None:
@@ -1090,20 +1189,21 @@ def roles(obj: Any) -> list[Role]:
     return entry.roles(obj) if entry is not None else []
 
 
-def pod_role(top_kind: str, pod: Any) -> str | None:
-    """The role a pod of a ``top_kind`` workload plays (its subgroup), from the labels
-    the kind's operator sets on it; None for a kind without roles."""
-    entry = WORKLOADS.get(top_kind)
+def pod_role(top: Any, pod: Any) -> str | None:
+    """The role a pod of the ``top`` workload (a reference or a kind name) plays (its
+    subgroup), from the labels the kind's operator sets on it; None for a kind without roles."""
+    entry = workload_kind(top)
     if entry is None:
         return None
     found = labels(pod)
     return next((found[k].lower() for k in entry.role_labels if found.get(k)), None)
 
 
-def replica_suffix(top_kind: str, pod: Any) -> tuple[str, str]:
-    """The suffix of the PodGroup a pod of a ``top_kind`` workload joins, and why
-    (``-group-3`` for a LeaderWorkerSet's fourth group); ``("", "")`` otherwise."""
-    entry = WORKLOADS.get(top_kind)
+def replica_suffix(top: Any, pod: Any) -> tuple[str, str]:
+    """The suffix of the PodGroup a pod of the ``top`` workload (a reference or a kind
+    name) joins, and why (``-group-3`` for a LeaderWorkerSet's fourth group); ``("", "")``
+    otherwise."""
+    entry = workload_kind(top)
     if entry is None or entry.layout != ONE_PER_REPLICA:
         return "", ""
     index = labels(pod).get(LWS_GROUP_INDEX_LABEL)
@@ -1115,5 +1215,29 @@ def replica_suffix(top_kind: str, pod: Any) -> tuple[str, str]:
 def scale_target(alias: str) -> WorkloadKind | None:
     """The kind ``--scale`` means by ``alias`` (``deploy``, ``sts``, ``lws`` ...)."""
     alias = alias.lower()
-    return next((k for k in WORKLOADS.values() if k.scale_path and alias in k.aliases), None)
+    return next((k for k in WORKLOADS.values() if k.scales and alias in k.aliases), None)
+
+
+def _only_part(entry: WorkloadKind, obj: Any) -> str | None:
+    """The one part of an object sized by parts, when it has exactly one."""
+    parts = list(entry.scale_parts(obj)) if entry.scale_parts is not None else []
+    return parts[0] if len(parts) == 1 else None
+
+
+def scale_field(entry: WorkloadKind, obj: Any, part: str | None) -> tuple[str | int, ...] | str:
+    """The field ``--scale`` sets on ``obj`` (of kind ``entry``) for ``part`` (None: the
+    kind's own), or why there is none."""
+    if entry.scale_parts is None:
+        if part:
+            return f"a {entry.kind} has no parts to scale (scale it as {entry.kind.lower()}/NAME=N)"
+        assert entry.scale_path is not None
+        return entry.scale_path
+    parts = entry.scale_parts(obj)
+    wanted = part.lower() if part else entry.default_scale_part(obj)
+    if wanted in parts:
+        return parts[wanted]
+    listed = ", ".join(parts) or "none"
+    if part:
+        return f"it has no part {part!r} (its parts: {listed})"
+    return f"say which part: NAME:PART=N with PART one of {listed}"
 

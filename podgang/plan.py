@@ -20,18 +20,20 @@ from typing import Any, Mapping
 import jsonpatch
 
 from podgang import kinds, rules
-from podgang.backends import Backend, GangSpec, native
+from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, gang_spec
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
-from podgang.grouper.podgroups import Desired, desired_group, gang_options
+from podgang.grouper.podgroups import Desired, desired_group, gang_options, owned_subgroups
 from podgang.manifests import Manifest, Source
 from podgang.objects import POD, OwnerRef, clip, metadata
 from podgang.settings import DEFAULT, Settings
 
 UNKNOWN_UID = "<uid>"
 MAX_SCALE = rules.MAX_MIN_MEMBER
-#: stands in for a UID the cluster has not assigned yet (a valid name part, shown as <uid>)
+#: stands in for a UID the cluster has not assigned yet (a valid name part as long as a
+#: UID, so that a name's length is what the cluster's will be; never shown: <uid>)
 _UID_TOKEN = "x0uid0x"
+_UID_DIGITS = 36 - len(_UID_TOKEN)
 
 
 class ScaleError(ValueError):
@@ -108,8 +110,13 @@ def _ns(obj: dict[str, Any], default_namespace: str) -> str:
 
 
 def _what(obj: dict[str, Any], namespace: str) -> str:
+    """``job default/train``; a kind named as one podgang knows but of another API group
+    with its group (``job.batch.volcano.sh default/train``: not a batch/v1 Job)."""
     md = metadata(obj)
-    return f"{str(obj.get('kind')).lower()} {namespace}/{md.get('name') or md.get('generateName') or '?'}"
+    kind = str(obj.get('kind')).lower()
+    if obj.get("kind") in kinds.WORKLOADS and kinds.workload_kind(obj) is None:
+        kind = f"{kind}.{kinds.api_group(obj) or 'core'}"
+    return f"{kind} {namespace}/{md.get('name') or md.get('generateName') or '?'}"
 
 
 def shown(name: str) -> str:
@@ -138,6 +145,10 @@ class _Objects:
     can only have matched them so); a reference without a UID takes its owner's."""
 
     def __init__(self, manifests: list[Manifest], default_namespace: str):
+        #: (ignored, the one that wins) of every object defined more than once: the last
+        #: definition is what the cluster holds after applying them in order
+        self.duplicates: list[tuple[Manifest, Manifest]] = []
+        manifests = self._last_of_each(manifests, default_namespace)
         self.items: list[tuple[Manifest, dict[str, Any], str]] = []  # (manifest, completed copy, namespace)
         self.sources: dict[str, Source] = {}  # by UID
         self.by_name: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # (namespace, API group, kind, name)
@@ -168,7 +179,7 @@ class _Objects:
         for m, obj, _ in self.items:
             md = obj["metadata"]
             if "uid" not in md:
-                md["uid"] = f"{_UID_TOKEN}{next(numbers)}"
+                md["uid"] = f"{_UID_TOKEN}{next(numbers):0{_UID_DIGITS}d}"
                 self.by_uid[md["uid"]] = obj
             self.sources.setdefault(md["uid"], m.source)
         for _, obj, ns in self.items:  # references by name get the UID the object was given
@@ -176,6 +187,20 @@ class _Objects:
                 owner = self.named(ref, ns)
                 if owner is not None and not ref.get("uid"):
                     ref["uid"] = owner["metadata"]["uid"]
+
+    def _last_of_each(self, manifests: list[Manifest], default_namespace: str) -> list[Manifest]:
+        """The manifests with each object (API group, kind, namespace, name) once: its last
+        definition; the others are remembered in :attr:`duplicates`."""
+        last: dict[tuple[str, str, str, str], Manifest] = {}
+        for m in manifests:
+            name = metadata(m.obj).get("name")
+            if isinstance(name, str) and name:
+                key = (_ns(m.obj, default_namespace), _api_group(m.obj.get("apiVersion")), str(m.obj.get("kind")), name)
+                if key in last:
+                    self.duplicates.append((last[key], m))
+                last[key] = m
+        ignored = {id(first) for first, _ in self.duplicates}
+        return [m for m in manifests if id(m) not in ignored]
 
     @staticmethod
     def _refs(obj: dict[str, Any]) -> list[dict[str, Any]]:
@@ -228,19 +253,6 @@ class _Objects:
         return chain, None
 
 
-def _has_pod_template(value: Any, depth: int = 0) -> bool:
-    """Whether an object of a kind podgang does not know holds a pod template."""
-    if depth > 8:
-        return False
-    if isinstance(value, dict):
-        if isinstance(value.get("spec"), dict) and "containers" in value["spec"]:
-            return True
-        return any(_has_pod_template(v, depth + 1) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_pod_template(v, depth + 1) for v in value)
-    return False
-
-
 # ---------------------------------------------------------------------------
 # admission, as the webhook does it
 
@@ -271,6 +283,9 @@ def build_plan(
     plan = Plan()
     made, operator_groups = _made_by_operators(manifests, default_namespace)
     objects = _Objects([*manifests, *made], default_namespace)
+    for ignored, wins in objects.duplicates:
+        plan.warnings.append(Finding(ignored.source, _what(ignored.obj, _ns(ignored.obj, default_namespace)),
+                                     f"defined twice: {wins.source} wins (applied after it, it replaces this one)"))
     cache = Cache(settings)
     cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
     defined: dict[str, Manifest] = {}  # group key -> its PodGroup as written
@@ -287,21 +302,25 @@ def build_plan(
         cache.apply(kind, old, slim)
         return key
 
+    native_planned = next((b.version for b in settings.enabled_backends if isinstance(b, native.NativeBackend)), None)
     for m, obj, ns in objects.items:
         kind = obj.get("kind")
         backend = next((b for b in settings.enabled_backends if b.is_podgroup(obj)), None)
-        if backend is not None and metadata(obj).get("name"):
+        if backend is None and native_planned and (problem := native.version_problem(obj, native_planned)):
+            plan.warnings.append(Finding(m.source, _what(obj, ns), problem))
+        elif backend is not None and metadata(obj).get("name"):
             for refused in backend.refusals(obj):  # what the apiserver would not create
                 plan.denials.append(Finding(m.source, _what(obj, ns), refused))
             holder = put(backend, obj)
             for key in cache.podgroups.keys_of(backend, cache.store_for(backend)[holder]):
                 defined[key] = m  # a 1.35 Workload defines a gang per pod group
-        elif kind == POD.kind:
+        elif kind == POD.kind and kinds.api_group(obj) == POD.group:
             _admit_pod(plan, m.source, obj, ns, objects, settings, put, named_by_pods, random_names)
-        elif kind in cache.workloads and metadata(obj).get("name"):
+        elif kinds.workload_kind(obj) is not None and kind in cache.workloads and metadata(obj).get("name"):
             put(kind, obj)
             workloads.append((Member(m.source, _what(obj, ns), ns), obj, ns))
-        elif kinds.workload_kind(obj) is not None or _has_pod_template(obj):
+        elif (kinds.workload_kind(obj) is not None or kinds.template_of(obj) or _own_workload(obj)
+              or kinds.any_pod_templates(obj)):
             _unfollowed_workload(plan, m.source, obj, ns, settings)
 
     for member, obj, ns in workloads:
@@ -312,6 +331,7 @@ def build_plan(
                        operator_groups.get(key))
     order = {m.source: i for i, m in enumerate(manifests)}
     plan.members.sort(key=lambda member: order.get(member.source, 0))  # as the manifests are written
+    _show_uids(plan)
     return plan
 
 
@@ -340,6 +360,17 @@ def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> tup
                     f"{kind.lower()} {name} podGroupPolicy {policy}: the Trainer makes this PodGroup itself and "
                     f"names it on the TrainJob's pods; podgang makes no second one and leaves its size")
     return out, groups
+
+
+def _show_uids(plan: Plan) -> None:
+    """Every text of the plan with the stand-in for an unassigned UID shown as ``<uid>``:
+    the stand-in is the plan's own and never reaches its output."""
+    for findings in (plan.denials, plan.warnings, plan.notes):
+        findings[:] = [Finding(f.source, shown(f.what), shown(f.message)) for f in findings]
+    for member in plan.members:
+        member.why = shown(member.why)
+        member.no_group = shown(member.no_group) if member.no_group else member.no_group
+        member.skipped = shown(member.skipped) if member.skipped else member.skipped
 
 
 def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects: _Objects, settings: Settings,
@@ -386,13 +417,37 @@ def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects
     put(POD.kind, admitted)
 
 
+def _own_workload(obj: dict[str, Any]) -> str | None:
+    """Why a scheduler's own workload (a Volcano Job, a 1.36 Workload) gets its gang from
+    that scheduler's controllers, or None."""
+    key = (kinds.api_group(obj), str(obj.get("kind")))
+    return next((b.own_workloads[key] for b in BACKENDS.values() if key in b.own_workloads), None)
+
+
 def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: str, settings: Settings) -> None:
-    """A workload whose size podgang does not follow (a DaemonSet, a kind it does not
-    know): each of its pods is a gang of one unless a pin says otherwise."""
+    """An object with pod templates whose size podgang does not follow. A template for
+    workloads (a Trainer runtime) owns no pods: no gang. A scheduler's own workload (a
+    Volcano Job) is ganged by that scheduler's controller. Any other gets a gang only when
+    its pod templates name a mapped scheduler: a DaemonSet's is always 1 (not a gang),
+    an unknown kind's 1 unless pinned."""
     member = Member(source, _what(obj, ns), ns)
     plan.members.append(member)
+    made_from = kinds.template_of(obj)
+    if made_from is not None:
+        member.no_group = f"a template, not a workload: it owns no pods; {made_from} get the gangs"
+        return
+    own = _own_workload(obj)
+    if own is not None:
+        member.no_group = f"{own}; podgang makes none"
+        return
     if rules.is_skipped(obj, settings):
         member.skipped = f"labelled {settings.skip_label}=true"
+        return
+    templates = kinds.any_pod_templates(obj)
+    in_scope = [t for _, t in templates if not rules.scope_problem(t, ns, settings)]
+    if not in_scope:
+        member.skipped = next((p for _, t in templates if (p := rules.scope_problem(t, ns, settings))),
+                              "no pod template")
         return
     named = rules.template_group(obj, settings)
     if isinstance(named, str):
@@ -400,9 +455,11 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
         return
     name = rules.owned_group_name(OwnerRef.of(obj), "", settings)
     mm = rules.min_member_for(obj, None, settings)
-    backend = template_backend(obj, settings) or settings.default_backend
+    backend = settings.backend_for(in_scope[0]) or settings.default_backend
     member.group = shown(name)
-    if kinds.workload_kind(obj) is None:
+    entry = kinds.workload_kind(obj)
+    pinned, _ = rules.pinned_min_member(obj, settings)
+    if entry is None:
         member.why = f"podgang does not know the kind {obj.get('kind')}: a gang of {mm.value}"
         if not mm.pinned:
             plan.warnings.append(Finding(source, member.what, (
@@ -410,6 +467,9 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
                 f"pin it with {settings.min_member_annotation}")))
     else:
         member.why = mm.reason
+        if not entry.gang and pinned is not None:
+            plan.warnings.append(Finding(source, member.what, (
+                f"{settings.min_member_annotation}={pinned} is ignored: {mm.reason}")))
     plan.groups.setdefault((ns, shown(name)), PlannedGroup(ns, shown(name), mm, "owned", owner=OwnerRef.of(obj),
                                                            owner_text=rules.kind_name(obj), backend=backend,
                                                            options=gang_options(backend, (), (obj,))))
@@ -481,9 +541,12 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         name = f"{settings.group_prefix}-{metadata(obj).get('name')}-<run>-{UNKNOWN_UID}"
         run = entry.runs[0]
         member.group, member.why = name, f"one PodGroup per {run} it starts, owned by that {run}"
-        plan.groups[(ns, name)] = PlannedGroup(ns, name, rules.min_member_for(obj, None, settings), "owned",
-                                               owner_text=f"each {run} of {owner_text}", per_run=True,
-                                               backend=template_backend(obj, settings))
+        mm = rules.min_member_for(obj, None, settings)
+        backend = template_backend(obj, settings) or settings.default_backend
+        plan.groups[(ns, name)] = PlannedGroup(ns, name, mm, "owned", owner_text=f"each {run} of {owner_text}",
+                                               per_run=True, backend=backend,
+                                               options=gang_options(backend, (), (obj,)),
+                                               subgroups=owned_subgroups(obj, mm, settings))
     elif owned:
         member.group, member.why = ", ".join(shown(n) for n in owned), f"top owner {owner_text}"
         if elsewhere:  # only some of its roles name a hand-made group: the others are its own gang
@@ -505,7 +568,7 @@ def _under_missing_owner(plan: Plan, member: Member, parent: OwnerRef, replaced:
         plan.warnings.append(Finding(member.source, member.what, f"{replaced}: the webhook admits its pods "
                                      f"without a group and the garbage collector deletes it"))
         return
-    entry = kinds.workload_kind(parent.kind)
+    entry = kinds.workload_kind(parent)
     if not parent.uid:
         member.no_group = (f"its owner {owner_text} is not in these manifests and its ownerReference has no "
                            f"uid: the group's name (pg-<name>-<uid>) cannot be known")
@@ -542,7 +605,7 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     mm = desired.min_member
     top = desired.owner
     if (desired.source == rules.OWNED and not desired.workloads and top is not None and mm is not None
-            and not mm.pinned and kinds.workload_kind(top.kind) is not None):
+            and not mm.pinned and kinds.workload_kind(top) is not None):
         mm = dataclasses.replace(mm, reason=f"{clip(f'{top.kind.lower()}/{top.name}')} is not in these "
                                             f"manifests: the grouper sizes the gang by it (1 here)")
     if operator is not None and actual is None:  # its operator makes it: its size is the operator's
@@ -554,11 +617,13 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     if mm is None:  # only standalone pods name it: the user's size stands
         mm = rules.MinMember(written or len(desired.members),
                              f"as written: only standalone pods use it ({len(desired.members)} here)")
+    options = desired.options or gang_options(backend, desired.members, desired.workloads)
+    if desired.source == rules.HAND_MADE and as_written is not None:
+        options = _as_written(backend, options, as_written, at)
     group = PlannedGroup(ns, shown(name), mm, _ORIGINS[desired.source], exists=actual is not None,
                          owner=desired.owner, defined_at=at, defined_obj=as_written,
                          cluster_min_member=written, random_name=key in random_names, backend=backend,
-                         options=desired.options or gang_options(backend, desired.members, desired.workloads),
-                         subgroups=desired.subgroups)
+                         options=options, subgroups=desired.subgroups)
     _note_fixed_size(plan, backend, group)
     if desired.source == rules.OWNER_LESS and desired.owner is not None:
         group.owner_text = f"pod/{desired.owner.name}"
@@ -575,6 +640,22 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
     for problem in group.options.get("problems") or ():
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+
+
+_OPTION_FIELDS = {"queue": "queue", "priority_class": "priorityClassName"}
+
+
+def _as_written(backend: Backend, options: dict[str, Any], podgroup: dict[str, Any],
+                at: Source | None) -> dict[str, Any]:
+    """A hand-made group's settings: its own queue and priority class as written (podgang
+    never changes them), the rest as its pods and workloads give them."""
+    written = backend.written_options(podgroup)
+    if not written:
+        return options
+    origins = [(setting, where) for setting, where in options.get("origins") or ()
+               if setting not in {_OPTION_FIELDS[k] for k in written}]
+    origins += [(_OPTION_FIELDS[k], f"as written in the PodGroup at {at}") for k in written]
+    return {**options, **written, "origins": tuple(origins)}
 
 
 def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:
@@ -607,32 +688,47 @@ def native_version_in(manifests: list[Manifest]) -> tuple[str, str] | None:
 
 
 def apply_scale(manifests: list[Manifest], scales: dict[str, int]) -> tuple[list[Manifest], list[str]]:
-    """Copies of ``manifests`` with ``KIND/NAME=N`` scales applied, and what changed."""
+    """Copies of ``manifests`` with ``KIND/NAME[:PART]=N`` scales applied, and what changed.
+    The kind's registry entry says which field a scale sets (a Kubeflow job's workers, a
+    RayCluster's worker group, a JobSet's replicated job: ``PART``)."""
     out = [Manifest(copy.deepcopy(m.obj), m.source) for m in manifests]
     done: list[str] = []
     for target, count in scales.items():
-        kind_text, _, name = target.partition("/")
+        kind_text, _, named = target.partition("/")
+        name, _, part = named.partition(":")
         entry = kinds.scale_target(kind_text)
         if entry is None or not name:
-            scalable = sorted(k.kind for k in kinds.WORKLOADS.values() if k.scale_path)
-            raise ScaleError(f"--scale {target}={count}: expected KIND/NAME=N with KIND one of {', '.join(scalable)}")
+            scalable = sorted(k.kind for k in kinds.WORKLOADS.values() if k.scales)
+            raise ScaleError(f"--scale {target}={count}: expected KIND/NAME=N with KIND one of {', '.join(scalable)}"
+                             f" (KIND/NAME:PART=N for a part: a replica type, a worker group, a replicated job)")
         if not 0 <= count <= MAX_SCALE:
             raise ScaleError(f"--scale {target}={count}: a count is a whole number from 0 to {MAX_SCALE}")
-        hits = [m for m in out if m.obj.get("kind") == entry.kind and metadata(m.obj).get("name") == name]
+        hits = [m for m in out if kinds.workload_kind(m.obj) is entry and metadata(m.obj).get("name") == name]
         if not hits:
             raise ScaleError(f"--scale {target}={count}: no {entry.kind} named {name!r} in the manifests")
-        path = entry.scale_path
-        assert path is not None
         for m in hits:
+            path = kinds.scale_field(entry, m.obj, part or None)
+            if isinstance(path, str):
+                raise ScaleError(f"--scale {target}={count}: {entry.kind.lower()}/{name}: {path}")
             node: Any = m.obj
             for step in path[:-1]:
-                node = node.setdefault(step, {}) if isinstance(node, dict) else {}
+                if isinstance(node, dict) and isinstance(step, str):
+                    node = node.setdefault(step, {})
+                elif isinstance(node, list) and isinstance(step, int) and step < len(node):
+                    node = node[step]
+                else:
+                    node = {}
             old = node.get(path[-1]) if isinstance(node, dict) else None
             if isinstance(node, dict):
                 node[path[-1]] = count
             before = old if old is not None else 1
-            done.append(f"{entry.kind.lower()}/{name} {'.'.join(path[1:])} {before} → {count}")
+            done.append(f"{entry.kind.lower()}/{name} {_path_text(path[1:])} {before} → {count}")
     return out, done
+
+
+def _path_text(path: tuple[str | int, ...]) -> str:
+    """``workerGroupSpecs[0].replicas`` of ``("workerGroupSpecs", 0, "replicas")``."""
+    return "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path).lstrip(".")
 
 
 def plan_with_scale(
@@ -731,7 +827,10 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
             comments.append(f"PodGroup {group.namespace}/{group.name} (minMember {group.min_member.value}, "
                             f"{group.owner_text}): {why}")
             continue
+        # an owner-less pod's group has no owner (the webhook makes it before the pod has a UID)
+        owned = group.origin == "owned" and group.owner is not None and group.owner.uid \
+            and _UID_TOKEN not in group.owner.uid
         docs.append(backend.build_podgroup(gang_spec(
             group.name, group.namespace, group.min_member.value, labels=settings.managed_labels,
-            options=group.options, owner=group.owner if group.owner and group.owner.uid else None)))
+            options=group.options, owner=group.owner if owned else None)))
     return docs, comments

@@ -49,8 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="FILE|DIR", help="manifest files or directories ('-' for stdin)")
     parser.add_argument("-o", "--output", choices=OUTPUTS, default="text",
                         help="text (default); yaml: the PodGroups as manifests to apply; json: the whole plan")
-    parser.add_argument("--scale", action="append", type=_scale, default=[], metavar="KIND/NAME=N",
-                        help="show what minMember becomes after scaling a workload (repeatable)")
+    parser.add_argument("--scale", action="append", type=_scale, default=[], metavar="KIND/NAME[:PART]=N",
+                        help="show what minMember becomes after scaling a workload (repeatable); PART: the "
+                             "replica type, Ray worker group or JobSet replicated job (a Kubeflow job's workers "
+                             "by default)")
     add_backend_flags(parser)
     add_flag(parser, "--native-version", choices=("auto", *native.VERSIONS), default="auto",
              help="the native gang API to plan for: v1beta1 (Kubernetes 1.37), v1alpha2 (1.36), v1alpha1 (1.35's "
@@ -229,10 +231,8 @@ def write_text(plan, out: TextIO) -> None:
             for last, s in enumerate(g.subgroups, 1 - len(g.subgroups)):
                 out.write(f"    {'└' if last == 0 else '├'} {s.name.ljust(sub_w)}  minimum {s.min_member}  "
                           f"[{s.reason}]\n")
-            for setting, where in g.options.get("origins") or ():
-                value = {"queue": g.options.get("queue"), "priorityClassName": g.options.get("priority_class")}.get(
-                    setting, (g.options.get("extra_spec") or {}).get(setting))
-                out.write(f"    {setting} {value}  [{where}]\n")
+            for setting, value, where in _settings(g.options):
+                out.write(f"    {setting} {value}" + (f"  [{where}]" if where else "") + "\n")
     out.write("\n")
     for title, findings in (("Denied", plan.denials), ("Warnings", plan.warnings), ("Notes", plan.notes)):
         if title == "Notes" and not findings:
@@ -243,6 +243,16 @@ def write_text(plan, out: TextIO) -> None:
             out.write(f"  {where}{f.what}\n    {f.message}\n")
         out.write("\n")
     out.write(f"{len(plan.members)} pods/workloads, {len(groups)} PodGroups, {_verdict(plan)}\n")
+
+
+def _settings(options) -> list[tuple[str, Any, str]]:
+    """The scheduler's settings of a gang to show, (field, value, where it comes from): every
+    one with an origin, and the queue and priority class of any backend."""
+    own = {"queue": options.get("queue"), "priorityClassName": options.get("priority_class")}
+    out = [(setting, own.get(setting, (options.get("extra_spec") or {}).get(setting)), where)
+           for setting, where in options.get("origins") or ()]
+    said = {setting for setting, _, _ in out}
+    return out + [(setting, value, "") for setting, value in own.items() if value and setting not in said]
 
 
 def _origin_text(g, backends: set[str]) -> str:
@@ -285,6 +295,7 @@ def plan_as_dict(plan) -> dict[str, Any]:
              "pinned": g.min_member.pinned, "origin": g.origin, "exists": g.exists,
              "definedAt": str(g.defined_at) if g.defined_at else None, "owner": g.owner_text or None,
              "backend": g.backend.name if g.backend is not None else None,
+             "queue": g.options.get("queue"), "priorityClassName": g.options.get("priority_class"),
              "subgroups": [{"name": s.name, "minMember": s.min_member, "reason": s.reason} for s in g.subgroups]}
             for g in (plan.groups[k] for k in sorted(plan.groups))
         ],

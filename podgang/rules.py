@@ -20,8 +20,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from podgang import quantities
 from podgang.backends import Backend, kai
-from podgang.kinds import (RUN_OWNERS, desired_size, pod_role, pod_templates, replica_stage, replica_suffix,
-                           resource_for, roles, stages, whole_roles, workload_kind)
+from podgang.kinds import (desired_size, pod_role, pod_templates, replica_stage, replica_suffix, resource_for, roles,
+                           run_kinds, stages, whole_roles, workload_kind)
 from podgang.objects import (
     Denial,
     OwnerRef,
@@ -235,12 +235,12 @@ def next_owner(obj: Any) -> OwnerRef | None:
     """The owner to follow upwards from ``obj``, or None when ``obj`` is the top.
 
     A run stops the walk (a Job started by a CronJob, a RayService's cluster, a
-    TrainJob's JobSet): every run is its own gang (:data:`podgang.kinds.RUN_OWNERS`).
+    TrainJob's JobSet): every run is its own gang (:func:`podgang.kinds.run_kinds`).
     """
     ref = controller_ref(obj)
     if ref is None:
         return None
-    if _dict(obj).get("kind") in RUN_OWNERS.get(ref.kind, ()):
+    if _dict(obj).get("kind") in run_kinds(ref):
         return None
     return ref
 
@@ -355,8 +355,8 @@ def gang_for_pod(
     top = top_owner(pod, chain)
     if named is not None:
         if subgroup is None and top is not None and top.uid and named == owned_group_name(
-                top, replica_suffix(top.kind, pod)[0], settings):
-            subgroup = pod_role(top.kind, pod)  # podgang's own name for it: its role in its workload's gang
+                top, replica_suffix(top, pod)[0], settings):
+            subgroup = pod_role(top, pod)  # podgang's own name for it: its role in its workload's gang
         if subgroup is None:  # one subgroup per workload, one for the standalone pods
             subgroup = top.name if top is not None else STANDALONE
         return Gang(named, HAND_MADE, "the pod names its PodGroup", top_owner=top, subgroup=subgroup)
@@ -364,11 +364,11 @@ def gang_for_pod(
     if top is not None:
         if not top.uid:
             return Denial(f"ownerReference {clip(f'{top.kind}/{top.name}')} has no uid; podgang cannot name its gang")
-        suffix, which = replica_suffix(top.kind, pod)
+        suffix, which = replica_suffix(top, pod)
         reason = f"top owner {clip(f'{top.kind.lower()}/{top.name}')}{which}"
         name = owned_group_name(top, suffix, settings)
         # a pod of a workload with roles (a PyTorchJob's master) is in its role's subgroup
-        subgroup = subgroup or pod_role(top.kind, pod)
+        subgroup = subgroup or pod_role(top, pod)
         return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=subgroup)
 
     md = metadata(pod)
@@ -462,8 +462,11 @@ def min_member_for(
     objects above it (``owners``, nearest first: the CronJob above a Job run) pins it.
     ``pods``: the group's pods, for a kind that makes a replica group in stages (a
     LeaderReady LWS group is its leader alone until the leader is placed).
-    A gang is never smaller than 1.
+    A gang is never smaller than 1; a kind that is not a gang (a DaemonSet) is always 1.
     """
+    entry = workload_kind(workload)
+    if entry is not None and not entry.gang:
+        return MinMember(1, f"{kind_name(workload)}: {desired_size(workload)[1]}")
     for source in (podgroup, workload, *owners):
         pinned, _problem = pinned_min_member(source, settings)
         if pinned is not None:

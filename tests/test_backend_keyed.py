@@ -17,7 +17,8 @@ from podgang.backends.base import PATCH, GangSource
 from podgang.backends.coscheduling import MAX_WORKLOAD_NAME, timeout_seconds
 from podgang.objects import OwnerRef
 from podgang.rules import HAND_MADE, Gang, gang_for_pod, hand_made_group, min_member_for
-from podgang.settings import DEFAULT
+from podgang.grouper.model import Slimmer
+from podgang.settings import DEFAULT, Settings
 from tests.webhook_support import review, review_names
 
 CRDS = Path(__file__).parent / "fixtures" / "crds"
@@ -165,10 +166,25 @@ QUEUE = "scheduling.volcano.sh/queue-name"
                                                    "spec": {"priorityClassName": "batch"}}}}],
      {"queue": "q-template", "priority_class": "batch"}),
     ([{"metadata": {"annotations": {QUEUE: ""}}, "spec": {"priorityClassName": 3}}], {}),
+    # KubeRay's way: the label volcano.sh/queue-name on the RayCluster; the nearest object that names one wins
+    ([{"metadata": {}}, {"metadata": {"labels": {"volcano.sh/queue-name": "kuberay-q"}}}], {"queue": "kuberay-q"}),
+    ([{"metadata": {"labels": {"volcano.sh/queue-name": "q-pod"}}},
+      {"metadata": {"annotations": {QUEUE: "q-workload"}}}], {"queue": "q-pod"}),
+    ([{"metadata": {"labels": {"volcano.sh/queue-name": "q-label"}, "annotations": {QUEUE: "q-annotation"}}}],
+     {"queue": "q-annotation"}),
     (["junk", None, {"spec": "x"}], {}),
 ])
 def test_volcano_gang_options(objs, expected):
     assert VOLCANO.gang_options(GangSource(objs)) == expected
+
+
+def test_the_grouper_keeps_a_workloads_volcano_queue_label():
+    ray = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+           "metadata": {"name": "r", "namespace": "ml", "labels": {"volcano.sh/queue-name": "kuberay-q", "team": "x"}},
+           "spec": {"headGroupSpec": {"template": {"spec": {"schedulerName": "volcano"}}}}}
+    slim = Slimmer(Settings(backends=(("volcano", VOLCANO),))).workload(ray)
+    assert slim["metadata"]["labels"] == {"volcano.sh/queue-name": "kuberay-q"}
+    assert VOLCANO.gang_options(GangSource([slim])) == {"queue": "kuberay-q"}
 
 
 TIMEOUT = "podgang.io/schedule-timeout"

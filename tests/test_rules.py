@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from podgang import rules
+from podgang.kinds import WORKLOADS
 from podgang.objects import OwnerRef, is_active, is_terminating, pod_phase
 from podgang.rules import (
     HAND_MADE,
@@ -71,7 +72,11 @@ def ref(kind: str, name: str, uid: str, api_version: str = "apps/v1", controller
     return {"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": controller}
 
 
-def obj(kind: str, name: str, uid: str = "", *, owners=(), labels=None, annotations=None, spec=None, api_version="apps/v1") -> dict:
+def obj(kind: str, name: str, uid: str = "", *, owners=(), labels=None, annotations=None, spec=None,
+        api_version=None) -> dict:
+    """An object as the apiserver holds it: the apiVersion its kind is served at, unless given."""
+    if api_version is None:
+        api_version = WORKLOADS[kind].resource.api_version if kind in WORKLOADS else "apps/v1"
     md: dict = {"name": name, "namespace": "ns"}
     if uid:
         md["uid"] = uid

@@ -138,6 +138,9 @@ class Backend(ABC):
     pod_spec_keys: tuple[str, ...] = ()
     #: the scheduler's verdict is read from the gang's pods (its PodGroup holds none)
     verdict_on_pods: bool = False
+    #: (API group, kind) of the scheduler's own workloads, whose controller makes their
+    #: PodGroup itself (Volcano's Job): podgang makes none, and says why
+    own_workloads: Mapping[tuple[str, str], str] = {}
 
     # -- pod membership -------------------------------------------------------
 
@@ -338,6 +341,21 @@ class Backend(ABC):
     @abstractmethod
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         """The part of a PodGroup's spec the grouper keeps in its cache."""
+
+    #: the PodGroup spec fields that hold the gang's queue and its priority class, where
+    #: the scheduler has them
+    queue_field: str | None = None
+    priority_field: str | None = None
+
+    def written_options(self, podgroup: Any) -> dict[str, Any]:
+        """The queue and priority class a PodGroup holds as written (a hand-made group's
+        own, which podgang never changes), in :meth:`gang_options`' keys."""
+        found = as_dict(as_dict(podgroup).get("spec"))
+        out: dict[str, Any] = {}
+        for option, field_name in (("queue", self.queue_field), ("priority_class", self.priority_field)):
+            if field_name is not None and isinstance(found.get(field_name), str) and found[field_name]:
+                out[option] = found[field_name]
+        return out
 
     def scheduler_verdict(self, podgroup: Any) -> SchedulerVerdict | None:
         """What the scheduler last said about placing the gang (from the PodGroup's

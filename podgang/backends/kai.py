@@ -82,6 +82,8 @@ class KaiBackend(MinMemberPodGroups):
     fact_resources = (PRIORITY_CLASSES, QUEUES)
     subgroups_must_be_listed = True  # KAI v0.15+: "Pod references subgroup x, which does not exist in PodGroup"
     pod_spec_keys = ("priorityClassName",)
+    queue_field = "queue"
+    priority_field = "priorityClassName"
     #: KAI's grouper copies the top owner's labels and annotations onto its PodGroup
     reads_owner_metadata = True
     other_writer_hint = (f"KAI's own pod-grouper older than v0.15 ignores {SKIP_PODGROUPER_ANNOTATION} and "

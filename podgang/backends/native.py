@@ -96,6 +96,10 @@ class NativeBackend(Backend):
     name = "native"
     pod_spec_keys = (SCHEDULING_GROUP,)
     size_fields = (("spec", POLICY),)
+    #: 1.36 and 1.37: a Workload is a template; its controller (the Job controller) makes
+    #: the PodGroups, the gangs, from ``spec.podGroupTemplates``
+    own_workloads = {(GROUP, "Workload"): "a Workload is a template for gangs: the PodGroups its controller (the Job "
+                                          "controller) makes from spec.podGroupTemplates are the gangs"}
 
     def __init__(self, version: str = V1ALPHA2):
         if version not in POD_GROUP_VERSIONS:
@@ -412,16 +416,34 @@ class NativeWorkloads(NativeBackend):
 
 
 def written_for(obj: Any) -> str | None:
-    """The native API version an object is written for, when it says: a Workload or pod
-    ``workloadRef`` is 1.35's ``v1alpha1``, a ``scheduling.k8s.io`` PodGroup its own version."""
+    """The native API version an object is written for, when it says: a ``scheduling.k8s.io``
+    Workload or PodGroup its own version (a 1.35 Workload holds gangs, a 1.36/1.37 one is a
+    template for them), a pod ``workloadRef`` 1.35's ``v1alpha1``."""
     obj = as_dict(obj)
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
-    if kind == "Workload" and api_version == f"{GROUP}/{V1ALPHA1}":
-        return V1ALPHA1
-    if kind == "PodGroup" and isinstance(api_version, str) and api_version.startswith(f"{GROUP}/"):
+    if kind in ("Workload", "PodGroup") and isinstance(api_version, str) and api_version.startswith(f"{GROUP}/"):
         version = api_version.partition("/")[2]
+        if kind == "Workload":
+            return version if version in VERSIONS else None
         return version if version in POD_GROUP_VERSIONS else None
     return V1ALPHA1 if isinstance(spec(obj).get(WORKLOAD_REF), Mapping) else None
+
+
+def version_problem(obj: Any, planned: str) -> str | None:
+    """Why a ``scheduling.k8s.io`` Workload or PodGroup written for another native API
+    version than the one planned for cannot be planned as written, or None."""
+    obj = as_dict(obj)
+    if obj.get("kind") not in ("Workload", "PodGroup") or not str(obj.get("apiVersion") or "").startswith(f"{GROUP}/"):
+        return None
+    written = written_for(obj)
+    if written == planned:
+        return None
+    if written is None:
+        return (f"{GROUP} has no {obj.get('kind')} at {quoted(str(obj.get('apiVersion')))} that podgang knows "
+                f"({', '.join(f'{v} (Kubernetes {KUBERNETES[v]})' for v in VERSIONS)}): not planned")
+    return (f"written for {GROUP}/{written} (Kubernetes {KUBERNETES[written]}), but planned for {GROUP}/{planned} "
+            f"(Kubernetes {KUBERNETES[planned]}), which does not serve it: not planned (--native-version {written} "
+            f"plans for it)")
 
 
 def native_backend(version: str) -> NativeBackend:

@@ -4,8 +4,9 @@ what a user sets for a hand-made group), sizes patched in place.
 
 Volcano's own controllers default a Deployment's group to ``minMember: 1`` and do
 not follow a scale; podgang sizes the group from the workload instead. The queue
-comes from Volcano's ``scheduling.volcano.sh/queue-name`` annotation on the pod
-template or the workload, the priority class from the pod template. No I/O.
+comes from Volcano's ``scheduling.volcano.sh/queue-name`` annotation, or the
+``volcano.sh/queue-name`` label KubeRay's Volcano integration reads, on the pod template
+or the workload, nearest first; the priority class from the pod template. No I/O.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from podgang.backends.base import GangSource
-from podgang.backends.keyed import PRIORITY_CLASS, OneKeyBackend, first_annotation, with_templates
-from podgang.objects import Resource, as_dict, spec
+from podgang.backends.keyed import PRIORITY_CLASS, OneKeyBackend, with_templates
+from podgang.objects import Resource, annotations, as_dict, labels, spec
 
 GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
 QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
+QUEUE_LABEL = "volcano.sh/queue-name"  # the queue as KubeRay's Volcano integration names it: a label
 TASK_ANNOTATION = "volcano.sh/task-spec"  # a pod's task: the key of spec.minTaskMember
 MIN_TASK_MEMBER = "minTaskMember"
 MIN_RESOURCES = "minResources"  # what Volcano's enqueue checks the queue's room against
@@ -30,15 +32,25 @@ class VolcanoBackend(OneKeyBackend):
     section = "annotations"
     key = GROUP_ANNOTATION
     pod_annotation_keys = (GROUP_ANNOTATION, QUEUE_ANNOTATION, TASK_ANNOTATION)
+    pod_label_keys = (QUEUE_LABEL,)
     subgroup_key = ("annotations", TASK_ANNOTATION)
     subgroups_field = MIN_TASK_MEMBER
     pod_spec_keys = (PRIORITY_CLASS,)
     min_resources_field = MIN_RESOURCES
+    queue_field = "queue"
+    priority_field = PRIORITY_CLASS
+    own_workloads = {
+        ("batch.volcano.sh", "Job"): "Volcano's job controller makes its PodGroup itself (spec.minAvailable)",
+        ("batch.volcano.sh", "CronJob"): "each run is a Volcano Job, whose PodGroup Volcano's job controller makes",
+        ("flow.volcano.sh", "JobTemplate"): "a template for the Volcano Jobs a JobFlow runs, whose PodGroups "
+                                            "Volcano's job controller makes",
+    }
 
     def gang_options(self, source: GangSource) -> dict[str, Any]:
         objs = source.nearest_first
         options: dict[str, Any] = {}
-        queue = first_annotation(objs, QUEUE_ANNOTATION)
+        queue = next((value for obj in with_templates(objs)
+                      if (value := annotations(obj).get(QUEUE_ANNOTATION) or labels(obj).get(QUEUE_LABEL))), None)
         if queue:
             options["queue"] = queue
         priority = next((value for obj in with_templates(objs)
