@@ -500,9 +500,8 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         return
     own = kinds.operator_gang(obj)
     if own is not None:  # the operator's own gang integration: one gang per workload, the operator's
-        member.group, member.no_group = (own[0] or None), None if own[0] else own[1]
-        member.why = f"{own[1]}; podgang makes no second one"
-        plan.notes.append(Finding(member.source, member.what, member.why))
+        member.no_group = f"{own[1]}; podgang makes no second one"  # a gang, not podgang's
+        plan.notes.append(Finding(member.source, member.what, member.no_group))
         return
     if not templates and entry.runs:  # a TrainJob: the trainer makes a JobSet, which makes the pods
         runs = " or ".join(entry.runs)
