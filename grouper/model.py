@@ -560,6 +560,11 @@ class Cache:
                 self.unlabelled.discard(key)
             if group:
                 changes.groups.add(group)
+                if (old is None or new is None) and owner is not None and group not in self.group_owner \
+                        and group not in self.template_refs:
+                    # a pod its operator put in the operator's own group: its workload's own group
+                    # (made before the pods came) may no longer be wanted
+                    changes.groups.update(self._owner_groups(owner, _d(pod.get("metadata")).get("namespace") or ""))
         self._remember_replaced(old, new)
         if new is not None:
             backend = self.settings.backend_for(new)
@@ -668,6 +673,18 @@ class Cache:
 
     def _pods_of(self, owner_uid: str) -> list[Obj]:
         return [p for k in self.pods_by_owner.get(owner_uid, ()) if (p := self.pods.get(k)) is not None]
+
+    def _owner_groups(self, owner: OwnerRef, namespace: str) -> set[str]:
+        """The groups the workload owning a pod (or the workload above it) owns itself."""
+        out: set[str] = set()
+        obj = self.by_uid.get(owner.uid) if owner.uid else None
+        for _ in range(2):
+            if obj is None or not kinds.workload_kind(obj):
+                break
+            out.update(key_of(namespace, n) for n in self.owned_group_names(obj))
+            above = rules.controller_ref(obj)
+            obj = self.by_uid.get(above.uid) if above is not None and above.uid else None
+        return out
 
     def pods_under(self, workload: Mapping[str, Any]) -> list[Obj]:
         """The pods a workload owns, and those of the workloads it owns (an LWS's StatefulSets)."""

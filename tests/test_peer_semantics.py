@@ -7,7 +7,9 @@ fed as its informers feed it, and ``podgang plan``'s ``build_plan``.
 
 from __future__ import annotations
 
+import asyncio
 import copy
+from datetime import datetime, timezone
 from typing import Any
 
 import jsonpatch
@@ -17,13 +19,18 @@ from podgang import kinds, rules
 from podgang.backends.base import PATCH, GangSpec
 from podgang.backends.kai import KAI
 from podgang.backends.volcano import VOLCANO
+from podgang.events import EventRecorder, EventSink
+from podgang.grouper.controller import Controller, Options
 from podgang.grouper.model import Cache, obj_key
 from podgang.grouper.podgroups import desired_group, plan_writes
 from podgang.manifests import Manifest, Source
 from podgang.plan import build_plan, plan_with_scale, shown
 from podgang.settings import DEFAULT, Settings
-from tests.backend_support import SCHEDULERS
+from podgang.status import Snapshot, build_report
+from tests.backend_support import SCHEDULERS, podgroup_of, resource
 from tests.crd_support import crd_valid
+from tests.kube_emulator import KubeEmulator
+from tests.webhook_support import eventually
 
 NS = "serving"
 
@@ -458,3 +465,45 @@ def test_pods_naming_their_operators_group_are_that_gang_and_podgangs_own_is_ret
     assert operator.source == rules.HAND_MADE and operator.min_member is None  # its size is the operator's
     assert "podgang makes no second one" in operator.operator
     assert plan_writes(operator, cache.podgroups.of(VOLCANO, f"{NS}/ray-raycluster-pg"), VOLCANO_SETTINGS) == []
+
+
+async def test_the_grouper_says_once_that_a_gang_is_its_operators_and_makes_no_second_one():
+    """The grouper on a RayCluster whose KubeRay (batchScheduler volcano) made ray-<name>-pg:
+    its pods name that group, podgang's own, made when the cluster came, is retired, and one
+    OperatorGang event says why; podgang status shows the same."""
+    async with KubeEmulator() as emu:
+        emu.register(resource(VOLCANO))
+        ray = emu.put(ray_gang())
+        emu.put(VOLCANO.build_podgroup(GangSpec("ray-raycluster-pg", NS, 3)))
+        client = emu.api_client()
+        controller = Controller(client, VOLCANO_SETTINGS, Options(resync_period=300.0, request_timeout=5.0),
+                                events=EventSink(EventRecorder(client, "podgang-grouper")))
+        task = asyncio.create_task(controller.run())
+        ours = "pg-raycluster-ray-1"
+        try:
+            await emu.wait_for(lambda: podgroup_of(emu, VOLCANO, NS, ours) is not None, 10, "podgang's group")
+            for i in range(3):  # KubeRay's pods come, naming its own group
+                emu.put(operator_pod(f"raycluster-{i}", "ray-raycluster-pg", ray))
+            await emu.wait_for(lambda: podgroup_of(emu, VOLCANO, NS, ours) is None, 10, "podgang's group retired")
+            said = await eventually(lambda: grouper_events(emu, "OperatorGang"), what="an OperatorGang event")
+            assert all("their operator's own gang" in e["message"] or "no second one" in e["message"] for e in said)
+            await controller.queue.wait_idle()
+            count = len(grouper_events(emu, "OperatorGang"))
+            emu.put({**operator_pod("raycluster-3", "ray-raycluster-pg", ray)})  # a new pod: nothing new to say
+            await controller.queue.wait_idle()
+            assert len(grouper_events(emu, "OperatorGang")) == count
+            theirs = podgroup_of(emu, VOLCANO, NS, "ray-raycluster-pg")
+            assert theirs["spec"]["minMember"] == 3 and "labels" not in theirs["metadata"]  # the operator's, untouched
+            snapshot = Snapshot(pods=emu.list("pods", NS), podgroups={"volcano": [theirs]},
+                                workloads={"RayCluster": [emu.get("rayclusters", NS, "raycluster")]}, events=[],
+                                now=datetime.now(timezone.utc))
+            (gang,) = [g for g in build_report(snapshot, VOLCANO_SETTINGS).gangs if g.name == "ray-raycluster-pg"]
+            assert "podgang makes no second one" in gang.min_member_from
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await client.close()
+
+
+def grouper_events(emu, reason: str) -> list[dict]:
+    return [e for e in emu.list("events", NS) if e.get("reason") == reason]
