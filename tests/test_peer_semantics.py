@@ -21,7 +21,7 @@ from podgang.backends.kai import KAI
 from podgang.backends.volcano import VOLCANO
 from podgang.events import EventRecorder, EventSink
 from podgang.grouper.controller import Controller, Options
-from podgang.grouper.model import Cache, obj_key
+from podgang.grouper.model import Cache
 from podgang.grouper.podgroups import desired_group, plan_writes
 from podgang.manifests import Manifest, Source
 from podgang.plan import build_plan, plan_with_scale, shown
@@ -29,25 +29,11 @@ from podgang.settings import DEFAULT, Settings
 from podgang.status import Snapshot, build_report
 from tests.backend_support import SCHEDULERS, podgroup_of, resource
 from tests.crd_support import crd_valid
+from tests.test_grouper_units import feed
 from tests.kube_emulator import KubeEmulator
 from tests.webhook_support import eventually
 
 NS = "serving"
-
-
-def feed(cache: Cache, *objs: dict) -> Cache:
-    """Full API objects into the cache, as the grouper's informers put them."""
-    for obj in objs:
-        kind = obj["kind"]
-        slim = cache.slimmer_for(kind)(obj)
-        if slim is None or not cache.keep(kind, slim):
-            continue
-        store = cache.store_for(kind)
-        key = obj_key(slim)
-        old = store.get(key)
-        store[key] = slim
-        cache.apply(kind, old, slim)
-    return cache
 
 
 def planned(*objs: dict, settings: Settings = DEFAULT):
