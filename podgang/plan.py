@@ -488,9 +488,10 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         return
     templates = kinds.pod_templates(obj)
     problems = [rules.scope_problem(t, ns, settings) for _, t in templates]
-    run = next((o for _, o, _ in objects.items if rules.controller_ref(o) is not None
-                and rules.controller_ref(o).uid == metadata(obj).get("uid") and o.get("kind") in entry.runs), None)
-    if run is not None and not templates:  # made here from what the manifests hold (a TrainJob's runtime)
+    run = None if templates or not entry.runs else next(
+        (o for _, o, _ in objects.items if o.get("kind") in entry.runs and (ref := rules.controller_ref(o)) is not None
+         and ref.uid == metadata(obj).get("uid")), None)
+    if run is not None:  # made here from what the manifests hold (a TrainJob's runtime)
         named = rules.template_group(run, settings)
         owned = cache.owned_group_names(cache.store_for(run["kind"]).get(key_of(ns, metadata(run)["name"])) or run)
         member.group = named if isinstance(named, str) else ", ".join(shown(n) for n in owned)
