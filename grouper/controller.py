@@ -44,6 +44,7 @@ from podgang.grouper.podgroups import (
     group_backend,
     is_managed,
     is_orphan_candidate,
+    natural_gang,
     plan_writes,
     pod_gang,
     pod_subgroup,
@@ -500,7 +501,12 @@ class Controller:
             return
         self._warned[memory] = frozenset((desired.operator,))
         log.info(desired.operator, extra={"fields": {"group": key, "action": "operator-gang"}})
-        for subject in [o for o in (actual, *desired.workloads) if o is not None]:
+        workloads = list(desired.workloads)
+        natural = natural_gang(self.cache, desired.members[0]) if desired.members and not workloads else None
+        if isinstance(natural, rules.Gang) and natural.top_owner is not None:  # the workload of the group's pods
+            top = self.cache.by_uid.get(natural.top_owner.uid)
+            workloads += [top] if top is not None else []
+        for subject in [o for o in (actual, *workloads) if o is not None]:
             self.events.emit(subject, "OperatorGang", desired.operator)
 
     def _unwatch(self, key: str, *, contributions: bool) -> None:

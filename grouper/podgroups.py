@@ -337,8 +337,8 @@ def operator_named(cache: Cache, workload: Obj, name: str) -> str | None:
     gangSchedulingManagement), which the workload does not show."""
     pods = [p for p in cache.pods_under(workload) if not is_terminating(p)]
     named = {rules.group_of(p, cache.settings) for p in pods}
-    if not pods or None in named or name in named:
-        return None
+    if not pods or None in named or named & set(cache.owned_group_names(workload)):
+        return None  # none, or some in the groups podgang gives it (another LWS group's)
     namespace = _md(workload).get("namespace") or ""
     if any((g := cache.podgroups.of(cache.podgroups.backend_of(key_of(namespace, n)), key_of(namespace, n)))
            is not None and is_managed(g, cache.settings) for n in named if n):

@@ -473,6 +473,8 @@ async def test_the_grouper_says_once_that_a_gang_is_its_operators_and_makes_no_s
             await emu.wait_for(lambda: podgroup_of(emu, VOLCANO, NS, ours) is None, 10, "podgang's group retired")
             said = await eventually(lambda: grouper_events(emu, "OperatorGang"), what="an OperatorGang event")
             assert all("their operator's own gang" in e["message"] or "no second one" in e["message"] for e in said)
+            await eventually(lambda: [e for e in grouper_events(emu, "OperatorGang")
+                                      if e["involvedObject"]["kind"] == "RayCluster"], what="said on the RayCluster")
             await controller.queue.wait_idle()
             count = len(grouper_events(emu, "OperatorGang"))
             emu.put({**operator_pod("raycluster-3", "ray-raycluster-pg", ray)})  # a new pod: nothing new to say
