@@ -599,8 +599,9 @@ def trainjob_jobset(trainjob: Any, runtime: Any) -> Obj:
     initializer and of the trainer; the trainer's Job as wide as ``trainer.numNodes`` (else the
     runtime's ``mlPolicy.numNodes``) — for MPI, the ``node`` Job (one fewer with
     ``runLauncherAsNode``); the runtime's ``dependsOn`` kept (its initializers first); the
-    TrainJob's labels and annotations over the runtime's; with a ``podGroupPolicy``, its pods
-    naming the PodGroup the Trainer makes (named after the TrainJob)."""
+    labels and annotations of the runtime's template and of the TrainJob's ``runtimePatches``
+    (the TrainJob's own are lent to it where podgang reads them: ``lends_metadata``); with a
+    ``podGroupPolicy``, its pods naming the PodGroup the Trainer makes (named after the TrainJob)."""
     runtime_spec = as_dict(spec(runtime))
     template = as_dict(runtime_spec.get("template"))
     js_spec: Obj = copy.deepcopy(dict(as_dict(template.get("spec"))))
@@ -610,10 +611,26 @@ def trainjob_jobset(trainjob: Any, runtime: Any) -> Obj:
     nodes = _whole_number(trainer.get("numNodes"))
     md = as_dict(trainjob.get("metadata")) if isinstance(trainjob, Mapping) else {}
     policy = trainer_pod_group_policy(runtime)
+    patches = [as_dict(as_dict(as_dict(p).get("trainingRuntimeSpec")).get("template"))
+               for p in as_list(spec(trainjob).get("runtimePatches"))]
+    js_md: Obj = {k: dict(as_dict(as_dict(template.get("metadata")).get(k))) for k in ("labels", "annotations")}
+    for patch in patches:  # the TrainJob's runtimePatches: metadata on the JobSet, its Jobs and pods
+        for k in js_md:
+            js_md[k].update(as_dict(as_dict(patch.get("metadata")).get(k)))
+    job_patches: dict[str, list[Mapping[str, Any]]] = {}
+    for patch in patches:
+        for rpatch in as_list(as_dict(patch.get("spec")).get("replicatedJobs")):
+            job_patches.setdefault(str(as_dict(rpatch).get("name")), []).append(as_dict(as_dict(rpatch).get("template")))
     rjobs = []
     for rjob in as_list(js_spec.get("replicatedJobs")):
         rjob = dict(as_dict(rjob))
         job = dict(as_dict(rjob.get("template")))
+        for jpatch in job_patches.get(str(rjob.get("name")), []):
+            job = _patched_metadata(job, as_dict(jpatch.get("metadata")))
+            pod_patch = as_dict(as_dict(jpatch.get("spec")).get("template"))
+            job_spec_now = dict(as_dict(job.get("spec")))
+            pod = _patched_metadata(as_dict(job_spec_now.get("template")), as_dict(pod_patch.get("metadata")))
+            job = {**job, "spec": {**job_spec_now, "template": pod}}
         job_spec = dict(as_dict(job.get("spec")))
         ancestor = as_dict(as_dict(job.get("metadata")).get("labels")).get(TRAINER_ANCESTOR_LABEL)
         if ancestor in _TRAINER_ONE_REPLICA:
@@ -636,16 +653,22 @@ def trainjob_jobset(trainjob: Any, runtime: Any) -> Obj:
     js_spec["replicatedJobs"] = rjobs
     if spec(trainjob).get("suspend") is True:
         js_spec["suspend"] = True
-    template_md = as_dict(template.get("metadata"))
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": md.get("name"), "namespace": md.get("namespace"),
-                         "labels": {**as_dict(template_md.get("labels")), **as_dict(md.get("labels"))},
-                         "annotations": {**as_dict(template_md.get("annotations")), **as_dict(md.get("annotations"))},
+            "metadata": {"name": md.get("name"), "namespace": md.get("namespace"), **{k: v for k, v in js_md.items() if v},
                          "ownerReferences": [{"apiVersion": str(as_dict(trainjob).get("apiVersion")),
                                               "kind": "TrainJob", "name": md.get("name"),
                                               **({"uid": md["uid"]} if md.get("uid") else {}),
                                               "controller": True}]},
             "spec": js_spec}
+
+
+def _patched_metadata(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> Obj:
+    """``obj`` with a patch's labels and annotations over its own."""
+    md = dict(as_dict(obj.get("metadata")))
+    for k in ("labels", "annotations"):
+        if as_dict(patch.get(k)):
+            md[k] = {**as_dict(md.get(k)), **as_dict(patch.get(k))}
+    return {**obj, "metadata": md} if md else dict(obj)
 
 
 def _slim_trainjob(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:

@@ -495,3 +495,25 @@ async def test_the_grouper_says_once_that_a_gang_is_its_operators_and_makes_no_s
 
 def grouper_events(emu, reason: str) -> list[dict]:
     return [e for e in emu.list("events", NS) if e.get("reason") == reason]
+
+
+def test_a_trainjobs_runtime_patches_reach_the_jobset_and_its_gang():
+    """runtimePatches (Kueue's, a user's): labels on the JobSet, KAI's batch-min-member on a
+    replicated job's Job template, a queue label on its pods — as the Trainer merges them."""
+    job = trainjob(4)
+    job["metadata"]["labels"] = {"kai.scheduler/queue": "research"}
+    job["spec"]["runtimePatches"] = [{"manager": "user", "trainingRuntimeSpec": {"template": {
+        "metadata": {"labels": {"team": "nlp"}},
+        "spec": {"replicatedJobs": [{"name": "node", "template": {
+            "metadata": {"annotations": {BATCH: "2"}},
+            "spec": {"template": {"metadata": {"labels": {"tier": "gpu"}}}}}}]}}}}]
+    job = crd_valid(job)
+    rt = runtime(rjob("node", "trainer"), ml={"numNodes": 1, "torch": {}})
+    made = kinds.trainjob_jobset(job, rt)
+    node = made["spec"]["replicatedJobs"][0]["template"]
+    assert made["metadata"]["labels"] == {"team": "nlp"}
+    assert node["metadata"]["annotations"] == {BATCH: "2"}
+    assert node["spec"]["template"]["metadata"]["labels"] == {"tier": "gpu"}
+    group = group_of_plan(planned(rt, job), "pg-llama-")
+    assert group.min_member.value == 2  # KAI's annotation on the node Job: each of its 1 Jobs needs 2
+    assert group.options["queue"] == "research"  # the TrainJob's label, lent to its JobSet as KAI reads it
