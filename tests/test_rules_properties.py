@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from podgang import kinds, objects, quantities, rules
 from podgang.backends.base import Backend, GangSource
 from podgang.backends import BACKENDS, NativeBackend, NativeWorkloads
-from podgang.kinds import OWNER_KINDS
+from podgang.kinds import OWNER_KINDS, Role
 from podgang.objects import OwnerRef
 from podgang.rollouts import WorkloadPods
 from podgang.rules import (
@@ -488,6 +488,14 @@ ARGS = {
     "is_active": lambda d: (d.draw(anything),),
     "parse_duration": lambda d: (d.draw(json_leaf | text_value),),
     "grace_period_for": lambda d: (d.draw(st.lists(anything, max_size=3)), d.draw(st.none() | st.floats(min_value=0, max_value=1e6))),
+    "replica_stage": lambda d: (d.draw(anything), d.draw(st.lists(anything, max_size=3))),
+    "operator_gang": lambda d: (d.draw(anything),),
+    "roles_in_hand_made_group": lambda d: (d.draw(anything),),
+    "scheduler_pin_problems": lambda d: (d.draw(anything),),
+    "workload_backend": lambda d: (d.draw(anything),),
+    "trainjob_runtime": lambda d: (d.draw(anything),),
+    "trainer_pod_group_policy": lambda d: (d.draw(anything),),
+    "trainjob_jobset": lambda d: (d.draw(anything), d.draw(anything)),
 }
 
 #: documented to raise ValueError (with a message saying what is accepted), nothing else
@@ -585,6 +593,10 @@ BACKEND_ARGS = {
     "gangs_in": lambda d: (d.draw(anything),),
     "gang_view": lambda d: (d.draw(anything), d.draw(st.text(max_size=300))),
     "missing_group": lambda d: (d.draw(st.text(max_size=300)), d.draw(st.text(max_size=70)), d.draw(anything)),
+    "size_pin": lambda d: (d.draw(anything),),
+    "role_pin": lambda d: (d.draw(anything | st.builds(Role, st.text(max_size=10), st.integers(0, 5), st.text(max_size=5),
+                                                       anything, st.text(max_size=5), st.integers(-2, 5),
+                                                       anything)),),
 }
 
 
