@@ -510,6 +510,8 @@ class Cache:
         if owner is not None and kinds.resource_for(owner.api_version, owner.kind) is not None \
                 and not kinds.run_kinds(owner):
             return None  # counted through its owner (a Deployment's ReplicaSet, a JobSet's Job)
+        if kinds.operator_gang(workload) is not None:  # its operator's group: the operator sizes it
+            return None
         named = rules.template_group(workload, self.settings)
         if not isinstance(named, str):
             return None

@@ -662,6 +662,23 @@ def trainjob_jobset(trainjob: Any, runtime: Any) -> Obj:
             "spec": js_spec}
 
 
+def _trainer_own_gang(obj: Any) -> tuple[str, str] | None:
+    """A JobSet the Trainer made for a TrainJob whose runtime has a ``podGroupPolicy``: its pod
+    templates name the PodGroup the Trainer makes itself, named after the TrainJob."""
+    owner = next((as_dict(r) for r in as_list(as_dict(as_dict(obj).get("metadata")).get("ownerReferences"))
+                  if as_dict(r).get("kind") == "TrainJob" and as_dict(r).get("controller") is True), None)
+    name = owner.get("name") if owner is not None else None
+    if not isinstance(name, str) or not name:
+        return None
+    for _, template in _jobset_templates(obj):
+        md = as_dict(template.get("metadata"))
+        for policy, (section, key) in _TRAINER_POD_GROUP_KEYS.items():
+            if as_dict(md.get(section)).get(key) == name:
+                return name, (f"the TrainJob's runtime podGroupPolicy {policy}: the Trainer makes PodGroup {name} "
+                              f"itself and names it on the TrainJob's pods")
+    return None
+
+
 def _patched_metadata(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> Obj:
     """``obj`` with a patch's labels and annotations over its own."""
     md = dict(as_dict(obj.get("metadata")))
@@ -968,7 +985,7 @@ JOB_SET = WorkloadKind(
     scale_parts=lambda obj: {str(as_dict(r).get("name", "")).lower(): ("spec", "replicatedJobs", i, "replicas")
                              for i, r in enumerate(as_list(spec(obj).get("replicatedJobs")))},
     default_scale_part=lambda obj: _only_part(JOB_SET, obj),
-    status_fields=(*_RUN_STATUS, "replicatedJobsStatus"),
+    status_fields=(*_RUN_STATUS, "replicatedJobsStatus"), own_gang=_trainer_own_gang,
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,),
 )
 PYTORCH_JOB = _kubeflow_kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", ("pytorchjob", "pytorchjobs"),

@@ -281,7 +281,7 @@ def build_plan(
 ) -> Plan:
     """Decide, for every object in ``manifests``, what podgang would do."""
     plan = Plan()
-    made, operator_groups = _made_by_operators(manifests, default_namespace)
+    made = _made_by_operators(manifests, default_namespace)
     objects = _Objects([*manifests, *made], default_namespace)
     for ignored, wins in objects.duplicates:
         plan.warnings.append(Finding(ignored.source, _what(ignored.obj, _ns(ignored.obj, default_namespace)),
@@ -327,22 +327,19 @@ def build_plan(
         _workload_member(plan, member, obj, ns, objects, cache, settings)
 
     for key in sorted(cache.all_group_keys()):
-        _planned_group(plan, desired_group(cache, key), cache, settings, objects, defined, named_by_pods, random_names,
-                       operator_groups.get(key))
+        _planned_group(plan, desired_group(cache, key), cache, settings, objects, defined, named_by_pods, random_names)
     order = {m.source: i for i, m in enumerate(manifests)}
     plan.members.sort(key=lambda member: order.get(member.source, 0))  # as the manifests are written
     _show_uids(plan)
     return plan
 
 
-def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> tuple[list[Manifest], dict[str, str]]:
+def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> list[Manifest]:
     """What an operator makes from the manifests before any pod exists, where they hold all
-    it reads: the JobSet the Trainer makes for a TrainJob whose runtime is among them; and
-    the PodGroups operators make themselves (group key -> why: a runtime's podGroupPolicy)."""
+    it reads: the JobSet the Trainer makes for a TrainJob whose runtime is among them."""
     runtimes = {(str(m.obj.get("kind")), str(metadata(m.obj).get("name")), _ns(m.obj, default_namespace)): m.obj
                 for m in manifests if m.obj.get("kind") in kinds.TRAINER_RUNTIME_KINDS}
     out = []
-    groups: dict[str, str] = {}
     for m in manifests:
         if m.obj.get("kind") != kinds.TRAIN_JOB.kind or not metadata(m.obj).get("name"):
             continue
@@ -354,12 +351,7 @@ def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> tup
         if runtime is not None:
             trainjob = {**m.obj, "metadata": {**metadata(m.obj), "namespace": ns}}
             out.append(Manifest(kinds.trainjob_jobset(trainjob, runtime), m.source))
-            policy = kinds.trainer_pod_group_policy(runtime)
-            if policy is not None:
-                groups[key_of(ns, str(metadata(m.obj)["name"]))] = (
-                    f"{kind.lower()} {name} podGroupPolicy {policy}: the Trainer makes this PodGroup itself and "
-                    f"names it on the TrainJob's pods; podgang makes no second one and leaves its size")
-    return out, groups
+    return out
 
 
 def _show_uids(plan: Plan) -> None:
@@ -491,6 +483,11 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     run = None if templates or not entry.runs else next(
         (o for _, o, _ in objects.items if o.get("kind") in entry.runs and (ref := rules.controller_ref(o)) is not None
          and ref.uid == metadata(obj).get("uid")), None)
+    own = kinds.operator_gang(run) if run is not None else None
+    if run is not None and own is not None:  # the Trainer's podGroupPolicy: its own PodGroup
+        member.no_group = f"{own[1]}; podgang makes no second one"
+        plan.notes.append(Finding(member.source, member.what, member.no_group))
+        return
     if run is not None:  # made here from what the manifests hold (a TrainJob's runtime)
         named = rules.template_group(run, settings)
         owned = cache.owned_group_names(cache.store_for(run["kind"]).get(key_of(ns, metadata(run)["name"])) or run)
@@ -585,10 +582,8 @@ _ORIGINS = {rules.OWNED: "owned", rules.OWNER_LESS: "owner-less", rules.HAND_MAD
 
 
 def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Settings, objects: _Objects,
-                   defined: dict[str, Manifest], named_by_pods: dict[str, Source], random_names: set[str],
-                   operator: str | None = None) -> None:
-    """One PodGroup of the plan, from the grouper's desired state (``operator``: why an
-    operator makes it itself)."""
+                   defined: dict[str, Manifest], named_by_pods: dict[str, Source], random_names: set[str]) -> None:
+    """One PodGroup of the plan, from the grouper's desired state."""
     backend = desired.backend or settings.default_backend
     key = desired.key
     ns, name = split_key(key)
@@ -608,12 +603,6 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
             and not mm.pinned and kinds.workload_kind(top) is not None):
         mm = dataclasses.replace(mm, reason=f"{clip(f'{top.kind.lower()}/{top.name}')} is not in these "
                                             f"manifests: the grouper sizes the gang by it (1 here)")
-    if operator is not None and actual is None:  # its operator makes it: its size is the operator's
-        plan.groups[(ns, name)] = PlannedGroup(ns, name, rules.MinMember(
-            mm.value if mm is not None else 1, operator, pinned=True), "operator's", exists=False,
-            backend=backend, owner_text="its operator")
-        plan.notes.append(Finding(objects.source_of(desired.workloads), f"podgroup {ns}/{name}", operator))
-        return
     if mm is None:  # only standalone pods name it: the user's size stands
         mm = rules.MinMember(written or len(desired.members),
                              f"as written: only standalone pods use it ({len(desired.members)} here)")
@@ -799,9 +788,6 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
     for key in sorted(plan.groups):
         group = plan.groups[key]
         backend = group.backend or settings.default_backend
-        if group.origin == "operator's":
-            comments.append(f"PodGroup {group.namespace}/{group.name}: its operator makes it, not podgang")
-            continue
         if group.origin == "hand-made":
             if group.defined_obj is None:
                 comments.append(f"PodGroup {group.namespace}/{group.name} (minMember {group.min_member.value}) is "

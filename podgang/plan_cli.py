@@ -269,8 +269,6 @@ def _origin(g) -> str:
         if g.cluster_min_member is not None and g.cluster_min_member != g.min_member.value:
             text += f"; written as minMember {g.cluster_min_member}, the grouper sets {g.min_member.value}"
         return text
-    if g.origin == "operator's":
-        return "made by its operator, not by podgang"
     if g.origin == "owner-less":
         return f"created by the webhook for {g.owner_text}"
     if g.per_run:

@@ -373,10 +373,26 @@ def test_a_trainer_runtimes_pod_group_policy_is_the_trainers_own_podgroup():
     pod_labels = made["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["labels"]
     assert pod_labels == {"scheduling.x-k8s.io/pod-group": "llama"}  # as the Trainer labels them
     plan = planned(rt, trainjob(4), settings=COSCHEDULING_SETTINGS)
-    group = plan.groups[(NS, "llama")]
-    assert group.origin == "operator's" and "the Trainer makes this PodGroup itself" in group.min_member.reason
-    assert not plan.warnings or all("not found" not in w.message for w in plan.warnings)
-    assert not any(shown(g.name).startswith("pg-llama") for g in plan.groups.values())  # no second one
+    assert not any(g.name in ("llama",) or shown(g.name).startswith("pg-llama") for g in plan.groups.values())
+    assert all("not found" not in w.message for w in plan.warnings)
+    (member,) = [m for m in plan.members if m.what == f"trainjob {NS}/llama"]
+    assert "the Trainer makes PodGroup llama itself" in member.no_group and "no second one" in member.no_group
+    # on a cluster: the JobSet the Trainer made names the Trainer's group; podgang sizes it not
+    js = copy.deepcopy(made)
+    js["metadata"]["ownerReferences"][0]["uid"] = "tj-1"
+    js["metadata"]["uid"] = "js-1"
+    trainer_group = SCHEDULERS["coscheduling"][0].build_podgroup(GangSpec("llama", NS, 4))
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "llama-node-0-0", "namespace": NS, "uid": "p-1", "labels": {"scheduling.x-k8s.io/pod-group": "llama"},
+        "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "llama", "uid": "js-1",
+                             "controller": True}]},
+        "spec": {"schedulerName": "scheduler-plugins-scheduler", "containers": [{"name": "node"}]}}
+    cache = feed(Cache(COSCHEDULING_SETTINGS), {**trainjob(4), "metadata": {"name": "llama", "namespace": NS,
+                                                                          "uid": "tj-1"}}, js, trainer_group, pod)
+    desired = desired_group(cache, f"{NS}/llama")
+    assert desired.min_member is None and "the Trainer makes PodGroup llama itself" in desired.operator
+    assert plan_writes(desired, cache.podgroups.of(SCHEDULERS["coscheduling"][0], f"{NS}/llama"),
+                       COSCHEDULING_SETTINGS) == []
 
 
 def spark_batch(scheduler: str) -> dict[str, Any]:

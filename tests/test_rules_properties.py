@@ -489,13 +489,9 @@ ARGS = {
     "parse_duration": lambda d: (d.draw(json_leaf | text_value),),
     "grace_period_for": lambda d: (d.draw(st.lists(anything, max_size=3)), d.draw(st.none() | st.floats(min_value=0, max_value=1e6))),
     "replica_stage": lambda d: (d.draw(anything), d.draw(st.lists(anything, max_size=3))),
-    "operator_gang": lambda d: (d.draw(anything),),
-    "roles_in_hand_made_group": lambda d: (d.draw(anything),),
-    "scheduler_pin_problems": lambda d: (d.draw(anything),),
-    "workload_backend": lambda d: (d.draw(anything),),
-    "trainjob_runtime": lambda d: (d.draw(anything),),
-    "trainer_pod_group_policy": lambda d: (d.draw(anything),),
     "trainjob_jobset": lambda d: (d.draw(anything), d.draw(anything)),
+    **dict.fromkeys(("operator_gang", "roles_in_hand_made_group", "scheduler_pin_problems", "workload_backend",
+                     "trainjob_runtime", "trainer_pod_group_policy"), lambda d: (d.draw(anything),)),
 }
 
 #: documented to raise ValueError (with a message saying what is accepted), nothing else
