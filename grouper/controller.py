@@ -46,6 +46,7 @@ from podgang.grouper.podgroups import (
     group_backend,
     is_managed,
     is_orphan_candidate,
+    natural_gang,
     plan_writes,
     pod_gang,
     pod_subgroup,
@@ -528,12 +529,33 @@ class Controller:
         await self._orphans(key, desired, started)
         self._problems(key, desired)
         actual = self._actual(key, desired)
+        self._operator_gang(key, desired, actual)
         held = size_held(desired, actual, self.settings)
         self._warn_once((GROUP, key, "size"), (held,) if held else (), [actual] if held and actual else [],
                         "MinMemberHeld")
         await self._wake_held_gang(key, desired, actual)
         await self._label_subgroups(key, desired, actual)
         self._observe(key, desired, started)
+
+    def _operator_gang(self, key: str, desired: Desired, actual: Obj | None) -> None:
+        """One Normal event, on the PodGroup and the workloads, when a gang is its operator's
+        own PodGroup (Spark's batchScheduler, KubeRay's or LWS's own gang integration): podgang
+        made no second one and leaves its size."""
+        memory = ("operator", key)
+        if desired.operator is None:
+            self._warned.pop(memory, None)
+            return
+        if self._warned.get(memory) == frozenset((desired.operator,)):
+            return
+        self._warned[memory] = frozenset((desired.operator,))
+        log.info(desired.operator, extra={"fields": {"group": key, "action": "operator-gang"}})
+        workloads = list(desired.workloads)
+        natural = natural_gang(self.cache, desired.members[0]) if desired.members and not workloads else None
+        if isinstance(natural, rules.Gang) and natural.top_owner is not None:  # the workload of the group's pods
+            top = self.cache.by_uid.get(natural.top_owner.uid)
+            workloads += [top] if top is not None else []
+        for subject in [o for o in (actual, *workloads) if o is not None]:
+            self.events.emit(subject, "OperatorGang", desired.operator)
 
     def _unwatch(self, key: str, *, contributions: bool) -> None:
         """Stop judging a gang: forget its stale state and sizes (and what its workloads
@@ -542,6 +564,7 @@ class Controller:
         if contributions and (self._never.pop(key, None) is not None):
             self._never_said_on_group.pop(key, None)
             self._count_never()
+        self._warned.pop(("operator", key), None)
         self._observed_min.pop(key, None)
         self._lowered_at.pop(key, None)
         if contributions:

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from podgang import kinds, rollouts, rules
 from podgang.backends import Backend
 from podgang.backends.base import ClusterFacts
-from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, is_finished
+from podgang.kinds import FOLLOWED, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, is_finished
 from podgang.objects import LAST_APPLIED_ANNOTATION, OwnerRef, field_writers, is_active
 from podgang.settings import DEFAULT, Settings
 
@@ -122,17 +122,20 @@ class Slimmer:
         label_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_label_keys))
         annotation_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_annotation_keys))
         self.settings = settings
-        self.pod_labels = (settings.skip_label, *label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, *kinds.ROLE_LABELS,
+        self.pod_labels = (settings.skip_label, *label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL,
+                           LWS_WORKER_INDEX_LABEL, *kinds.ROLE_LABELS,
                            rollouts.POD_TEMPLATE_HASH, rollouts.CONTROLLER_REVISION_HASH, rollouts.POD_INDEX)
         self.pod_annotations = (*annotation_keys, settings.min_member_annotation,
                                 settings.grace_period_annotation)
         self.pod_spec_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_spec_keys))
         self.object_labels = (settings.skip_label, settings.managed_by_label, rollouts.POD_TEMPLATE_HASH,
-                              *label_keys)  # a backend's per-gang settings may sit on the workload (a queue label)
+                              *label_keys,  # a backend's per-gang settings may sit on the workload (a queue label)
+                              *kinds.OPERATOR_GANG_LABELS)
         self.object_annotations = (settings.min_member_annotation, settings.min_available_annotation,
                                    settings.grace_period_annotation,
                                    settings.desired_size_annotation, settings.subgroups_annotation,
-                                   settings.min_resources_annotation, rollouts.REVISION_ANNOTATION,
+                                   settings.min_resources_annotation, settings.followed_size_annotation,
+                                   rollouts.REVISION_ANNOTATION,
                                    *annotation_keys)  # a backend's per-gang settings may sit on the workload
         self.template_labels = (settings.skip_label, *label_keys)
         # a backend that copies the top owner's labels and annotations (KAI) needs them all
@@ -325,11 +328,7 @@ def template_in_scope(workload: Mapping[str, Any], settings: Settings) -> bool:
 
 def template_backend(workload: Mapping[str, Any], settings: Settings) -> Backend | None:
     """The backend of the pods a workload makes: its first pod template in scope's."""
-    for _, template in kinds.pod_templates(workload):
-        backend = settings.backend_for(template)
-        if backend is not None:
-            return backend
-    return None
+    return rules.workload_backend(workload, settings)
 
 
 def display_name(obj: Mapping[str, Any]) -> str:
@@ -515,7 +514,10 @@ class Cache:
             return []
         if not template_in_scope(workload, self.settings):
             return []
-        if rules.template_group(workload, self.settings) is not None:
+        if kinds.operator_gang(workload) is not None:  # its operator makes its PodGroup: no second one
+            return []
+        if rules.template_group(workload, self.settings) is not None and not rules.roles_in_hand_made_group(
+                workload, self.settings):  # all its pods are in the hand-made group (not only some roles)
             return []
         ref = workload_ref(workload)
         if not ref.uid:
@@ -535,6 +537,8 @@ class Cache:
         if owner is not None and kinds.resource_for(owner.api_version, owner.kind) is not None \
                 and not kinds.run_kinds(owner):
             return None  # counted through its owner (a Deployment's ReplicaSet, a JobSet's Job)
+        if kinds.operator_gang(workload) is not None:  # its operator's group: the operator sizes it
+            return None
         named = rules.template_group(workload, self.settings)
         if not isinstance(named, str):
             return None
@@ -585,6 +589,11 @@ class Cache:
                 self.unlabelled.discard(key)
             if group:
                 changes.groups.add(group)
+                if (old is None or new is None) and owner is not None and group not in self.group_owner \
+                        and group not in self.template_refs:
+                    # a pod its operator put in the operator's own group: its workload's own group
+                    # (made before the pods came) may no longer be wanted
+                    changes.groups.update(self._owner_groups(owner, _d(pod.get("metadata")).get("namespace") or ""))
         self._remember_replaced(old, new)
         if new is not None:
             backend = self.settings.backend_for(new)
@@ -693,6 +702,28 @@ class Cache:
 
     def _pods_of(self, owner_uid: str) -> list[Obj]:
         return [p for k in self.pods_by_owner.get(owner_uid, ()) if (p := self.pods.get(k)) is not None]
+
+    def _owner_groups(self, owner: OwnerRef, namespace: str) -> set[str]:
+        """The groups the workload owning a pod (or the workload above it) owns itself."""
+        out: set[str] = set()
+        obj = self.by_uid.get(owner.uid) if owner.uid else None
+        for _ in range(2):
+            if obj is None or not kinds.workload_kind(obj):
+                break
+            out.update(key_of(namespace, n) for n in self.owned_group_names(obj))
+            above = rules.controller_ref(obj)
+            obj = self.by_uid.get(above.uid) if above is not None and above.uid else None
+        return out
+
+    def pods_under(self, workload: Mapping[str, Any]) -> list[Obj]:
+        """The pods a workload owns, and those of the workloads it owns (an LWS's StatefulSets)."""
+        uid = str(_d(workload.get("metadata")).get("uid") or "")
+        pods = self._pods_of(uid)
+        for kind, key in self.workload_children.get(uid, ()):
+            child = self.workload(kind, key)
+            if child is not None:
+                pods += self._pods_of(str(_d(child.get("metadata")).get("uid") or ""))
+        return pods
 
     def workload_pods(self, workload: Mapping[str, Any]) -> rollouts.WorkloadPods:
         """A Deployment's pods (through its ReplicaSets) and its newest ReplicaSet's

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from podgang import feasibility, kinds, quantities, rules
-from podgang.backends import Backend, GangSpec
+from podgang.backends import Backend
 from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec
 from podgang.objects import OwnerRef, clip, is_active, is_terminating, pod_phase, quoted
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
@@ -24,6 +24,7 @@ from podgang.grouper.model import (
     Cache,
     Obj,
     display_name,
+    key_of,
     pod_ref,
     split_key,
     template_backend,
@@ -55,6 +56,9 @@ class Desired:
     min_resources: Mapping[str, str] | None = None
     #: why its scheduler will never place it as the cluster is (podgang.feasibility); empty: nothing says so
     verdicts: tuple[feasibility.Verdict, ...] = ()
+    #: why the workload's operator makes its gang's PodGroup itself (its own gang integration):
+    #: podgang makes none for it and leaves that one's size (None: not so)
+    operator: str | None = None
 
     @property
     def key(self) -> str:
@@ -158,7 +162,7 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
         desired = replace(desired, problems=(*desired.problems, subgroups_unexpressed(desired, backend)))
     options: dict[str, Any] = {}
     verdicts: tuple[feasibility.Verdict, ...] = ()
-    minimum = minimum_pods(desired)
+    minimum = minimum_pods(desired, cache.settings)
     # a hand-made group's settings are the user's; with neither pods nor workloads yet (a
     # group the webhook just made for a pod not seen yet) there is nothing to read them from
     if backend is not None and desired.source != HAND_MADE and (desired.members or desired.workloads):
@@ -191,7 +195,7 @@ def judged_settings(backend: Backend, options: Mapping[str, Any], actual: Any) -
     return judged
 
 
-def minimum_pods(desired: Desired) -> tuple[tuple[int, Any], ...] | None:
+def minimum_pods(desired: Desired, settings: Settings) -> tuple[tuple[int, Any], ...] | None:
     """The pods the gang needs at least, as (how many, pod template), from its workloads:
     its own workload's roles, or each workload of a shared group at its own minimum. None
     when that cannot be told from templates: standalone pods share the group (the cache
@@ -199,14 +203,14 @@ def minimum_pods(desired: Desired) -> tuple[tuple[int, Any], ...] | None:
     if desired.min_member is None or not desired.workloads:
         return None
     if desired.source == OWNED:
-        return rules.minimum_pods(desired.workloads[0], desired.min_member.value, desired.subgroups)
+        return rules.minimum_pods(desired.workloads[0], desired.min_member.value, desired.subgroups, settings)
     if desired.source != HAND_MADE or _standalone(list(desired.members)):
         return None
     if sum(value for _, value in desired.contributions) != desired.min_member.value:
         return None  # podgang.io/min-member on the group pins it: which pods it counts is not said
     parts: list[tuple[int, Any]] = []
     for workload, (_, own) in zip(desired.workloads, desired.contributions):
-        found = rules.minimum_pods(workload, own)
+        found = rules.minimum_pods(workload, own, (), settings, desired.name)
         if found is None:
             return None
         parts += found
@@ -237,13 +241,19 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
 
     # 1. A top workload owns it (spec §2.2), found from the workload itself.
     owner_workload = cache.group_owner_workload(group_key)
+    if owner_workload is not None and not members:
+        elsewhere = operator_named(cache, owner_workload, name)
+        if elsewhere is not None:  # its operator's own gang: no second one (a group made before is retired)
+            return Desired(namespace, name, None, workloads=(owner_workload,), operator=elsewhere)
     if owner_workload is not None:
-        mm = rules.min_member_for(owner_workload, actual, settings, with_owners(cache, (owner_workload,))[1:])
+        mm = rules.min_member_for(owner_workload, actual, settings, with_owners(cache, (owner_workload,))[1:],
+                                  _live(members))
         return Desired(
             namespace, name, OWNED, mm, workload_ref(owner_workload), True,
             workloads=(owner_workload,), members=tuple(members),
             contributions=((display_name(owner_workload), mm.value),),
-            problems=_pin_problems([actual, owner_workload], settings) + rules.role_problems(owner_workload, settings),
+            problems=(_pin_problems([actual, owner_workload], settings) + rules.role_problems(owner_workload, settings)
+                      + rules.scheduler_pin_problems(owner_workload, settings)),
             subgroups=owned_subgroups(owner_workload, mm, settings),
         )
 
@@ -268,6 +278,9 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         subgroups, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings)
         problems = _pin_problems([actual, *hand], settings) + subgroup_problems
         total = sum(value for _, value in contributions)
+        elastic = elastic_size(backend, actual, mm, settings)
+        if elastic is not None:  # the user's own minimum below the total: theirs, whole (no subgroups)
+            mm, subgroups = elastic, ()
         # the gang the scheduler waits for is the size in force (a StatefulSet's own gang is
         # sized for OrderedReady by its kind: issue 18)
         in_force = (backend.min_member(actual) if backend is not None and actual is not None else None) or mm.value
@@ -302,14 +315,24 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     )
     if not podgangs or isinstance(natural, rules.Denial):
         # a hand-made group that only standalone pods (or pods whose workloads we
-        # do not follow) name: the user's size stands
+        # do not follow) name: the user's size stands; pods of a workload naming a group
+        # podgang does not make: its operator's own (or a user's) gang
+        operator = None
+        if isinstance(natural, rules.Gang) and natural.top_owner is not None:
+            top = natural.top_owner
+            found = kinds.operator_gang(cache.by_uid.get(top.uid)) if top.uid in cache.by_uid else None
+            operator = found[1] if found is not None else (
+                f"the pods of {top.kind.lower()}/{top.name} name it, not the group podgang would give them: their "
+                f"operator's own gang (or a user's)")
+            operator += "; podgang makes no second one and leaves its size"
         problems: tuple[str, ...] = ()
         if actual is None:
             problems = (
                 f"{_missing(cache, group_key, backend)}: pod {_md(probe).get('name')} names it "
                 f"and stays Pending until it exists",
             )
-        return Desired(namespace, name, HAND_MADE, None, None, False, members=tuple(members), problems=problems)
+        return Desired(namespace, name, HAND_MADE, None, None, False, members=tuple(members), problems=problems,
+                       operator=operator)
     assert isinstance(natural, rules.Gang)
     if natural.source == OWNER_LESS:
         mm = rules.min_member_for(probe, actual, settings)
@@ -325,13 +348,50 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     top_obj = cache.by_uid.get(top.uid)
     if top_obj is None:
         top_obj = {"apiVersion": top.api_version, "kind": top.kind, "metadata": {"name": top.name, "uid": top.uid}}
-    mm = rules.min_member_for(top_obj, actual, settings, with_owners(cache, (top_obj,))[1:])
+    mm = rules.min_member_for(top_obj, actual, settings, with_owners(cache, (top_obj,))[1:], _live(members))
     workloads = (top_obj,) if top.uid in cache.by_uid else ()
     return Desired(
         namespace, name, OWNED, mm, top, not is_terminating(probe),
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
         problems=_pin_problems([actual, top_obj], settings), subgroups=owned_subgroups(top_obj, mm, settings),
     )
+
+
+def operator_named(cache: Cache, workload: Obj, name: str) -> str | None:
+    """Why ``workload``'s own group ``name`` is not its gang, or None: its live pods exist and
+    every one names another PodGroup podgang does not manage — its operator's own gang
+    integration, turned on in the operator (KubeRay's batch scheduler, LWS's
+    gangSchedulingManagement), which the workload does not show."""
+    pods = [p for p in cache.pods_under(workload) if not is_terminating(p)]
+    named = {rules.group_of(p, cache.settings) for p in pods}
+    if not pods or None in named or named & set(cache.owned_group_names(workload)):
+        return None  # none, or some in the groups podgang gives it (another LWS group's)
+    namespace = _md(workload).get("namespace") or ""
+    if any((g := cache.podgroups.of(cache.podgroups.backend_of(key_of(namespace, n)), key_of(namespace, n)))
+           is not None and is_managed(g, cache.settings) for n in named if n):
+        return None
+    others = ", ".join(sorted(n for n in named if n))
+    return (f"the pods of {display_name(workload)} name PodGroup {clip(others)}, their operator's own gang: "
+            f"podgang makes no second one")
+
+
+def elastic_size(backend: Backend | None, actual: Obj | None, mm: MinMember, settings: Settings) -> MinMember | None:
+    """A hand-made group's written minMember when it is the user's elastic gang, else None.
+
+    A minMember below the total of the workloads that name the group ("3 of 6": the
+    scheduler-plugins demo) is a gang that starts with part of its pods, on purpose: podgang
+    neither raises it nor follows scales with it. It follows a group whose minMember is the
+    one it last wrote or found there (``podgang.io/followed-min-member``), or is at least
+    the total (a gang larger than its pods never forms: podgang lowers it)."""
+    if backend is None or actual is None or mm.pinned:
+        return None
+    written = backend.min_member(actual)
+    if written is None or written >= mm.value:
+        return None
+    if (_md(actual).get("annotations") or {}).get(settings.followed_size_annotation) == str(written):
+        return None
+    return MinMember(written, f"as written: {written} (its members: {mm.reason}): an elastic gang, below its "
+                              f"members' total on purpose — podgang neither raises it nor follows scales", True)
 
 
 def _missing(cache: Cache, group_key: str, backend: Backend | None) -> str:
@@ -421,6 +481,9 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             if rv:
                 body["metadata"] = {"resourceVersion": rv}
             note = "" if managed else "hand-made PodGroup: podgang changes only its minMember"
+            if follows_hand_made(desired):  # remembered: a later scale is podgang's to follow, not elastic
+                body["metadata"] = {**body.get("metadata", {}), "annotations": {
+                    settings.followed_size_annotation: str(desired.min_member.value)}}
             writes.append(Write("patch-min-member", body, current, desired.min_member.value, note))
         elif resize.action == REPLACE_WHEN_EMPTY and managed and not desired.members:
             # scaled to 0 (idle): deleted, and created again only when the workload wants pods
@@ -450,6 +513,18 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             if rv:
                 resources.body.setdefault("metadata", {})["resourceVersion"] = rv
             writes.append(resources)
+    followed = (_md(actual).get("annotations") or {}).get(settings.followed_size_annotation)
+    if (follows_hand_made(desired) and current == desired.min_member.value and followed != str(current)
+            and backend.resize(actual, current + 1).action == PATCH):  # found at its members' total: followed
+        note = {settings.followed_size_annotation: str(current)}
+        at = next((i for i, w in enumerate(writes) if w.body is not None and w.action.startswith("patch-")), None)
+        if at is not None:  # said in the patch that is sent anyway
+            body = {**writes[at].body, "metadata": _merged_metadata(writes[at].body.get("metadata"),
+                                                                  {"annotations": note})}
+            writes[at] = replace(writes[at], body=body)
+        else:
+            writes.append(Write("record-size", {"metadata": {"annotations": note, **(
+                {"resourceVersion": rv} if rv else {})}}, current, None))
     recorded = (_md(actual).get("annotations") or {}).get(settings.desired_size_annotation)
     held = size_held(desired, actual, settings) is not None
     wanted = str(desired.min_member.value) if held and desired.min_member is not None else None
@@ -464,6 +539,12 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             body["metadata"]["resourceVersion"] = rv
         writes.append(Write("adopt", body, note=f"{desired.owner.kind.lower()} {desired.owner.name}"))
     return writes
+
+
+def follows_hand_made(desired: Desired) -> bool:
+    """A hand-made group whose size podgang follows (not pinned, not the user's elastic gang)."""
+    return desired.source == HAND_MADE and desired.min_member is not None and not desired.min_member.pinned \
+        and bool(desired.workloads)
 
 
 def _subgroups_write(desired: Desired, actual: Obj, backend: Backend, settings: Settings) -> Write | None:

@@ -11,9 +11,10 @@ adding a kind (say Kubeflow's PyTorchJob) is one new entry. No I/O.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from podgang import rollouts
 from podgang.objects import (
@@ -46,6 +47,10 @@ FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "Fa
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 #: read on a pod: its LWS group, the suffix of its PodGroup (`…-group-<index>`)
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+#: "0" on a group's leader, "1".."size-1" on its workers
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+#: LWS's startupPolicy that makes a group's workers only once its leader is Ready
+LWS_LEADER_READY = "LeaderReady"
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,20 @@ class Role:
     reason: str  # where the number comes from
     template: Template = field(default_factory=dict)  # its pod template: podgang.io/min-available pins the role
     path: str = ""  # where that template is
+    #: how many copies of the object its pods come from it has (a replicated job's replicas),
+    #: and that object's own template (the replicated job's Job template): a scheduler's own
+    #: size annotation there sizes each copy (KAI's batch-min-member)
+    replicas: int = 1
+    owner_template: Template = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The gang of a replica group in an earlier stage than the whole group, and why."""
+
+    size: int
+    reason: str
+    whole: int  # the group's gang once it is whole
 
 
 @dataclass(frozen=True)
@@ -113,6 +132,15 @@ class WorkloadKind:
     #: running), so that its gang counts only the stage it is in, and what makes it one
     #: gang; None when it makes them all at once. :func:`size` already counts the stage.
     stages: Callable[[Any], str | None] = lambda obj: None
+    #: a replica group its controller makes in stages, given the group's pods: the gang of
+    #: the stage it is in and why, while that is an earlier stage than the whole group (a
+    #: LeaderReady LeaderWorkerSet group whose leader is not placed yet: its leader alone);
+    #: None once the group is whole, or for a kind that makes a group's pods all at once. A
+    #: group in an earlier stage is being placed, not broken.
+    replica_stage: Callable[[Any, Sequence[Any]], "Stage | None"] = lambda obj, pods: None
+    #: its operator's own gang integration, when the workload turns it on: (the PodGroup the
+    #: operator makes and names on its pods, why); None when podgang makes its gang
+    own_gang: Callable[[Any], "tuple[str, str] | None"] = lambda obj: None
     #: the parts of its gang, each with its own minimum (their sum is :attr:`size`); none:
     #: the gang is one part
     roles: Callable[[Any], list[Role]] = lambda obj: []
@@ -207,7 +235,25 @@ def _cronjob_size(obj: Any) -> tuple[int, str]:
 
 def _lws_size(obj: Any) -> tuple[int, str]:
     size = max(as_int(as_dict(spec(obj).get("leaderWorkerTemplate")).get("size"), 1), 1)
+    if spec(obj).get("startupPolicy") == LWS_LEADER_READY and size > 1:
+        return size, f"leaderWorkerTemplate.size {size} per group, once the group's leader is placed (LeaderReady)"
     return size, f"leaderWorkerTemplate.size {size} per group"
+
+
+def _lws_replica_stage(obj: Any, pods: Sequence[Any]) -> Stage | None:
+    """A ``startupPolicy: LeaderReady`` group: LWS makes its workers only once its leader is
+    Ready, so a gang of ``size`` never forms before the leader runs on its own. Its gang is
+    the leader alone until the leader is placed (bound to a node) or a worker exists, then
+    the whole group — as KAI's own grouper sizes it (LWS's Volcano integration keeps 1)."""
+    size = max(as_int(as_dict(spec(obj).get("leaderWorkerTemplate")).get("size"), 1), 1)
+    if spec(obj).get("startupPolicy") != LWS_LEADER_READY or size <= 1:
+        return None
+    for pod in pods:
+        index = labels(pod).get(LWS_WORKER_INDEX_LABEL)
+        if (index is not None and index != "0") or (index == "0" and spec(pod).get("nodeName")):
+            return None  # the leader is placed, or its workers are being made: the whole group
+    return Stage(1, f"startupPolicy LeaderReady: the leader first (a gang of 1); LWS makes the group's "
+                    f"{size - 1} workers once it is Ready, and the gang is then the group's {size}", size)
 
 
 #: JobSet's startupPolicy that makes each replicated job only once the one before is Ready
@@ -351,7 +397,7 @@ def _slim_cronjob(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 
 
 def _slim_lws(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
-    out: Obj = {"replicas": s["replicas"]} if "replicas" in s else {}
+    out: Obj = {k: s[k] for k in ("replicas", "startupPolicy") if k in s}
     lwt = as_dict(s.get("leaderWorkerTemplate"))
     slim_lwt: Obj = {"size": lwt["size"]} if "size" in lwt else {}
     for k in ("leaderTemplate", "workerTemplate"):
@@ -368,11 +414,19 @@ def _slim_jobset(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
             "name": as_dict(r).get("name"),
             "replicas": as_dict(r).get("replicas", 1),
             **({"dependsOn": as_dict(r)["dependsOn"]} if "dependsOn" in as_dict(r) else {}),
-            "template": {"spec": _slim_job(as_dict(as_dict(as_dict(r).get("template")).get("spec")), slim_template)},
+            "template": {**_slim_metadata(as_dict(as_dict(r).get("template")), slim_template),
+                         "spec": _slim_job(as_dict(as_dict(as_dict(r).get("template")).get("spec")), slim_template)},
         }
         for r in as_list(s.get("replicatedJobs")) if isinstance(r, Mapping)
     ]
     return out
+
+
+def _slim_metadata(template: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+    """The metadata of an object template (a replicated job's Job template) a pod template's
+    would keep: the keys a backend reads there (a scheduler's own size annotation)."""
+    kept = as_dict(slim_template({"metadata": as_dict(template.get("metadata"))}).get("metadata"))
+    return {"metadata": kept} if kept else {}
 
 
 def _slim_template_only(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
@@ -523,7 +577,8 @@ def _jobset_roles(obj: Any) -> list[Role]:
         if left_out is None and size > 0:
             job_spec = as_dict(as_dict(rjob.get("template")).get("spec"))
             out.append(Role(str(rjob.get("name", "?")), size, why, as_dict(job_spec.get("template")),
-                            f"spec.replicatedJobs[{i}].template.spec.template"))
+                            f"spec.replicatedJobs[{i}].template.spec.template",
+                            max(as_int(rjob.get("replicas"), 1), 0), as_dict(rjob.get("template"))))
     return out
 
 
@@ -531,6 +586,126 @@ def _trainjob_size(obj: Any) -> tuple[int, str]:
     nodes = max(as_int(as_dict(spec(obj).get("trainer")).get("numNodes"), 1), 0)
     return nodes, (f"trainer.numNodes {nodes}: the JobSet the trainer makes from its runtime is the gang "
                    f"(one subgroup per replicated job)")
+
+
+#: read on a runtime's replicated job: the Trainer stage it belongs to (dataset-initializer, model-initializer, trainer…); initializers form the first stage
+TRAINER_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAINER_RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
+_TRAINER_ONE_REPLICA = ("dataset-initializer", "model-initializer", "trainer")  # the Trainer makes 1 of each
+#: the Trainer's podGroupPolicy: the pod key it names the TrainJob's own PodGroup with, by scheduler
+_TRAINER_POD_GROUP_KEYS = {"coscheduling": ("labels", "scheduling.x-k8s.io/pod-group"),
+                           "volcano": ("annotations", "scheduling.k8s.io/group-name")}
+
+
+def trainjob_runtime(trainjob: Any) -> tuple[str, str]:
+    """The (kind, name) of the runtime a TrainJob's ``runtimeRef`` names (a
+    ClusterTrainingRuntime unless it says TrainingRuntime, which is in its namespace)."""
+    ref = as_dict(spec(trainjob).get("runtimeRef"))
+    kind = ref.get("kind") if ref.get("kind") in TRAINER_RUNTIME_KINDS else TRAINER_RUNTIME_KINDS[0]
+    return str(kind), str(ref.get("name") or "")
+
+
+def trainer_pod_group_policy(runtime: Any) -> str | None:
+    """The scheduler whose PodGroup the Trainer makes itself for a TrainJob of ``runtime``
+    (its ``podGroupPolicy``: coscheduling or volcano), or None."""
+    policy = as_dict(spec(runtime).get("podGroupPolicy"))
+    return next((k for k in _TRAINER_POD_GROUP_KEYS if k in policy), None)
+
+
+def trainjob_jobset(trainjob: Any, runtime: Any) -> Obj:
+    """The JobSet the Trainer makes for ``trainjob`` from its ``runtime`` (kubeflow/trainer
+    pkg/runtime/core/trainingruntime.go and the jobset, torch, plainml and mpi plugins): the
+    runtime's JobSet template, named after the TrainJob and owned by it; one replica of each
+    initializer and of the trainer; the trainer's Job as wide as ``trainer.numNodes`` (else the
+    runtime's ``mlPolicy.numNodes``) — for MPI, the ``node`` Job (one fewer with
+    ``runLauncherAsNode``); the runtime's ``dependsOn`` kept (its initializers first); the
+    labels and annotations of the runtime's template and of the TrainJob's ``runtimePatches``
+    (the TrainJob's own are lent to it where podgang reads them: ``lends_metadata``); with a
+    ``podGroupPolicy``, its pods naming the PodGroup the Trainer makes (named after the TrainJob)."""
+    runtime_spec = as_dict(spec(runtime))
+    template = as_dict(runtime_spec.get("template"))
+    js_spec: Obj = copy.deepcopy(dict(as_dict(template.get("spec"))))
+    ml = as_dict(runtime_spec.get("mlPolicy"))
+    mpi = as_dict(ml.get("mpi")) if "mpi" in ml else None
+    trainer = as_dict(spec(trainjob).get("trainer"))
+    nodes = _whole_number(trainer.get("numNodes"))
+    md = as_dict(trainjob.get("metadata")) if isinstance(trainjob, Mapping) else {}
+    policy = trainer_pod_group_policy(runtime)
+    patches = [as_dict(as_dict(as_dict(p).get("trainingRuntimeSpec")).get("template"))
+               for p in as_list(spec(trainjob).get("runtimePatches"))]
+    js_md: Obj = {k: dict(as_dict(as_dict(template.get("metadata")).get(k))) for k in ("labels", "annotations")}
+    for patch in patches:  # the TrainJob's runtimePatches: metadata on the JobSet, its Jobs and pods
+        for k in js_md:
+            js_md[k].update(as_dict(as_dict(patch.get("metadata")).get(k)))
+    job_patches: dict[str, list[Mapping[str, Any]]] = {}
+    for patch in patches:
+        for rpatch in as_list(as_dict(patch.get("spec")).get("replicatedJobs")):
+            job_patches.setdefault(str(as_dict(rpatch).get("name")), []).append(as_dict(as_dict(rpatch).get("template")))
+    rjobs = []
+    for rjob in as_list(js_spec.get("replicatedJobs")):
+        rjob = dict(as_dict(rjob))
+        job = dict(as_dict(rjob.get("template")))
+        for jpatch in job_patches.get(str(rjob.get("name")), []):
+            job = _patched_metadata(job, as_dict(jpatch.get("metadata")))
+            pod_patch = as_dict(as_dict(jpatch.get("spec")).get("template"))
+            job_spec_now = dict(as_dict(job.get("spec")))
+            pod = _patched_metadata(as_dict(job_spec_now.get("template")), as_dict(pod_patch.get("metadata")))
+            job = {**job, "spec": {**job_spec_now, "template": pod}}
+        job_spec = dict(as_dict(job.get("spec")))
+        ancestor = as_dict(as_dict(job.get("metadata")).get("labels")).get(TRAINER_ANCESTOR_LABEL)
+        if ancestor in _TRAINER_ONE_REPLICA:
+            rjob["replicas"] = 1
+        count = max(as_int(job_spec.get("parallelism"), 1), 0)
+        if ancestor == "trainer" and ml and mpi is None:
+            count = nodes if nodes is not None else max(as_int(ml.get("numNodes"), 1), 0)
+        elif ancestor == "trainer" and mpi is not None:
+            count = 1  # MPI's launcher
+        elif mpi is not None and rjob.get("name") == "node" and nodes is not None:
+            count = max(nodes - 1, 1) if mpi.get("runLauncherAsNode") is True else nodes
+        job_spec["parallelism"] = job_spec["completions"] = count
+        if policy is not None:
+            pod = dict(as_dict(job_spec.get("template")))
+            pod_md = dict(as_dict(pod.get("metadata")))
+            section, key = _TRAINER_POD_GROUP_KEYS[policy]
+            pod_md[section] = {**as_dict(pod_md.get(section)), key: md.get("name")}
+            job_spec["template"] = {**pod, "metadata": pod_md}
+        rjobs.append({**rjob, "template": {**job, "spec": job_spec}})
+    js_spec["replicatedJobs"] = rjobs
+    if spec(trainjob).get("suspend") is True:
+        js_spec["suspend"] = True
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": md.get("name"), "namespace": md.get("namespace"), **{k: v for k, v in js_md.items() if v},
+                         "ownerReferences": [{"apiVersion": str(as_dict(trainjob).get("apiVersion")),
+                                              "kind": "TrainJob", "name": md.get("name"),
+                                              **({"uid": md["uid"]} if md.get("uid") else {}),
+                                              "controller": True}]},
+            "spec": js_spec}
+
+
+def _trainer_own_gang(obj: Any) -> tuple[str, str] | None:
+    """A JobSet the Trainer made for a TrainJob whose runtime has a ``podGroupPolicy``: its pod
+    templates name the PodGroup the Trainer makes itself, named after the TrainJob."""
+    owner = next((as_dict(r) for r in as_list(as_dict(as_dict(obj).get("metadata")).get("ownerReferences"))
+                  if as_dict(r).get("kind") == "TrainJob" and as_dict(r).get("controller") is True), None)
+    name = owner.get("name") if owner is not None else None
+    if not isinstance(name, str) or not name:
+        return None
+    for _, template in _jobset_templates(obj):
+        md = as_dict(template.get("metadata"))
+        for policy, (section, key) in _TRAINER_POD_GROUP_KEYS.items():
+            if as_dict(md.get(section)).get(key) == name:
+                return name, (f"the TrainJob's runtime podGroupPolicy {policy}: the Trainer makes PodGroup {name} "
+                              f"itself and names it on the TrainJob's pods")
+    return None
+
+
+def _patched_metadata(obj: Mapping[str, Any], patch: Mapping[str, Any]) -> Obj:
+    """``obj`` with a patch's labels and annotations over its own."""
+    md = dict(as_dict(obj.get("metadata")))
+    for k in ("labels", "annotations"):
+        if as_dict(patch.get(k)):
+            md[k] = {**as_dict(md.get(k)), **as_dict(patch.get(k))}
+    return {**obj, "metadata": md} if md else dict(obj)
 
 
 def _slim_trainjob(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
@@ -581,6 +756,24 @@ def _ray_roles(obj: Any) -> list[Role]:
         out.append(Role(name.lower(), count * hosts, why, as_dict(group.get("template")),
                         f"workerGroupSpecs[{i}].template"))
     return [r for r in out if r.size > 0]
+
+
+#: read on a RayCluster: KubeRay's own gang scheduling is on (its batch scheduler makes the PodGroup; podgang makes none)
+RAY_GANG_LABEL = "ray.io/gang-scheduling-enabled"
+#: workload labels that turn an operator's own gang integration on (the grouper keeps them)
+OPERATOR_GANG_LABELS = (RAY_GANG_LABEL,)
+
+
+def _ray_own_gang(obj: Any) -> tuple[str, str] | None:
+    """``ray.io/gang-scheduling-enabled`` on a RayCluster: KubeRay run with
+    ``batchScheduler: scheduler-plugins`` makes its PodGroup (named after the cluster) and
+    labels its pods (KubeRay's Volcano integration needs no label: the operator flag alone
+    turns it on, and its pods then name ``ray-<name>-pg``, which the grouper sees)."""
+    if as_dict(obj).get("kind") != "RayCluster" or RAY_GANG_LABEL not in labels(obj):
+        return None
+    name = str(as_dict(as_dict(obj).get("metadata")).get("name") or "")
+    return name, (f"label {RAY_GANG_LABEL}: KubeRay (batchScheduler scheduler-plugins) makes PodGroup {name} and "
+                  f"names it on the cluster's pods")
 
 
 def _ray_scale_parts(obj: Any) -> dict[str, tuple[str | int, ...]]:
@@ -706,6 +899,22 @@ def _java_bytes(text: Any) -> int | None:
         return None
 
 
+def _spark_own_gang(obj: Any) -> tuple[str, str] | None:
+    """``spec.batchScheduler``: spark-operator (run with batch scheduling on) makes the
+    application's PodGroup itself — Volcano's ``spark-<name>-pg`` named on the driver and
+    executors, or for a scheduler-plugins scheduler ``<name>-pg`` labelled on them (YuniKorn
+    takes task groups, no PodGroup)."""
+    scheduler = spec(obj).get("batchScheduler")
+    name = str(as_dict(as_dict(obj).get("metadata")).get("name") or "")
+    if not isinstance(scheduler, str) or not scheduler:
+        return None
+    group = f"spark-{name}-pg" if scheduler == "volcano" else f"{name}-pg"
+    if scheduler == "yunikorn":
+        return "", "spec.batchScheduler yunikorn: spark-operator gives YuniKorn the application's task groups"
+    return group, (f"spec.batchScheduler {scheduler}: spark-operator makes PodGroup {group} and names it on the "
+                   f"driver and executors")
+
+
 def _spark_executors(obj: Any) -> tuple[int, str]:
     dynamic = as_dict(spec(obj).get("dynamicAllocation"))
     if dynamic.get("enabled") is True:
@@ -750,8 +959,9 @@ def _slim_spark(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     dynamic = as_dict(s.get("dynamicAllocation"))
     if dynamic:
         out["dynamicAllocation"] = {k: dynamic[k] for k in ("enabled", "minExecutors") if k in dynamic}
-    if "suspend" in s:
-        out["suspend"] = s["suspend"]
+    for key in ("suspend", "batchScheduler"):
+        if key in s:
+            out[key] = s[key]
     return out
 
 
@@ -797,7 +1007,10 @@ LEADER_WORKER_SET = WorkloadKind(
     _lws_size, _lws_templates, _slim_lws,
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
-    doc=KindDoc("`leaderWorkerTemplate.size` per group (one PodGroup per LWS group, `…-group-<index>`)"),
+    replica_stage=_lws_replica_stage,
+    doc=KindDoc("`leaderWorkerTemplate.size` per group (one PodGroup per LWS group, `…-group-<index>`)",
+                staging="with `startupPolicy: LeaderReady` a group's gang is its leader alone until the leader is "
+                        "bound (LWS makes the workers once it is Ready), then the whole group"),
 )
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
@@ -805,7 +1018,7 @@ JOB_SET = WorkloadKind(
     scale_parts=lambda obj: {str(as_dict(r).get("name", "")).lower(): ("spec", "replicatedJobs", i, "replicas")
                              for i, r in enumerate(as_list(spec(obj).get("replicatedJobs")))},
     default_scale_part=lambda obj: _only_part(JOB_SET, obj),
-    status_fields=(*_RUN_STATUS, "replicatedJobsStatus"),
+    status_fields=(*_RUN_STATUS, "replicatedJobsStatus"), own_gang=_trainer_own_gang,
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,),
     doc=KindDoc("Σ `replicas × min(parallelism, completions)` over the replicated jobs made now",
                 roles="one per replicated job (label `jobset.sigs.k8s.io/replicatedjob-name`)",
@@ -850,6 +1063,7 @@ RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
     _slim_ray(None), aliases=("raycluster", "rayclusters"), scale_parts=_ray_scale_parts,
     default_scale_part=lambda obj: _only_part(RAY_CLUSTER, obj), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    own_gang=_ray_own_gang,
     doc=KindDoc(RAY_SIZE_RULE, roles="`headgroup` + one per worker group (`groupName`, pods by label `ray.io/group`)"),
 )
 #: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
@@ -880,7 +1094,7 @@ SPARK_APPLICATION = WorkloadKind(
     _spark_size, _spark_templates, _slim_spark, aliases=("sparkapplication", "sparkapplications", "sparkapp"),
     scale_path=("spec", "executor", "instances"),
     status_fields=("applicationState",), roles=_spark_roles, role_labels=(SPARK_ROLE_LABEL,), whole_roles=_spark_whole,
-    finished=lambda obj: _spark_state(obj) in _SPARK_DONE,
+    finished=lambda obj: _spark_state(obj) in _SPARK_DONE, own_gang=_spark_own_gang,
     doc=KindDoc("the driver + `executor.instances` (or `dynamicAllocation.minExecutors`)",
                 roles="`driver`, `executor` (label `spark-role`), once the executors are counted",
                 staging="the driver (1) until spark-operator reports the application `RUNNING`; the executors are "
@@ -1023,6 +1237,20 @@ def desired_size(obj: Any) -> tuple[int, str]:
     if entry is None:
         return 1, f"{kind or 'unknown kind'}: one pod at a time"
     return entry.size(obj)
+
+
+def replica_stage(obj: Any, pods: Sequence[Any]) -> Stage | None:
+    """The gang of a replica group of ``obj`` in an earlier stage than the whole group, given
+    the group's pods (a LeaderReady LWS group whose leader is not placed: 1), or None."""
+    entry = workload_kind(obj)
+    return entry.replica_stage(obj, pods) if entry is not None else None
+
+
+def operator_gang(obj: Any) -> tuple[str, str] | None:
+    """The PodGroup a workload's operator makes itself (its own gang integration, turned on
+    in the workload) and why; None when podgang makes the workload's gang."""
+    entry = workload_kind(obj)
+    return entry.own_gang(obj) if entry is not None else None
 
 
 def stages(obj: Any) -> str | None:

@@ -285,7 +285,8 @@ def build_plan(
     manifests' own objects of those kinds are added to them. A kind neither gives is not
     known, and no never-placed verdict is drawn from it."""
     plan = Plan()
-    objects = _Objects(manifests, default_namespace)
+    made = _made_by_operators(manifests, default_namespace)
+    objects = _Objects([*manifests, *made], default_namespace)
     for ignored, wins in objects.duplicates:
         plan.warnings.append(Finding(ignored.source, _what(ignored.obj, _ns(ignored.obj, default_namespace)),
                                      f"defined twice: {wins.source} wins (applied after it, it replaces this one)"))
@@ -349,6 +350,26 @@ def build_plan(
     plan.members.sort(key=lambda member: order.get(member.source, 0))  # as the manifests are written
     _show_uids(plan)
     return plan
+
+
+def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> list[Manifest]:
+    """What an operator makes from the manifests before any pod exists, where they hold all
+    it reads: the JobSet the Trainer makes for a TrainJob whose runtime is among them."""
+    runtimes = {(str(m.obj.get("kind")), str(metadata(m.obj).get("name")), _ns(m.obj, default_namespace)): m.obj
+                for m in manifests if m.obj.get("kind") in kinds.TRAINER_RUNTIME_KINDS}
+    out = []
+    for m in manifests:
+        if m.obj.get("kind") != kinds.TRAIN_JOB.kind or not metadata(m.obj).get("name"):
+            continue
+        kind, name = kinds.trainjob_runtime(m.obj)
+        ns = _ns(m.obj, default_namespace)
+        runtime = runtimes.get((kind, name, ns)) or (next(
+            (r for (k, n, _), r in runtimes.items() if (k, n) == (kind, name)), None)
+            if kind == kinds.TRAINER_RUNTIME_KINDS[0] else None)  # cluster-scoped: any namespace it was read in
+        if runtime is not None:
+            trainjob = {**m.obj, "metadata": {**metadata(m.obj), "namespace": ns}}
+            out.append(Manifest(kinds.trainjob_jobset(trainjob, runtime), m.source))
+    return out
 
 
 def _show_uids(plan: Plan) -> None:
@@ -477,6 +498,27 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         return
     templates = kinds.pod_templates(obj)
     problems = [rules.scope_problem(t, ns, settings) for _, t in templates]
+    run = None if templates or not entry.runs else next(
+        (o for _, o, _ in objects.items if o.get("kind") in entry.runs and (ref := rules.controller_ref(o)) is not None
+         and ref.uid == metadata(obj).get("uid")), None)
+    own = kinds.operator_gang(run) if run is not None else None
+    if run is not None and own is not None:  # the Trainer's podGroupPolicy: its own PodGroup
+        member.no_group = f"{own[1]}; podgang makes no second one"
+        plan.notes.append(Finding(member.source, member.what, member.no_group))
+        return
+    if run is not None:  # made here from what the manifests hold (a TrainJob's runtime)
+        named = rules.template_group(run, settings)
+        owned = cache.owned_group_names(cache.store_for(run["kind"]).get(key_of(ns, metadata(run)["name"])) or run)
+        member.group = named if isinstance(named, str) else ", ".join(shown(n) for n in owned)
+        member.pods = kinds.desired_size(run)[0]
+        member.why = (f"the {run['kind']} its operator makes from {'/'.join(kinds.trainjob_runtime(obj)).lower()} "
+                      f"is its gang" + (f": {kinds.stages(run)}" if kinds.stages(run) else ""))
+        return
+    own = kinds.operator_gang(obj)
+    if own is not None:  # the operator's own gang integration: one gang per workload, the operator's
+        member.no_group = f"{own[1]}; podgang makes no second one"  # a gang, not podgang's
+        plan.notes.append(Finding(member.source, member.what, member.no_group))
+        return
     if not templates and entry.runs:  # a TrainJob: the trainer makes a JobSet, which makes the pods
         runs = " or ".join(entry.runs)
         member.no_group = f"its pods come through the {runs} it starts; that {runs}'s gang is its gang"
@@ -496,7 +538,8 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         plan.denials.append(Finding(member.source, member.what, named.message))
         member.why = "denied"
         return
-    if named is not None:
+    elsewhere = rules.roles_in_hand_made_group(obj, settings)
+    if named is not None and not elsewhere:
         member.group, member.why = named, f"hand-made: its pod template names PodGroup {named}"
         return
     parent = rules.next_owner(obj)
@@ -521,6 +564,10 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
                                                subgroups=owned_subgroups(obj, mm, settings))
     elif owned:
         member.group, member.why = ", ".join(shown(n) for n in owned), f"top owner {owner_text}"
+        if elsewhere:  # only some of its roles name a hand-made group: the others are its own gang
+            member.group += f", {named}"
+            member.why += (f" ({', '.join(r for r in sorted(elsewhere))} in hand-made PodGroup {named}: "
+                           f"its pod template names it)")
     else:
         member.no_group = "it is being deleted: the grouper makes no PodGroup for it"
 
@@ -705,13 +752,37 @@ def plan_with_scale(
     if not scales:
         return build_plan(manifests, settings, default_namespace, facts)
     before = build_plan(manifests, settings, default_namespace, facts)
-    scaled, changes = apply_scale(manifests, scales)
+    scaled, changes = apply_scale(_as_followed(manifests, before, settings), scales)
     after = build_plan(scaled, settings, default_namespace, facts)
     after.scaled = changes
     for key, group in after.groups.items():
         old = before.groups.get(key)
         group.before = old.min_member if old else None
     return after
+
+
+def _as_followed(manifests: list[Manifest], plan: Plan, settings: Settings) -> list[Manifest]:
+    """The manifests as the grouper leaves them after its first look: each hand-made group
+    whose size it follows at that size, marked followed (``podgang.io/followed-min-member``),
+    so that a scale is followed, not taken for the user's elastic gang."""
+    out = []
+    for m in manifests:
+        group = next((g for g in plan.groups.values() if g.defined_at == m.source and g.origin == "hand-made"), None)
+        if group is None or group.min_member.pinned or group.defined_obj is None:
+            out.append(m)
+            continue
+        backend = group.backend or settings.default_backend
+        doc = copy.deepcopy(m.obj)
+        resize = backend.resize(doc, group.min_member.value)
+        if resize.action != PATCH:
+            out.append(m)
+            continue
+        if resize.body is not None:
+            _merge(doc, resize.body)
+        doc.setdefault("metadata", {}).setdefault("annotations", {})[settings.followed_size_annotation] = str(
+            group.min_member.value)
+        out.append(Manifest(doc, m.source))
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -20,8 +20,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from podgang import quantities
 from podgang.backends import Backend, kai
-from podgang.kinds import (desired_size, pod_role, pod_templates, replica_suffix, resource_for, roles, run_kinds,
-                           stages, whole_roles, workload_kind)
+from podgang.kinds import (desired_size, pod_role, pod_templates, replica_stage, replica_suffix, resource_for, roles,
+                           run_kinds, stages, whole_roles, workload_kind)
 from podgang.objects import (
     Denial,
     OwnerRef,
@@ -453,12 +453,15 @@ def pinned_min_member(obj: Any, settings: Settings = DEFAULT) -> tuple[int | Non
 
 
 def min_member_for(
-    workload: Any, podgroup: Any = None, settings: Settings = DEFAULT, owners: Sequence[Any] = ()
+    workload: Any, podgroup: Any = None, settings: Settings = DEFAULT, owners: Sequence[Any] = (),
+    pods: Sequence[Any] | None = None,
 ) -> MinMember:
     """minMember of the group a workload owns (spec §3).
 
     ``podgang.io/min-member`` on the PodGroup, then on the workload, then on the
     objects above it (``owners``, nearest first: the CronJob above a Job run) pins it.
+    ``pods``: the group's pods, for a kind that makes a replica group in stages (a
+    LeaderReady LWS group is its leader alone until the leader is placed).
     A gang is never smaller than 1; a kind that is not a gang (a DaemonSet) is always 1.
     """
     entry = workload_kind(workload)
@@ -468,11 +471,22 @@ def min_member_for(
         pinned, _problem = pinned_min_member(source, settings)
         if pinned is not None:
             return MinMember(pinned, f"pinned by {settings.min_member_annotation} on {kind_name(source)}", True)
+    backend = workload_backend(workload, settings)
+    if backend is not None:  # the scheduler's own size annotation (KAI's batch-min-member on a Job)
+        value, why = backend.size_pin(workload)
+        if value is not None:
+            return MinMember(value, f"pinned by {why}", True)
+    staged = replica_stage(workload, pods) if pods is not None else None
+    if staged is not None:
+        return MinMember(staged.size, f"{kind_name(workload)} {staged.reason}")
     parts = _role_parts(workload, settings)
-    if any(s.pinned for s in parts):  # a role pinned by podgang.io/min-available: the sum of the roles
+    elsewhere = roles_in_hand_made_group(workload, settings)
+    if elsewhere or any(s.pinned for s in parts):  # a role pinned or in a hand-made group: the sum of the others
         total = sum(s.min_member for s in parts)
-        return MinMember(max(total, 1), f"{kind_name(workload)} " + " + ".join(
-            f"{s.name} {s.min_member}{' (pinned)' if s.pinned else ''}" for s in parts))
+        away = f"; {', '.join(sorted(elsewhere))} in hand-made PodGroup {_q(next(iter(elsewhere.values())))}" \
+            if elsewhere else ""
+        return MinMember(max(total, 1), f"{kind_name(workload)} " + (" + ".join(
+            f"{s.name} {s.min_member}{' (pinned)' if s.pinned else ''}" for s in parts) or "no role of its own") + away)
     size, why = desired_size(workload)
     if size < 1:
         return MinMember(1, f"{kind_name(workload)} {why}; a gang is never smaller than 1", idle=True)
@@ -588,6 +602,12 @@ def subgroup_min_member(workload: Any, settings: Settings = DEFAULT) -> MinMembe
                        (pinned_min_member(workload, settings)[0], settings.min_member_annotation)):
         if value is not None:
             return MinMember(value, f"{key} on {kind_name(workload)}", pinned=True)
+    elsewhere = roles_in_hand_made_group(workload, settings)
+    if elsewhere:  # only some roles name the group (Spark's executors, not its driver): those count
+        parts = [r for r in roles(workload) if r.name in elsewhere]
+        return MinMember(sum(r.size for r in parts), f"{kind_name(workload)} " + (
+            " + ".join(f"{r.name} {r.size}" for r in parts) or f"{', '.join(sorted(elsewhere))} 0 (not made yet)")
+            + " (the roles that name it)")
     size, why = desired_size(workload)
     return MinMember(size, f"{kind_name(workload)} {why}")
 
@@ -598,6 +618,16 @@ def own_subgroup_names(workload: Any, settings: Settings = DEFAULT) -> tuple[str
     if pinned_min_member(workload, settings)[0] is not None:
         return ()
     return tuple(part.name for part in role_subgroups(workload, settings))
+
+
+def roles_in_hand_made_group(workload: Any, settings: Settings = DEFAULT) -> dict[str, str]:
+    """The roles of a workload whose pod templates name a hand-made group, by role, when only
+    some of its roles do (Volcano's Spark example: the executors name ``spark-pi-group``, the
+    driver names none): those count in that group, the others are the workload's own gang.
+    Empty when all or none do."""
+    found = {r.name: hand_made_group(r.template, settings) for r in whole_roles(workload)}
+    named = {role: group for role, group in found.items() if isinstance(group, str)}
+    return named if named and len(named) < len(found) else {}
 
 
 def role_subgroups(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgroup, ...]:
@@ -616,14 +646,41 @@ def _role_name_ok(name: str) -> bool:
 
 
 def _role_parts(workload: Any, settings: Settings) -> tuple[Subgroup, ...]:
+    """The roles of a workload's own gang (not those in a hand-made group), each at its minimum."""
     found = []
+    backend = workload_backend(workload, settings)
+    elsewhere = roles_in_hand_made_group(workload, settings)
     for role in roles(workload):
+        if role.name in elsewhere:
+            continue
         value, _problem = min_available(role.template, settings)
+        own, why = backend.role_pin(role) if backend is not None else (None, "")
         if value is not None:
             found.append(Subgroup(role.name, value, f"{settings.min_available_annotation} on {role.path}", True))
+        elif own is not None:  # the scheduler's own annotation (KAI's batch-min-member on a replicated job)
+            found.append(Subgroup(role.name, own, why, True))
         else:
             found.append(Subgroup(role.name, role.size, role.reason))
     return tuple(found)
+
+
+def workload_backend(workload: Any, settings: Settings = DEFAULT) -> Backend | None:
+    """The backend of a workload's gang: its first pod template's in scope (None: none is)."""
+    for _, template in pod_templates(workload):
+        backend = settings.backend_for(template)
+        if backend is not None:
+            return backend
+    return None
+
+
+def scheduler_pin_problems(workload: Any, settings: Settings = DEFAULT) -> tuple[str, ...]:
+    """A scheduler's own size annotation on a workload or its roles that it would ignore."""
+    backend = workload_backend(workload, settings)
+    if backend is None:
+        return ()
+    found = [backend.size_pin(workload)[1] if backend.size_pin(workload)[0] is None else ""]
+    found += [why for role in roles(workload) for value, why in [backend.role_pin(role)] if value is None]
+    return tuple(f for f in found if f)
 
 
 def lent_metadata(workload: Any, owner: Any) -> Any:
@@ -641,8 +698,8 @@ def lent_metadata(workload: Any, owner: Any) -> Any:
     return {**_dict(workload), "metadata": md}
 
 
-def minimum_pods(workload: Any, size: int,
-                 subgroups: Sequence[Subgroup] = ()) -> tuple[tuple[int, Any], ...] | None:
+def minimum_pods(workload: Any, size: int, subgroups: Sequence[Subgroup] = (),
+                 settings: Settings = DEFAULT, group: str | None = None) -> tuple[tuple[int, Any], ...] | None:
     """The pods a workload's gang of ``size`` needs at least, as (how many, pod template)
     pairs — what its minimum resources are summed from: each role at its subgroup's
     minimum (a staged kind's whole run: the driver *and* the executors it will make, as
@@ -651,6 +708,10 @@ def minimum_pods(workload: Any, size: int,
     (a LeaderWorkerSet's leader and workers), or a size pinned across roles."""
     by_name = {s.name: s.min_member for s in subgroups}
     parts = whole_roles(workload)
+    elsewhere = roles_in_hand_made_group(workload, settings)
+    if elsewhere:  # the roles of this gang: those that name ``group``, else those that name none
+        parts = [r for r in parts if elsewhere.get(r.name) == group]
+        return tuple((by_name.get(r.name, r.size), r.template) for r in parts if by_name.get(r.name, r.size) > 0)
     if len(parts) == 1:
         return ((size, parts[0].template),)
     if parts and (by_name or sum(r.size for r in roles(workload)) == size):  # else a pin across the roles

@@ -42,6 +42,10 @@ class Settings:
     subgroups_annotation: str = "podgang.io/subgroups"
     #: written on a hand-made PodGroup: the minResources podgang last wrote (it keeps a user's own)
     min_resources_annotation: str = "podgang.io/min-resources"
+    #: written on a hand-made PodGroup: the minMember podgang follows its workloads with, as it last
+    #: wrote or found it; a minMember below its members' total that is not this one is the
+    #: user's elastic gang, left as written
+    followed_size_annotation: str = "podgang.io/followed-min-member"
     #: read on a pod or workload, `"true"`: podgang leaves it alone (the webhooks' objectSelector too)
     skip_label: str = "podgang.io/skip"
     #: written on a PodGroup, `podgang`: podgang created it and may change or delete it

@@ -327,7 +327,9 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
     actual = cache.podgroups.of(backend, desired.key)
     current = backend.min_member(actual) if actual is not None else None
     wanted = desired.min_member.value if desired.min_member is not None else None
-    if desired.min_member is not None:
+    if desired.operator is not None:  # the workload's operator makes its PodGroup: podgang made none
+        origin = desired.operator
+    elif desired.min_member is not None:
         origin = desired.min_member.reason
     elif desired.source == rules.HAND_MADE:
         origin = "as written: only standalone pods use it"

@@ -277,14 +277,17 @@ def test_an_ordered_ready_statefulset_that_only_needs_its_first_pod_is_fine():
     assert not any("OrderedReady" in p for p in desired_group(_cache(*objs), "seed002b/spark-job/spark-gang").problems)
 
 
-def test_a_shared_gang_whose_workload_is_too_small_is_said_not_changed():
+def test_a_shared_gang_written_below_its_members_is_the_users_elastic_gang():
+    """Issue 23: a minCount of 5 under 7 members (six executors at once and the driver) is a
+    gang written to start with part of its pods: podgang neither wants it raised nor says it
+    is held (a Workload's podGroups cannot change anyway)."""
     objs = _spark(replicas=6)
-    objs[1]["spec"]["podManagementPolicy"] = "Parallel"  # six executors at once: the gang should be 7
+    objs[1]["spec"]["podManagementPolicy"] = "Parallel"
     cache = _cache(*objs)
     desired = desired_group(cache, "seed002b/spark-job/spark-gang")
     actual = cache.podgroups.of(WORKLOADS, "seed002b/spark-job/spark-gang")
-    assert desired.min_member.value == 7 and plan_writes(desired, actual, SETTINGS) == []
-    assert size_held(desired, actual, SETTINGS).startswith("minMember stays 5 (wanted 7): a Workload's podGroups")
+    assert desired.min_member.value == 5 and "an elastic gang" in desired.min_member.reason
+    assert plan_writes(desired, actual, SETTINGS) == [] and size_held(desired, actual, SETTINGS) is None
 
 
 @pytest.mark.parametrize("workload, pod_group, message", [

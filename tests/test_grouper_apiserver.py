@@ -86,6 +86,12 @@ async def test_real_apiserver_shared_group_and_deployment_group(cluster):
             pg = await api.get(f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NS}/podgroups/{owned_group(web)}")
             assert pg["metadata"]["ownerReferences"][0]["uid"] == web["metadata"]["uid"]
             assert pg["metadata"]["labels"]["podgang.io/managed-by"] == "podgang"
+
+            async def followed():  # found at its members' total (3): podgang follows it from now on
+                shared = await api.get(f"/apis/scheduling.run.ai/v2alpha2/namespaces/{NS}/podgroups/shared")
+                return (shared["metadata"].get("annotations") or {}).get("podgang.io/followed-min-member") == "3"
+
+            await until(followed, "the shared group was not marked followed", 5)
             await api.merge_patch(f"/apis/apps/v1/namespaces/{NS}/deployments/model-1", {"spec": {"replicas": 2}})
             await until(lambda: _eq(min_member("shared"), 4), "shared minMember did not become 4", 5)
             await api.merge_patch(f"/apis/apps/v1/namespaces/{NS}/deployments/model-1", {"spec": {"replicas": 1}})

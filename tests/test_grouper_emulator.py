@@ -80,7 +80,11 @@ def assert_never_stale(emu) -> None:
 async def test_shared_group_follows_three_deployments_scaled_up_and_down(emu):
     deps = three_deployments(emu)
     async with running_grouper(emu):
-        assert podgroup_writes(emu) == []  # 1 + 1 + 1 = 3 already: nothing to write
+        # 1 + 1 + 1 = 3 already: only that podgang follows it from now on is written (issue 23: a group
+        # written below its members' total would be the user's elastic gang)
+        await emu.wait_for(lambda: (emu.get("podgroups", NS, SHARED)["metadata"].get("annotations") or {}).get(
+            "podgang.io/followed-min-member") == "3", 1.0)
+        assert [w.method for w in podgroup_writes(emu)] == ["PATCH"]
         loop = asyncio.get_running_loop()
         started = loop.time()
         scale(emu, deps["model-1"], 2)
@@ -94,8 +98,8 @@ async def test_shared_group_follows_three_deployments_scaled_up_and_down(emu):
         # the user's group: only minMember changed, no label or owner added
         assert "labels" not in pg["metadata"] and "ownerReferences" not in pg["metadata"]
         assert "hand-made" in (await wait_event(emu, "MinMemberChanged", "scaled 2 → 1"))[0]["message"]
-        assert len(podgroup_writes(emu, SHARED, "PATCH")) == 2  # minMember and model-1's subgroup in one patch, twice
-        patch = podgroup_writes(emu, SHARED, "PATCH")[0]
+        assert len(podgroup_writes(emu, SHARED, "PATCH")) == 3  # minMember and model-1's subgroup in one patch, twice
+        patch = podgroup_writes(emu, SHARED, "PATCH")[1]
         assert patch.content_type == "application/merge-patch+json"
 
 
@@ -797,13 +801,14 @@ async def test_losing_the_lease_stops_reconciling_and_exits_nonzero(emu):
 async def test_a_stale_write_is_re_read_and_retried(emu):
     three_deployments(emu)
     async with running_grouper(emu):
+        await emu.wait_for(lambda: len(podgroup_writes(emu, SHARED, "PATCH")) == 1, 2.0)  # followed from now on
         emu.fail("PATCH", rf"/podgroups/{SHARED}$", 409, times=1, body={
             "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Conflict",
             "message": "the object has been modified", "code": 409})
         emu.patch_object("deployments", NS, "model-2", {"spec": {"replicas": 3}})
         await emu.wait_for(lambda: min_member(emu, SHARED) == 5, 2.0)
         assert emu.count("GET", rf"/podgroups/{SHARED}$") >= 1  # re-read after the conflict
-        await emu.wait_for(lambda: len(podgroup_writes(emu, SHARED, "PATCH")) == 2, 2.0)  # the refused one, then minMember with model-2's subgroup
+        await emu.wait_for(lambda: len(podgroup_writes(emu, SHARED, "PATCH")) == 3, 2.0)  # the refused one, then minMember with model-2's subgroup
 
 
 async def test_a_write_that_fails_again_after_working_is_warned_about_again(emu):

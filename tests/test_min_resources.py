@@ -173,7 +173,8 @@ def test_a_hand_made_groups_own_min_resources_stay_its_users():
     shared = desired(HAND_MADE, 3)
     [first] = plan_writes(shared, volcano_group(3, None, managed=False), SETTINGS)
     assert first.body["spec"]["minResources"] == {"cpu": "3", "memory": "6Gi"}
-    assert first.body["metadata"]["annotations"] == {SETTINGS.min_resources_annotation: "cpu=3,memory=6Gi"}
+    assert first.body["metadata"]["annotations"] == {SETTINGS.min_resources_annotation: "cpu=3,memory=6Gi",
+                                                     SETTINGS.followed_size_annotation: "3"}
     # what podgang wrote there is podgang's to keep true ...
     later = desired(HAND_MADE, 4)
     [again] = plan_writes(later, volcano_group(3, {"cpu": "3", "memory": "6Gi"}, managed=False,
@@ -181,8 +182,9 @@ def test_a_hand_made_groups_own_min_resources_stay_its_users():
     assert again.body["spec"]["minResources"] == {"cpu": "4", "memory": "8Gi"}
     # ... a value the user wrote (or changed) is not
     users = volcano_group(4, {"cpu": "16"}, managed=False, written="cpu=3,memory=6Gi")
-    assert [w.action for w in plan_writes(later, users, SETTINGS)] == []
-    assert [w.action for w in plan_writes(later, volcano_group(4, {"cpu": "16"}, managed=False), SETTINGS)] == []
+    assert [w.action for w in plan_writes(later, users, SETTINGS)] == ["record-size"]  # only the followed size
+    assert [w.action for w in plan_writes(later, volcano_group(4, {"cpu": "16"}, managed=False),
+                                          SETTINGS)] == ["record-size"]
 
 
 def test_kai_reads_no_min_resources():

@@ -81,7 +81,9 @@ def test_scaling_back_turns_4_into_3(tmp_path):
     text = (EXAMPLES / "02-shared-podgroup-deployments.yaml").read_text()
     scaled = text.replace("name: model-1\n  namespace: models-deploys\nspec:\n  replicas: 1",
                           "name: model-1\n  namespace: models-deploys\nspec:\n  replicas: 2")
-    assert scaled != text
+    # the group as podgang left it after the scale-up (issue 23: 3 of 4 as written would be the user's elastic gang)
+    scaled = scaled.replace("spec:\n  minMember: 3\n", "spec:\n  minMember: 4\n")
+    assert scaled.count("minMember: 4") == 1
     path = write(tmp_path, "shared.yaml", scaled)
     result = plan(path, "--scale", "deploy/model-1=1")
     assert result.returncode == 0, result.stderr

@@ -174,7 +174,8 @@ def test_desired_group_has_the_subgroups_and_writes_them():
     [write] = plan_writes(desired, cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
     assert write.action == "patch-subgroups"
     assert write.body["spec"] == {"subGroups": [{"name": "decode", "minMember": 1}, {"name": "prefill", "minMember": 1}]}
-    assert write.body["metadata"]["annotations"] == {"podgang.io/subgroups": "decode,prefill"}  # what podgang wrote
+    assert write.body["metadata"]["annotations"] == {  # what podgang wrote, and that it follows the size
+        "podgang.io/subgroups": "decode,prefill", "podgang.io/followed-min-member": "2"}
     # scaling decode leaves the minimums alone: nothing to write once they are in place
     feed(cache, written(podgroup("shared", 2), write))
     seed_004(cache, decode=5)
@@ -198,7 +199,8 @@ def test_a_workload_leaving_takes_the_subgroups_podgang_wrote_with_it_but_never_
     [removal] = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
     assert removal.action == "patch-min-member"  # in the same patch as the new size: decode's minimum alone
     assert removal.body["spec"] == {"minMember": 1, "subGroups": None}
-    assert removal.body["metadata"]["annotations"] == {"podgang.io/subgroups": None}
+    assert removal.body["metadata"]["annotations"] == {"podgang.io/subgroups": None,
+                                                       "podgang.io/followed-min-member": "1"}
     feed(cache, written(cache.podgroups.of(KAI, f"{NS}/shared"), removal))
     assert plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT) == []
     # subgroups a user wrote into a group one workload names are theirs: left alone
@@ -223,7 +225,9 @@ def test_a_group_one_workload_names_keeps_its_podgroup_as_before():
     feed(cache, podgroup("shared", 2))
     desired = desired_group(cache, f"{NS}/shared")
     assert desired.subgroups == () and desired.min_member.value == 2
-    assert plan_writes(desired, cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT) == []
+    [record] = plan_writes(desired, cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)  # followed from now on
+    assert record.action == "record-size" and record.body == {"metadata": {"annotations": {
+        "podgang.io/followed-min-member": "2"}}}
 
 
 def test_a_backend_without_subgroups_gets_the_sum_and_a_problem():

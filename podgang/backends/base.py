@@ -309,6 +309,17 @@ class Backend(ABC):
         has none."""
         return {}
 
+    def size_pin(self, workload: Any) -> tuple[int | None, str]:
+        """The gang size the scheduler's own annotation on a workload sets (KAI's batch
+        min-member annotation on a Job): ``(size, where)``, ``(None, problem)``
+        for a value the scheduler ignores, ``(None, "")`` when there is none."""
+        return None, ""
+
+    def role_pin(self, role: Any) -> tuple[int | None, str]:
+        """The same for one role of a workload's gang (a :class:`podgang.kinds.Role`: a
+        JobSet's replicated job, whose Job template KAI reads), for all its copies."""
+        return None, ""
+
     #: whether :meth:`gang_options` reads every label and annotation of the top owner
     #: (the grouper then keeps them in its cache)
     reads_owner_metadata: bool = False

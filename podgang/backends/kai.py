@@ -75,6 +75,13 @@ TOPOLOGY_ANNOTATIONS = (("kai.scheduler/topology", "topology"),
                         ("kai.scheduler/topology-preferred-placement", "preferredTopologyLevel"))
 #: written on a KAI PodGroup podgang makes: the top owner's metadata, as KAI's own pod-grouper writes it
 TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
+#: KAI's own gang size: on a batch/v1 Job (its grouper's minMember), on a JobSet replicated
+#: job's Job template (each of its Jobs' minimum, KAI v0.16 and later) and on a JobSet (how
+#: many of its replicated jobs must be placed)
+BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
+#: KubeRay's label that KAI's grouper takes as a Ray cluster's priority class, unchecked
+RAY_PRIORITY_LABEL = "ray.io/priority-class-name"
+RAY_KINDS = ("RayCluster", "RayJob", "RayService")
 STALENESS_GRACE_PERIOD = "stalenessGracePeriod"
 DISABLED_STALENESS = "-1s"  # a negative grace period: KAI never evicts the gang
 #: written on a pod podgang puts into a KAI gang, `"true"`: KAI's own pod-grouper (v0.15 and
@@ -152,7 +159,8 @@ class KaiBackend(MinMemberPodGroups):
         self.pod_label_keys = (label, subgroup_label, QUEUE_LABEL, PROJECT_LABEL, NODE_POOL_LABEL, PRIORITY_LABEL,
                                PREEMPTIBILITY_LABEL)
         self.pod_annotation_keys = (annotation, SKIP_PODGROUPER_ANNOTATION, PREEMPTION_DELAY_ANNOTATION,
-                                    GPU_FRACTION_ANNOTATION, GPU_FRACTION_DEVICES_ANNOTATION, GPU_MEMORY_ANNOTATION)
+                                    GPU_FRACTION_ANNOTATION, GPU_FRACTION_DEVICES_ANNOTATION, GPU_MEMORY_ANNOTATION,
+                                    BATCH_MIN_MEMBER)
         self.default_queue = default_queue
         self.default_priority_classes = default_priority_classes
 
@@ -165,6 +173,25 @@ class KaiBackend(MinMemberPodGroups):
             return self
         return KaiBackend(self.annotation, self.label, self.subgroup_label, default_queue=queue,
                           default_priority_classes=priorities)
+
+    # -- KAI's own size annotations, read where KAI's grouper reads them
+
+    def size_pin(self, workload: Any) -> tuple[int | None, str]:
+        """``kai.scheduler/batch-min-member`` on a batch/v1 Job: KAI's grouper makes it the
+        Job's minMember (pkg/podgrouper/.../job/job_grouper.go)."""
+        if as_dict(workload).get("kind") != "Job" or not str(as_dict(workload).get("apiVersion")).startswith("batch/"):
+            return None, ""
+        return _batch_min_member(annotations(workload), f"{_kind_name(workload)}")
+
+    def role_pin(self, role: Any) -> tuple[int | None, str]:
+        """``kai.scheduler/batch-min-member`` on a JobSet replicated job's Job template: each of
+        its Jobs' minimum (KAI v0.16 and later), so the role's is that times its replicas."""
+        template = as_dict(getattr(role, "owner_template", None))
+        value, why = _batch_min_member(annotations(template), f"replicated job {getattr(role, 'name', '?')}")
+        if value is None:
+            return None, why
+        replicas = max(int(getattr(role, "replicas", 1) or 0), 0)
+        return value * replicas, f"{why} × replicas {replicas}"
 
     # -- what KAI's own grouper would write on a PodGroup podgang makes
 
@@ -290,6 +317,15 @@ class KaiBackend(MinMemberPodGroups):
             else:
                 problems.append(f"annotation {PREEMPTION_DELAY_ANNOTATION}={quoted(delay)} on {who} is ignored: "
                                 f"not a duration such as 10m")
+        if top is not None and as_dict(top).get("kind") == "JobSet":
+            count = _batch_min_member(annotations(top), _kind_name(top))
+            jobs = len(as_list(spec(top).get("replicatedJobs")))
+            if count[0] is not None and count[0] < jobs:
+                problems.append(f"annotation {BATCH_MIN_MEMBER}={count[0]} on {_kind_name(top)}: KAI's own grouper "
+                                f"places the JobSet once {count[0]} of its {jobs} replicated jobs can run; podgang's "
+                                f"gang waits for every replicated job")
+            elif count[0] is None and count[1]:
+                problems.append(count[1])
         if top is not None:
             topology = {field: value for key, field in TOPOLOGY_ANNOTATIONS
                         if isinstance(value := annotations(top).get(key), str) and value}
@@ -357,6 +393,10 @@ class KaiBackend(MinMemberPodGroups):
         return self.default_queue, "the default queue (--default-queue)"
 
     def _priority(self, source: GangSource) -> tuple[str, str]:
+        top = as_dict(source.top_owner)
+        ray = labels(top).get(RAY_PRIORITY_LABEL) if top.get("kind") in RAY_KINDS else None
+        if isinstance(ray, str) and ray:  # KAI's Ray grouper sets it over all the others, unchecked
+            return ray, f"label {RAY_PRIORITY_LABEL} on {_kind_name(top)}"
         exists = source.facts.priority_classes
         pods = source.pod_like[:1]
         candidates = [(labels(o).get(PRIORITY_LABEL), f"label {PRIORITY_LABEL} on {_kind_name(o)}")
@@ -586,6 +626,17 @@ def _number(amount: Decimal) -> str:
     """``9``, ``0.5``: a number without trailing zeros, to three decimals at most (rounded up:
     what is over a bound stays over it)."""
     return format(amount.quantize(Decimal("0.001"), rounding="ROUND_CEILING").normalize(), "f")
+
+
+def _batch_min_member(notes: Mapping[str, Any], where: str) -> tuple[int | None, str]:
+    """``kai.scheduler/batch-min-member`` in ``notes``: (value, why), (None, problem) or (None, "")."""
+    raw = notes.get(BATCH_MIN_MEMBER)
+    if raw is None:
+        return None, ""
+    text = str(raw).strip()
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= 2**31 - 1:
+        return int(text), f"{BATCH_MIN_MEMBER} {int(text)} on {where}"
+    return None, f"annotation {BATCH_MIN_MEMBER}={quoted(raw)} on {where} is ignored: a whole number ≥ 1"
 
 
 def _kind_name(obj: Any) -> str:
