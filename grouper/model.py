@@ -492,7 +492,8 @@ class Cache:
         ref = workload_ref(workload)
         if not ref.uid:
             return []
-        return [rules.owned_group_name(ref, suffix, self.settings) for suffix in entry.replica_suffixes(workload)]
+        return [rules.owned_group_name(ref, suffix, self.settings)
+                for suffix in rules.owned_group_suffixes(workload, self.settings)]
 
     def template_group_name(self, workload: Mapping[str, Any]) -> str | None:
         """The hand-made group a workload's templates name, when it counts toward

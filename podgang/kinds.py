@@ -60,6 +60,17 @@ class Role:
 
 
 @dataclass(frozen=True)
+class Replicas:
+    """A part of a workload whose every replica is several pods that only work together
+    (an LWS group: its leader and ``size - 1`` workers): the unit its gang counts in
+    complete replicas. The pods name their replica in :attr:`WorkloadKind.replica_label`."""
+
+    count: int  # replicas wanted now
+    pods: int  # pods per replica
+    reason: str  # where ``pods`` comes from
+
+
+@dataclass(frozen=True)
 class WorkloadKind:
     """Everything podgang needs to know about one kind of workload."""
 
@@ -106,6 +117,10 @@ class WorkloadKind:
     suspended: Callable[[Any], bool] = lambda obj: spec(obj).get("suspend") is True
     #: the run is over: it wants no pods any more
     finished: Callable[[Any], bool] = lambda obj: _conditions_finished(obj)
+    #: replicas that are several pods each (an LWS's groups), None: its pods are the units
+    replicas: Callable[[Any], Replicas | None] = lambda obj: None
+    #: the pod label that holds the index of the replica a pod belongs to
+    replica_label: str | None = None
 
     @property
     def kind(self) -> str:
@@ -180,6 +195,11 @@ def _cronjob_size(obj: Any) -> tuple[int, str]:
 def _lws_size(obj: Any) -> tuple[int, str]:
     size = max(as_int(as_dict(spec(obj).get("leaderWorkerTemplate")).get("size"), 1), 1)
     return size, f"leaderWorkerTemplate.size {size} per group"
+
+
+def _lws_replicas(obj: Any) -> Replicas:
+    size, why = _lws_size(obj)
+    return Replicas(max(as_int(spec(obj).get("replicas"), 1), 0), size, why)
 
 
 #: JobSet's startupPolicy that makes each replicated job only once the one before is Ready
@@ -745,6 +765,7 @@ LEADER_WORKER_SET = WorkloadKind(
     _lws_size, _lws_templates, _slim_lws,
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
+    replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL,
 )
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
@@ -914,6 +935,20 @@ def pod_role(top_kind: str, pod: Any) -> str | None:
         return None
     found = labels(pod)
     return next((found[k].lower() for k in entry.role_labels if found.get(k)), None)
+
+
+def replica_units(obj: Any) -> Replicas | None:
+    """A workload's replicas when each is several pods (an LWS's groups), else None."""
+    entry = workload_kind(obj)
+    return entry.replicas(obj) if entry is not None else None
+
+
+def replica_index(top_kind: str, pod: Any) -> int | None:
+    """The index of the replica a pod of a ``top_kind`` workload belongs to (an LWS pod's
+    group index), from the label its controller sets; None for a kind without such replicas."""
+    entry = WORKLOADS.get(top_kind)
+    value = labels(pod).get(entry.replica_label) if entry is not None and entry.replica_label else None
+    return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
 
 
 def replica_suffix(top_kind: str, pod: Any) -> tuple[str, str]:
