@@ -164,7 +164,7 @@ def test_shared_hand_made_group_is_the_sum_of_its_deployments():
     [write] = plan_writes(desired, cache.podgroups[f"{NS}/shared-app-podgroup"], DEFAULT)
     assert write.action == "patch-subgroups"
     subgroups = [{"name": n, "minMember": 1} for n in ("app-server", "model-1", "model-2")]
-    assert write.body["spec"] == {"subGroups": subgroups}
+    assert write.body["spec"] == {"subGroups": subgroups, "stalenessGracePeriod": "-1s"}
     feed(cache, {**podgroup("shared-app-podgroup", 3), "spec": {"minMember": 3, "subGroups": subgroups}})
     assert plan_writes(desired, cache.podgroups[f"{NS}/shared-app-podgroup"], DEFAULT) == []
 
