@@ -1,0 +1,238 @@
+"""Gangs of complete multi-pod replicas (issue 24, seed 004 in full): the tree of a gang —
+root → roles → replicas — as the one pure function the webhook, the grouper and
+``podgang plan`` use builds it, and as KAI's CRD accepts it."""
+
+from __future__ import annotations
+
+import jsonschema
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+
+from podgang import rules
+from podgang.backends import GangSpec
+from podgang.backends.base import min_pods, tree_shape
+from podgang.backends.kai import KAI
+from podgang.backends.volcano import VOLCANO
+from podgang.grouper.model import Cache
+from podgang.grouper.podgroups import desired_group, plan_writes
+from podgang.settings import DEFAULT
+from tests.grouper_support import LABEL, NS, deployment, owner_ref, pod, podgroup, template, uid
+from tests.kube_emulator import merge_patch
+from tests.test_grouper_units import feed
+from tests.test_subgroups import schema
+
+SUBGROUP = KAI.subgroup_label
+MIN_AVAILABLE = DEFAULT.min_available_annotation
+LWS_NAME, GROUP_INDEX, WORKER_INDEX = ("leaderworkerset.sigs.k8s.io/name", "leaderworkerset.sigs.k8s.io/group-index",
+                                       "leaderworkerset.sigs.k8s.io/worker-index")
+
+
+def kai_schema() -> dict:
+    return schema("scheduling.run.ai_podgroups.yaml", KAI.podgroup.version)
+
+
+def lws(name: str, replicas: int, size: int, *, group: str | None = "shared", min_available: str | None = None,
+        subgroup: str | None = None) -> dict:
+    """A LeaderWorkerSet as its CRD takes it (no leaderTemplate: the workers' template for all)."""
+    worker = template(group, labels={"app": name})
+    if subgroup:
+        worker["metadata"]["labels"][SUBGROUP] = subgroup
+    md = {"name": name, "namespace": NS, "uid": uid(), "generation": 1}
+    if min_available:
+        md["annotations"] = {MIN_AVAILABLE: min_available}
+    return {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": md,
+            "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": size, "workerTemplate": worker}},
+            "status": {"observedGeneration": 1, "replicas": replicas, "updatedReplicas": replicas}}
+
+
+def lws_pods(workload: dict, *, group: str | None = "shared", replicas: range | None = None) -> tuple[list, list]:
+    """The owners and pods the LWS controller makes: a leader StatefulSet owned by the LWS
+    whose pods lead the groups, per leader a worker StatefulSet it owns, with LWS's labels."""
+    name = workload["metadata"]["name"]
+    size = workload["spec"]["leaderWorkerTemplate"]["size"]
+    leaders = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+               "metadata": {"name": name, "namespace": NS, "uid": uid(), "ownerReferences": [owner_ref(workload)]},
+               "spec": {"replicas": workload["spec"]["replicas"]}}
+    owners, pods = [leaders], []
+    for g in replicas if replicas is not None else range(workload["spec"]["replicas"]):
+        labels = {LWS_NAME: name, GROUP_INDEX: str(g), WORKER_INDEX: "0"}
+        leader = pod(f"{name}-{g}", owner=leaders, group=group, labels=labels)
+        workers = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+                   "metadata": {"name": f"{name}-{g}", "namespace": NS, "uid": uid(),
+                                "ownerReferences": [owner_ref(leader)]}, "spec": {"replicas": size - 1}}
+        owners.append(workers)
+        pods.append(leader)
+        for w in range(1, size):
+            pods.append(pod(f"{name}-{g}-{w}", owner=workers, group=group, labels={**labels, WORKER_INDEX: str(w)}))
+    return owners, pods
+
+
+def tree(desired) -> list[tuple]:
+    return [s.shape for s in desired.subgroups]
+
+
+# ---------------------------------------------------------------------------- the tree, per mix
+
+
+def test_two_lws_roles_are_a_tree_of_complete_replicas_in_their_shared_group():
+    cache = Cache()
+    feed(cache, lws("prefill", 2, 2), lws("decode", 2, 2), podgroup("shared", 1))
+    desired = desired_group(cache, f"{NS}/shared")
+    assert tree(desired) == [("decode", 1, None, True), ("decode-0", 2, "decode", False), ("decode-1", 2, "decode", False),
+                             ("prefill", 1, None, True), ("prefill-0", 2, "prefill", False),
+                             ("prefill-1", 2, "prefill", False)]
+    assert desired.min_subgroup == 2  # every role required
+    assert desired.min_member.value == 4  # one complete replica of each
+    [write] = plan_writes(desired, cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
+    assert write.action == "patch-subgroups"
+    # the root loses its minMember (KAI refuses both), and podgang is the one evictor
+    assert write.body["spec"]["minMember"] is None and write.body["spec"]["minSubGroup"] == 2
+    assert write.body["spec"]["stalenessGracePeriod"] == "-1s"
+    after = merge_patch(cache.podgroups.of(KAI, f"{NS}/shared"), write.body)
+    jsonschema.validate(after, kai_schema())
+    assert "minMember" not in after["spec"]
+    assert after["spec"]["subGroups"][:3] == [{"name": "decode", "minSubGroup": 1},
+                                              {"name": "decode-0", "parent": "decode", "minMember": 2},
+                                              {"name": "decode-1", "parent": "decode", "minMember": 2}]
+    feed(cache, after)
+    assert plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT) == []
+    assert KAI.min_member(after) == 4
+
+
+def test_lws_and_deployment_share_a_group_as_a_role_of_replicas_and_a_flat_part():
+    cache = Cache()
+    dep = deployment("decode", 3, group="shared", annotations={MIN_AVAILABLE: "2"})
+    feed(cache, lws("prefill", 3, 4, min_available="2"), dep, podgroup("shared", 1))
+    desired = desired_group(cache, f"{NS}/shared")
+    assert tree(desired) == [("decode", 2, None, False), ("prefill", 2, None, True),
+                             *((f"prefill-{i}", 4, "prefill", False) for i in range(3))]
+    assert desired.min_subgroup == 2 and desired.min_member.value == 2 + 2 * 4
+    assert "complete replicas" in desired.subgroups[1].reason
+
+
+def test_a_lone_lws_asking_for_complete_replicas_is_one_group_with_a_leaf_per_replica():
+    cache = Cache()
+    workload = lws("serve", 3, 2, group=None, min_available="2")
+    owners, pods = lws_pods(workload, group=None)
+    feed(cache, workload, *owners, *pods)
+    name = rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(workload)))  # no -group-N: one gang
+    assert cache.group_owner_workload(f"{NS}/{name}") is not None
+    desired = desired_group(cache, f"{NS}/{name}")
+    assert tree(desired) == [(f"serve-{i}", 2, None, False) for i in range(3)]
+    assert desired.min_subgroup == 2 and desired.min_member.value == 4
+    [create] = plan_writes(desired, None, DEFAULT)
+    jsonschema.validate(create.body, kai_schema())
+    assert create.body["spec"]["minSubGroup"] == 2 and "minMember" not in create.body["spec"]
+    assert create.body["spec"]["stalenessGracePeriod"] == "-1s"
+    # each pod joins that one group, in its replica's leaf, from its owners alone (the webhook's decision)
+    for p in pods:
+        chain, complete = cache.owner_chain(p)
+        assert complete
+        gang = rules.gang_for_pod(rules.without_membership(p, DEFAULT), chain)
+        assert (gang.name, gang.subgroup) == (name, f"serve-{p['metadata']['labels'][GROUP_INDEX]}")
+
+
+def test_a_lone_lws_without_it_keeps_one_group_per_replica():
+    cache = Cache()
+    workload = lws("serve", 2, 2, group=None)
+    owners, pods = lws_pods(workload, group=None)
+    feed(cache, workload, *owners, *pods)
+    base = rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(workload)))
+    for i in range(2):
+        desired = desired_group(cache, f"{NS}/{base}-group-{i}")
+        assert desired.subgroups == () and desired.min_subgroup is None and desired.min_member.value == 2
+    chain, _ = cache.owner_chain(pods[3])
+    gang = rules.gang_for_pod(rules.without_membership(pods[3], DEFAULT), chain)
+    assert gang.name == f"{base}-group-1" and gang.subgroup is None
+
+
+def test_a_pod_of_a_shared_lws_carries_its_replica_leaf_whatever_its_template_says():
+    cache = Cache()
+    prefill = lws("llm-prefill", 2, 2, subgroup="prefill")
+    owners, pods = lws_pods(prefill)
+    feed(cache, prefill, *owners, *pods)
+    for p in pods:
+        chain, _ = cache.owner_chain(p)
+        p["metadata"]["labels"][SUBGROUP] = "prefill"  # what the template gives every pod
+        gang = rules.gang_for_pod(p, chain)
+        assert gang.subgroup == f"prefill-{p['metadata']['labels'][GROUP_INDEX]}"
+        again = {**p, "metadata": {**p["metadata"], "labels": {**p["metadata"]["labels"], SUBGROUP: gang.subgroup}}}
+        assert rules.gang_for_pod(again, chain).subgroup == gang.subgroup  # stable on a second look
+        assert rules.gang_for_pod(again, []).subgroup == gang.subgroup  # and without its owners
+
+
+def test_scaling_an_lws_adds_its_new_replicas_leaf_and_removes_it_again():
+    cache = Cache()
+    prefill, decode = lws("prefill", 2, 2), lws("decode", 2, 2)
+    feed(cache, prefill, decode, podgroup("shared", 1))
+    [write] = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
+    feed(cache, merge_patch(cache.podgroups.of(KAI, f"{NS}/shared"), write.body))
+    decode["spec"]["replicas"] = 3
+    feed(cache, decode)
+    desired = desired_group(cache, f"{NS}/shared")
+    [write] = plan_writes(desired, cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
+    names = [e["name"] for e in write.body["spec"]["subGroups"]]
+    assert "decode-2" in names and write.body["spec"]["minSubGroup"] == 2  # what was asked stays
+    feed(cache, merge_patch(cache.podgroups.of(KAI, f"{NS}/shared"), write.body))
+    decode["spec"]["replicas"] = 2
+    feed(cache, decode)
+    [write] = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
+    assert "decode-2" not in [e["name"] for e in write.body["spec"]["subGroups"]]
+
+
+def test_a_leaf_name_too_long_keeps_its_head_and_a_hash():
+    assert rules.leaf_name("prefill", 12) == "prefill-12"
+    long_a, long_b = "a" * 70, "a" * 69 + "b"
+    for role in (long_a, long_b, "x" * 63):
+        leaf = rules.leaf_name(role, 7)
+        assert len(leaf) <= 63 and leaf.endswith("-7") and rules._DNS_LABEL.fullmatch(leaf)
+    assert rules.leaf_name(long_a, 7) != rules.leaf_name(long_b, 7)
+
+
+def test_volcano_gets_the_sum_and_is_told_what_is_lost():
+    # a backend without trees gets each LWS as one flat part: its minimum replicas' pods, from any replicas
+    subgroups, _ = rules.shared_subgroups([lws("prefill", 2, 2), lws("decode", 3, 2)], {}, DEFAULT, holds_trees=False)
+    assert [s.shape for s in subgroups] == [("decode", 2, None, False), ("prefill", 2, None, False)]
+    assert VOLCANO.build_podgroup(GangSpec("g", NS, 4, subgroups=subgroups))["spec"]["minTaskMember"] == {
+        "decode": 2, "prefill": 2}
+
+
+# ---------------------------------------------------------------------------- every tree KAI's CRD takes
+
+names = st.from_regex(r"[a-z][a-z0-9-]{0,20}[a-z0-9]", fullmatch=True)
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(roles=st.lists(st.tuples(names, st.integers(0, 6), st.integers(1, 5), st.one_of(st.none(), st.integers(1, 4)),
+                                st.booleans()), min_size=1, max_size=4, unique_by=lambda r: r[0]))
+def test_every_tree_podgang_writes_is_one_kais_crd_accepts(roles):
+    workloads = []
+    for name, replicas, size, minimum, is_lws in roles:
+        if is_lws:
+            workloads.append(lws(name, replicas, size, min_available=str(minimum) if minimum else None))
+        else:
+            workloads.append(deployment(name, replicas, group="shared",
+                                        annotations={MIN_AVAILABLE: str(minimum)} if minimum else None))
+    subgroups, problems = rules.shared_subgroups(workloads, {}, DEFAULT)
+    if not subgroups:
+        return  # names that clash (a leaf named like another role): said, and no subgroups
+    root = rules.root_min_subgroup(subgroups)
+    pg = KAI.build_podgroup(GangSpec("shared", NS, max(min_pods(subgroups, root), 1), subgroups=subgroups,
+                                     min_subgroup=root))
+    jsonschema.validate(pg, kai_schema())
+    spec = pg["spec"]
+    assert not ("minMember" in spec and "minSubGroup" in spec)
+    entries = spec["subGroups"]
+    listed = [e["name"] for e in entries]
+    assert len(listed) == len(set(listed))
+    for e in entries:
+        assert not ("minMember" in e and "minSubGroup" in e)
+        assert len(e["name"]) <= 63
+        assert e.get("parent") is None or e["parent"] in listed
+    # read back, it is the same tree, and a patch of it onto a flat group is too
+    read_root, read = KAI.subgroup_tree_of(pg)
+    assert tree_shape(read, read_root) == tree_shape(subgroups, root)
+    flat = {"spec": {"minMember": 3}}
+    patched = merge_patch(flat, KAI.subgroups_patch(flat, subgroups, root))
+    jsonschema.validate({**pg, "spec": patched["spec"]}, kai_schema())
+    assert not ("minMember" in patched["spec"] and "minSubGroup" in patched["spec"])
