@@ -46,6 +46,8 @@ from podgang.grouper.podgroups import (
     is_orphan_candidate,
     plan_writes,
     pod_gang,
+    pod_backfill_patch,
+    pod_leaf,
     pod_subgroup,
     retired_by,
     rollout_reason,
@@ -523,7 +525,12 @@ class Controller:
             if is_terminating(pod):
                 continue
             current = backend.subgroup_of(pod)
-            if current is None:
+            leaf = pod_leaf(self.cache, pod)
+            if leaf is not None:  # a replica's leaf, whether the group lists it yet or not
+                if current == leaf:
+                    continue
+                wanted = value = leaf
+            elif current is None:
                 if not listed:
                     continue  # nothing it could be labelled with
                 wanted = pod_subgroup(self.cache, pod)
@@ -953,7 +960,7 @@ class Controller:
             self._warn_once((POD_KEY, key), (gang.message,), [pod], "BackfillFailed")
             return
         namespace, name = split_key(key)
-        patch = backend.backfill_patch(pod, gang.name)
+        patch = pod_backfill_patch(backend, pod, gang)
         if patch is None:
             problem = (f"pod {name} was admitted without its PodGroup (the webhook was unavailable) and the "
                        f"{backend.name} backend cannot set it on a created pod: delete the pod so that it is "

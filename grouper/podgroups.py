@@ -205,6 +205,28 @@ def pod_subgroup(cache: Cache, pod: Obj) -> str | None:
     return gang.subgroup if isinstance(gang, rules.Gang) else None
 
 
+def pod_leaf(cache: Cache, pod: Obj) -> str | None:
+    """The leaf of the multi-pod replica a pod belongs to (``<role>-<index>``), None for any
+    other pod or while an owner is missing from the cache."""
+    if not kinds.carries_replica_label(pod):
+        return None
+    gang = pod_gang(cache, pod)
+    return gang.subgroup if isinstance(gang, rules.Gang) and gang.leaf else None
+
+
+def pod_backfill_patch(backend: Backend, pod: Obj, gang: rules.Gang) -> dict[str, Any] | None:
+    """The one merge patch that gives a pod admitted without podgang (the webhook was
+    unavailable) what admission would have: its membership and, for a replica of several
+    pods, its leaf."""
+    patch = backend.backfill_patch(pod, gang.name)
+    if patch is None or not gang.leaf or backend.subgroup_key is None or backend.subgroup_of(pod) == gang.subgroup:
+        return patch
+    section, key = backend.subgroup_key
+    md = dict(patch.get("metadata") or {})
+    md[section] = {**(md.get(section) or {}), key: gang.subgroup}
+    return {**patch, "metadata": md}
+
+
 def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual: Obj | None) -> Desired:
     settings = cache.settings
     namespace, name = split_key(group_key)

@@ -831,6 +831,9 @@ WORKLOADS: dict[str, WorkloadKind] = {
 #: the pod labels that name a pod's role, of every kind
 ROLE_LABELS: tuple[str, ...] = tuple(dict.fromkeys(label for k in WORKLOADS.values() for label in k.role_labels))
 
+#: the pod labels that name a pod's multi-pod replica, of every kind
+REPLICA_LABELS: tuple[str, ...] = tuple(k.replica_label for k in WORKLOADS.values() if k.replica_label)
+
 #: the workloads whose size the grouper follows (it watches these)
 FOLLOWED: tuple[WorkloadKind, ...] = tuple(k for k in WORKLOADS.values() if k.followed)
 
@@ -949,6 +952,12 @@ def replica_index(top_kind: str, pod: Any) -> int | None:
     entry = WORKLOADS.get(top_kind)
     value = labels(pod).get(entry.replica_label) if entry is not None and entry.replica_label else None
     return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
+
+
+def carries_replica_label(pod: Any) -> bool:
+    """Whether a pod carries the label some kind names its multi-pod replicas with."""
+    found = labels(pod)
+    return any(label in found for label in REPLICA_LABELS)
 
 
 def replica_suffix(top_kind: str, pod: Any) -> tuple[str, str]:

@@ -51,6 +51,9 @@ class Gang:
     owner: OwnerRef | None = None  # the PodGroup's owner: the top owner (None for hand-made/owner-less)
     top_owner: OwnerRef | None = None
     subgroup: str | None = None
+    #: ``subgroup`` is the pod's replica's leaf (``<role>-<index>``): the pod carries it from
+    #: admission, over what its template names (its role, a parent the scheduler places no pod in)
+    leaf: bool = False
 
     @property
     def hand_made(self) -> bool:
@@ -351,7 +354,7 @@ def gang_for_pod(
         if index is not None and top is not None:  # a replica of several pods: its leaf under its role
             role = (template_subgroup(top_obj, settings) or top.name) if top_obj is not None else None
             return Gang(named, HAND_MADE, "the pod names its PodGroup", top_owner=top,
-                        subgroup=pod_leaf(subgroup, role, top.name, index))
+                        subgroup=pod_leaf(subgroup, role, top.name, index), leaf=True)
         if subgroup is None:  # one subgroup per workload, one for the standalone pods
             subgroup = top.name if top is not None else STANDALONE
         return Gang(named, HAND_MADE, "the pod names its PodGroup", top_owner=top, subgroup=subgroup)
@@ -364,10 +367,12 @@ def gang_for_pod(
         name = owned_group_name(top, suffix, settings)
         # a pod of a workload with roles (a PyTorchJob's master) is in its role's subgroup
         subgroup = subgroup or pod_role(top.kind, pod)
-        if not suffix and (index := replica_index(top.kind, pod)) is not None:
+        index = replica_index(top.kind, pod)
+        if not suffix and index is not None:
             # one group for the whole workload (a lone LWS with podgang.io/min-available): a leaf per replica
             role = (template_subgroup(top_obj, settings) or top.name) if top_obj is not None else None
-            subgroup = pod_leaf(subgroup, role, top.name, index)
+            return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=pod_leaf(subgroup, role, top.name, index),
+                        leaf=True)
         return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=subgroup)
 
     md = metadata(pod)

@@ -213,11 +213,13 @@ class Backend(ABC):
         return string_value(pod, *self.subgroup_key) or None
 
     def with_subgroup(self, pod: Mapping[str, Any], patch: list[dict[str, Any]],
-                      subgroup: str | None) -> list[dict[str, Any]]:
+                      subgroup: str | None, *, over_own: bool = False) -> list[dict[str, Any]]:
         """``patch`` (the pod's membership operations) plus what names the pod's
         ``subgroup``; unchanged when the scheduler has no subgroups or the pod names
-        one itself (a pod template that sets it keeps its own)."""
-        if self.subgroup_key is None or not subgroup or self.subgroup_of(pod) is not None:
+        one itself (a pod template that sets it keeps its own) — unless ``over_own``:
+        a replica's leaf replaces its template's role."""
+        own = self.subgroup_of(pod)
+        if self.subgroup_key is None or not subgroup or own == subgroup or (own is not None and not over_own):
             return patch
         section, key = self.subgroup_key
         out = [dict(op) for op in patch]
