@@ -47,6 +47,7 @@ from podgang.grouper.podgroups import (
     plan_writes,
     pod_gang,
     pod_backfill_patch,
+    replica_counts,
     pod_leaf,
     pod_subgroup,
     retired_by,
@@ -107,6 +108,8 @@ class Controller:
         self.cache = Cache(settings)
         self.queue = WorkQueue()
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
+        self.replicas = stale.BrokenReplicaTracker(clock=clock)
+        self._evicting_replicas: set[tuple[str, str]] = set()
         self.informers: dict[str, list[Informer]] = {}
         self.podgroup_informers: dict[str, list[Informer]] = {}  # by backend: kinds may be shared
         # informers the grouper does not wait for at start: what refines a decision but is not
@@ -493,6 +496,7 @@ class Controller:
         """Stop judging a gang: forget its stale state and sizes (and what its workloads
         contributed, when the group is gone for good)."""
         self.tracker.forget(key)
+        self.replicas.forget(key)
         self._observed_min.pop(key, None)
         self._lowered_at.pop(key, None)
         if contributions:
@@ -874,21 +878,110 @@ class Controller:
                 self._evicting[key] = asyncio.create_task(self._evict(key, verdict.message), name=f"evict {key}")
         if verdict.deadline is not None:
             self.queue.add((GROUP, key), max(verdict.deadline - self.clock(), 0.0) + 0.01)
+        self._judge_replicas(key, desired, actual, counts.remaining, settling=settling is not None, grace=grace,
+                             gang_stale=key in self.tracker.stale_groups(), evictor=evictor, started=started)
         self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
 
     def _subgroup_counts(self, desired: Desired, members: Iterable[Obj]) -> tuple[stale.SubgroupCount, ...]:
         """How many of the gang's counted ``members`` are active in each subgroup: only
         where the backend holds subgroups and there are several (one is the whole gang).
-        A pod's own subgroup key first; its owners only when it has none."""
+        A pod's own subgroup key first; its owners only when it has none. In a tree, a role
+        of multi-pod replicas counts its complete replicas (a lone LWS's root, its own)."""
         backend = desired.backend
-        if len(desired.subgroups) < 2 or backend is None or backend.subgroup_key is None:
+        if backend is None or backend.subgroup_key is None or not desired.subgroups:
             return ()
+        tree = desired.min_subgroup is not None
+        if not tree and len(desired.subgroups) < 2:
+            return ()
+        active = self._active_by_subgroup(desired, members)
+        if not tree:
+            return tuple(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)) for s in desired.subgroups)
+        replicas = replica_counts(desired, active, self.settings)
+        if desired.source == rules.OWNED:  # one workload's replicas, directly under the group
+            role = replicas[0].role if replicas else ""
+            return (stale.SubgroupCount(role, desired.min_subgroup or 1, sum(r.complete for r in replicas), True),)
+        out = []
+        for s in desired.subgroups:
+            if s.parent is not None:
+                continue
+            if s.of_subgroups:
+                complete = sum(r.complete for r in replicas if r.role == s.name)
+                out.append(stale.SubgroupCount(s.name, s.min_member, complete, True))
+            else:
+                out.append(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)))
+        return tuple(out)
+
+    def _active_by_subgroup(self, desired: Desired, members: Iterable[Obj]) -> dict[str | None, int]:
+        backend = desired.backend
+        assert backend is not None
         active: dict[str | None, int] = {}
         for pod in members:
             if is_active(pod):
-                name = backend.subgroup_of(pod) or pod_subgroup(self.cache, pod)
+                name = pod_leaf(self.cache, pod) or backend.subgroup_of(pod) or pod_subgroup(self.cache, pod)
                 active[name] = active.get(name, 0) + 1
-        return tuple(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)) for s in desired.subgroups)
+        return active
+
+    def _judge_replicas(self, key: str, desired: Desired, actual: Obj, members: Iterable[Obj], *, settling: bool,
+                        grace: float | None, gang_stale: bool, evictor: str | None, started: float) -> None:
+        """Broken replicas above their role's minimum: each, after the grace period, loses
+        its remaining pods, the rest of the gang untouched (not while the whole gang is stale:
+        it goes whole; not where the scheduler evicts the gang itself)."""
+        if desired.min_subgroup is None or desired.backend is None:
+            self.replicas.forget(key)
+            return
+        counts = replica_counts(desired, self._active_by_subgroup(desired, members), self.settings)
+        verdicts = self.replicas.observe(key, counts, settling=settling, grace_period=grace)
+        if gang_stale or evictor:
+            return
+        for v in verdicts:
+            if v.action == stale.STALE:
+                self.events.emit(actual, "ReplicaBroken", v.message)
+                self._decision(key, "replica-broken", v.message, started, replica=v.leaf)
+            elif v.action == stale.RECOVERED:
+                self.events.emit(actual, "ReplicaRecovered", v.message)
+                self._decision(key, "replica-recovered", v.message, started, replica=v.leaf)
+            elif v.action == stale.EVICT and (key, v.leaf) not in self._evicting_replicas:
+                self._evicting_replicas.add((key, v.leaf))
+                task = asyncio.create_task(self._evict_replica(key, v.leaf, v.message), name=f"evict {key} {v.leaf}")
+                self._evicting[f"{key}#{v.leaf}"] = task
+            if v.deadline is not None:
+                self.queue.add((GROUP, key), max(v.deadline - self.clock(), 0.0) + 0.01)
+
+    async def _evict_replica(self, key: str, leaf: str, why: str) -> None:
+        """Evict the remaining pods of one broken replica of a gang."""
+        started = time.perf_counter()
+        retry = False
+        try:
+            desired = desired_group(self.cache, key)
+            pods = [p for p in gang_counts(desired.members).remaining if pod_leaf(self.cache, p) == leaf
+                    or (desired.backend is not None and desired.backend.subgroup_of(p) == leaf)]
+            result = await eviction.evict_pods(
+                self.api_client, pods, timeout=self.options.eviction_timeout,
+                attempts=self.options.eviction_attempts, backoff=self.options.eviction_backoff,
+            )
+            actual = self._actual(key, desired)
+            if result.evicted:
+                self.metrics.evictions.labels(result="evicted").inc(len(result.evicted))
+                message = f"{why}: evicted {len(result.evicted)} pod{'s' if len(result.evicted) != 1 else ''} " \
+                          f"({', '.join(result.evicted[:10])})"
+                if actual is not None:
+                    self.events.emit(actual, "ReplicaEvicted", message)
+                self._decision(key, "evict-replica", message, started, replica=leaf, evicted=len(result.evicted))
+            if result.refused:
+                self.metrics.evictions.labels(result="refused").inc(len(result.refused))
+                retry = True
+            else:
+                self.replicas.evicted(key, leaf)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("eviction of a replica failed: retrying", extra={"fields": {"group": key, "replica": leaf,
+                                                                                     "error": describe(exc)}})
+            retry = True
+        finally:
+            self._evicting.pop(f"{key}#{leaf}", None)
+            self._evicting_replicas.discard((key, leaf))
+        self.queue.add((GROUP, key), self.options.eviction_retry if retry else 0.0)
 
     async def _evict(self, key: str, why: str) -> None:
         started = time.perf_counter()

@@ -19,6 +19,7 @@ from podgang.objects import OwnerRef, clip, is_active, is_terminating, pod_phase
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
 from podgang.settings import Settings
 
+from podgang.grouper.stale import ReplicaCount
 from podgang.grouper.model import (
     SIZE_WRITERS,
     Cache,
@@ -212,6 +213,17 @@ def pod_leaf(cache: Cache, pod: Obj) -> str | None:
         return None
     gang = pod_gang(cache, pod)
     return gang.subgroup if isinstance(gang, rules.Gang) and gang.leaf else None
+
+
+def replica_counts(desired: Desired, active: Mapping[str | None, int], settings: Settings) -> list[ReplicaCount]:
+    """Each multi-pod replica of a tree gang (a leaf needing pods, under its role or, for a
+    lone LWS, directly under the group) with its active pods (``active``: by subgroup)."""
+    if desired.min_subgroup is None:
+        return []
+    lone = desired.source == OWNED
+    role = rules.workload_subgroup(desired.workloads[0], settings) if lone and desired.workloads else ""
+    return [ReplicaCount(s.name, s.parent or role, s.min_member, active.get(s.name, 0)) for s in desired.subgroups
+            if not s.of_subgroups and (s.parent is not None or lone)]
 
 
 def pod_backfill_patch(backend: Backend, pod: Obj, gang: rules.Gang) -> dict[str, Any] | None:

@@ -13,6 +13,7 @@ from podgang.backends import GangSpec
 from podgang.backends.base import min_pods, tree_shape
 from podgang.backends.kai import KAI
 from podgang.backends.volcano import VOLCANO
+from podgang.grouper import stale
 from podgang.grouper.model import Cache
 from podgang.grouper.podgroups import desired_group, plan_writes
 from podgang.settings import DEFAULT
@@ -236,3 +237,72 @@ def test_every_tree_podgang_writes_is_one_kais_crd_accepts(roles):
     patched = merge_patch(flat, KAI.subgroups_patch(flat, subgroups, root))
     jsonschema.validate({**pg, "spec": patched["spec"]}, kai_schema())
     assert not ("minMember" in patched["spec"] and "minSubGroup" in patched["spec"])
+
+
+# ---------------------------------------------------------------------------- staleness by the tree
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def replicas(*active: int, pods: int = 2, role: str = "decode") -> list[stale.ReplicaCount]:
+    return [stale.ReplicaCount(f"{role}-{i}", role, pods, a) for i, a in enumerate(active)]
+
+
+def test_a_broken_replica_loses_its_remaining_pods_after_the_grace_period_and_no_other():
+    clock = Clock()
+    tracker = stale.BrokenReplicaTracker(clock)
+    assert tracker.observe("g", replicas(2, 2), settling=False, grace_period=60) == []
+    [broken] = tracker.observe("g", replicas(2, 1), settling=False, grace_period=60)
+    assert (broken.leaf, broken.action, broken.deadline) == ("decode-1", stale.STALE, 1060.0)
+    assert "decode-1 of role decode: 1 of its 2 pods active" in broken.message
+    clock.now = 1059
+    assert [v.action for v in tracker.observe("g", replicas(2, 1), settling=False, grace_period=60)] == [stale.WAITING]
+    clock.now = 1060
+    [evict] = tracker.observe("g", replicas(2, 1), settling=False, grace_period=60)
+    assert (evict.leaf, evict.action) == ("decode-1", stale.EVICT)
+    tracker.evicted("g", "decode-1")
+    assert tracker.observe("g", replicas(2, 0), settling=False, grace_period=60) == []
+
+
+def test_a_replica_being_placed_rolled_or_replaced_whole_is_not_broken():
+    clock = Clock()
+    tracker = stale.BrokenReplicaTracker(clock)
+    # placed leader first (LWS LeaderReady), its workers later: never complete yet
+    assert tracker.observe("g", replicas(1, 0), settling=False, grace_period=0) == []
+    assert tracker.observe("g", replicas(2, 2), settling=False, grace_period=0) == []
+    # a rolling update replaces a replica: its workload is settling
+    assert tracker.observe("g", replicas(2, 1), settling=True, grace_period=0) == []
+    assert tracker.observe("g", replicas(2, 1), settling=False, grace_period=0) == []  # the new one, being placed
+    assert tracker.observe("g", replicas(2, 2), settling=False, grace_period=0) == []
+    # all its pods gone at once (LWS recreates a group whole): nothing holds resources
+    assert tracker.observe("g", replicas(2, 0), settling=False, grace_period=0) == []
+    assert tracker.observe("g", replicas(2, 1), settling=False, grace_period=0) == []
+
+
+def test_a_broken_replica_that_recovers_in_time_is_said_and_kept():
+    clock = Clock()
+    tracker = stale.BrokenReplicaTracker(clock)
+    tracker.observe("g", replicas(2, 2), settling=False, grace_period=60)
+    tracker.observe("g", replicas(2, 1), settling=False, grace_period=60)
+    [back] = tracker.observe("g", replicas(2, 2), settling=False, grace_period=60)
+    assert back.action == stale.RECOVERED and "decode-1" in back.message
+
+
+def test_a_role_below_its_minimum_of_complete_replicas_makes_the_gang_stale_naming_it():
+    clock = Clock()
+    tracker = stale.StaleGangTracker(clock)
+    roles = lambda prefill, decode: (stale.SubgroupCount("prefill", 1, prefill, True),  # noqa: E731
+                                     stale.SubgroupCount("decode", 1, decode, True))
+    obs = lambda active, prefill, decode: stale.GangObservation(  # noqa: E731
+        "ns/g", 4, active, 0, False, 60.0, subgroups=roles(prefill, decode))
+    assert tracker.observe(obs(6, 1, 2)).action == stale.NONE
+    # one decode replica broken: the role still has 1 complete, the gang is not stale
+    assert tracker.observe(obs(5, 1, 1)).action == stale.NONE
+    verdict = tracker.observe(obs(2, 1, 0))  # every decode replica lost
+    assert verdict.action == stale.STALE and "role decode: 0 of minimum 1 complete replicas" in verdict.message
