@@ -108,6 +108,7 @@ def test_yaml_output_is_podgroups_the_kai_crd_accepts():
     assert names[("inference", "prefill-decode")]["spec"] == {
         "minMember": 2, "queue": "default",
         "subGroups": [{"name": "decode", "minMember": 1}, {"name": "prefill", "minMember": 1}],
+        "stalenessGracePeriod": "-1s",  # podgang judges the parts and is the one evictor
     }
     # the groups whose names need a UID the cluster assigns are explained, not invented
     assert "# PodGroup web/pg-web-<uid> (minMember 4, deployment/web): the grouper creates it" in result.stdout
