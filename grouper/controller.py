@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -109,6 +110,7 @@ class Controller:
         self.queue = WorkQueue()
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
         self.replicas = stale.BrokenReplicaTracker(clock=clock)
+        self._gauged: dict[str, set[str]] = {}  # group -> roles with a complete-replicas gauge
         self._evicting_replicas: set[tuple[str, str]] = set()
         self.informers: dict[str, list[Informer]] = {}
         self.podgroup_informers: dict[str, list[Informer]] = {}  # by backend: kinds may be shared
@@ -497,6 +499,7 @@ class Controller:
         contributed, when the group is gone for good)."""
         self.tracker.forget(key)
         self.replicas.forget(key)
+        self._gauge_replicas(key, ())
         self._observed_min.pop(key, None)
         self._lowered_at.pop(key, None)
         if contributions:
@@ -840,6 +843,7 @@ class Controller:
             # capacity: no assumption then.)
             self.tracker.assume_satisfied(key, min_member)
         subgroups = self._subgroup_counts(desired, counts.remaining)
+        self._gauge_replicas(key, subgroups)
         if (subgroups and previous is None and not self.initial_reconcile_done and settling is None
                 and not counts.succeeded and counts.active > 0
                 and desired.backend.subgroups_of(actual) == dict(subgroup_sizes(desired))):
@@ -910,6 +914,21 @@ class Controller:
             else:
                 out.append(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)))
         return tuple(out)
+
+    def _gauge_replicas(self, key: str, subgroups: Iterable[stale.SubgroupCount]) -> None:
+        """``podgang_grouper_complete_replicas`` of each role of multi-pod replicas."""
+        roles = {s.name: s for s in subgroups if s.replicas}
+        for role in self._gauged.get(key, set()) - set(roles):
+            for kind in ("complete", "minimum"):
+                with contextlib.suppress(KeyError):
+                    self.metrics.complete_replicas.remove(key, role, kind)
+        for role, s in roles.items():
+            self.metrics.complete_replicas.labels(key, role, "complete").set(s.active)
+            self.metrics.complete_replicas.labels(key, role, "minimum").set(s.min_member)
+        if roles:
+            self._gauged[key] = set(roles)
+        else:
+            self._gauged.pop(key, None)
 
     def _active_by_subgroup(self, desired: Desired, members: Iterable[Obj]) -> dict[str | None, int]:
         backend = desired.backend
