@@ -256,7 +256,8 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
             workloads=(owner_workload,), members=tuple(members),
             contributions=((display_name(owner_workload), mm.value),),
             problems=_pin_problems([actual, owner_workload], settings) + rules.role_problems(owner_workload, settings)
-            + rules.tree_problems(subgroups, root),
+            + rules.tree_problems(subgroups, root)
+            + tuple(p for p in (rules.replicas_not_held(owner_workload, settings),) if p),
             subgroups=subgroups, min_subgroup=root,
         )
 
@@ -353,7 +354,8 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     return Desired(
         namespace, name, OWNED, mm, top, not is_terminating(probe),
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
-        problems=_pin_problems([actual, top_obj], settings),
+        problems=_pin_problems([actual, top_obj], settings)
+        + tuple(p for p in (rules.replicas_not_held(top_obj, settings),) if p),
         **dict(zip(("subgroups", "min_subgroup"), owned_parts(top_obj, mm, backend, settings))),
     )
 

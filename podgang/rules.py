@@ -414,10 +414,32 @@ def owned_group_suffixes(workload: Any, settings: Settings = DEFAULT) -> list[st
 
 def whole_workload_tree(workload: Any, settings: Settings = DEFAULT) -> bool:
     """A workload of multi-pod replicas that asks for N complete replicas itself
-    (``podgang.io/min-available``): one gang over all its replicas instead of one per replica."""
+    (``podgang.io/min-available``), under a scheduler that holds trees (KAI): one gang over
+    all its replicas instead of one per replica. Elsewhere each replica stays a gang of its
+    own (whole replicas, without "at least N of them": :func:`replicas_not_held`)."""
     entry = workload_kind(workload)
-    return (entry is not None and entry.layout == ONE_PER_REPLICA and replica_units(workload) is not None
-            and min_available(workload, settings)[0] is not None)
+    if (entry is None or entry.layout != ONE_PER_REPLICA or replica_units(workload) is None
+            or min_available(workload, settings)[0] is None):
+        return False
+    templates = pod_templates(workload)
+    backend = settings.backend_for(templates[-1][1]) if templates else None
+    return backend is not None and backend.holds_trees
+
+
+def replicas_not_held(workload: Any, settings: Settings = DEFAULT) -> str | None:
+    """What a user is told when a workload asks for N complete replicas and its scheduler
+    cannot say so (Volcano, coscheduling, native gangs): each replica is its own gang."""
+    entry = workload_kind(workload)
+    wanted = min_available(workload, settings)[0]
+    if (entry is None or entry.layout != ONE_PER_REPLICA or replica_units(workload) is None or wanted is None
+            or whole_workload_tree(workload, settings)):
+        return None
+    templates = pod_templates(workload)
+    backend = settings.backend_for(templates[-1][1]) if templates else None
+    name = backend.name if backend is not None else "this"
+    return (f"{kind_name(workload)}: {settings.min_available_annotation}={wanted} complete replicas is not held: the "
+            f"{name} backend cannot say \"N complete replicas\", so each replica stays a gang of its own (always "
+            f"whole), and nothing makes {wanted} of them start together (KAI can: a leaf per replica)")
 
 
 def leaf_name(role: str, index: int) -> str:

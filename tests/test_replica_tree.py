@@ -306,3 +306,15 @@ def test_a_role_below_its_minimum_of_complete_replicas_makes_the_gang_stale_nami
     assert tracker.observe(obs(5, 1, 1)).action == stale.NONE
     verdict = tracker.observe(obs(2, 1, 0))  # every decode replica lost
     assert verdict.action == stale.STALE and "role decode: 0 of minimum 1 complete replicas" in verdict.message
+
+
+def test_elsewhere_a_lone_lws_keeps_a_gang_per_replica_and_is_told_what_is_not_held():
+    volcano = DEFAULT.with_changes(backends=(("kai-scheduler", VOLCANO),))
+    cache = Cache(settings=volcano)
+    workload = lws("serve", 3, 2, group=None, min_available="2")
+    feed(cache, workload)
+    base = rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(workload)))
+    desired = desired_group(cache, f"{NS}/{base}-group-0")
+    assert desired.source == "owner" and desired.min_member.value == 2 and desired.subgroups == ()
+    [said] = [p for p in desired.problems if "not held" in p]
+    assert "the volcano backend cannot say" in said and "each replica stays a gang of its own" in said
