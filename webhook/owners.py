@@ -14,7 +14,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from podgang.api import Api, ApiError, Forbidden, NotFound, Unauthorized
-from podgang.kinds import resource_for
+from podgang.kinds import resource_for, workload_kind
 from podgang.metrics import WebhookMetrics
 from podgang.objects import OwnerRef
 
@@ -39,9 +39,13 @@ NOTE = "podgangNote"
 
 
 def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = (),
-            note: Callable[[dict[str, Any]], str | None] | None = None) -> dict[str, Any]:
+            note: Callable[[dict[str, Any]], str | None] | None = None,
+            keep_annotations: tuple[str, ...] = ()) -> dict[str, Any]:
     """The parts of an owner the grouping rules read (and the labels ``keep_labels``,
-    e.g. ``podgang.io/skip``), and ``note(obj)`` under :data:`NOTE` when it says something."""
+    e.g. ``podgang.io/skip``, the annotations ``keep_annotations``), and ``note(obj)`` under
+    :data:`NOTE` when it says something. A kind of multi-pod replicas (an LWS) keeps its
+    spec's sizes and its pod templates' labels and scheduler: its pods' gang and replica
+    leaf depend on them (one group for all replicas, the role its template names)."""
     md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     kept: dict[str, Any] = {"name": md.get("name"), "namespace": md.get("namespace"), "uid": md.get("uid")}
     refs = md.get("ownerReferences")
@@ -52,10 +56,29 @@ def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = (),
         wanted = {k: labels[k] for k in keep_labels if k in labels}
         if wanted:
             kept["labels"] = wanted
+    notes = md.get("annotations")
+    if keep_annotations and isinstance(notes, dict):
+        wanted = {k: notes[k] for k in keep_annotations if k in notes}
+        if wanted:
+            kept["annotations"] = wanted
     out = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+    entry = workload_kind(obj)
+    if entry is not None and entry.replica_label and isinstance(obj.get("spec"), dict):
+        out["spec"] = entry.slim_spec(obj["spec"], _template_keys)
     said = note(obj) if note is not None else None
     if said:
         out[NOTE] = said
+    return out
+
+
+def _template_keys(template: Any) -> dict[str, Any]:
+    """What of a pod template decides its pods' gang: its labels and its scheduler."""
+    template = template if isinstance(template, dict) else {}
+    md = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    out: dict[str, Any] = {"metadata": {"labels": dict(md.get("labels") or {})}}
+    if spec.get("schedulerName"):
+        out["spec"] = {"schedulerName": spec["schedulerName"]}
     return out
 
 
@@ -72,8 +95,10 @@ class OwnerCache:
         clock: Callable[[], float] = time.monotonic,
         keep_labels: tuple[str, ...] = ("podgang.io/skip",),
         note: Callable[[dict[str, Any]], str | None] | None = None,
+        keep_annotations: tuple[str, ...] = ("podgang.io/min-available",),
     ):
         self.keep_labels = tuple(keep_labels)
+        self.keep_annotations = tuple(keep_annotations)
         self.note = note
         self.api = api
         self.metrics = metrics
@@ -93,7 +118,7 @@ class OwnerCache:
 
     def put(self, namespace: str, obj: dict[str, Any]) -> None:
         """Remember an owner (pre-warming, tests)."""
-        slim = trimmed(obj, self.keep_labels, self.note)
+        slim = trimmed(obj, self.keep_labels, self.note, self.keep_annotations)
         md = slim["metadata"]
         self._store((namespace, str(slim.get("kind")), str(md.get("name")), str(md.get("uid") or "")), slim)
 
