@@ -142,9 +142,9 @@ async def test_kai_binds_only_complete_replicas_and_podgang_alone_evicts_by_the_
         async def still_the_same():
             now = await placement(here)
             return now == placed and {p["metadata"]["uid"] for p in bound(await here.pods())} == uids
-        # KAI v0.17 would call the tree stale (a leaf below its minMember) and evict all 6 within 60s
+        # KAI v0.17 calls the tree stale (a leaf below its minMember: it says StaleJob) and, but for
+        # the -1s podgang wrote, would evict all six within its 60s grace period
         await holds(still_the_same, "the same six pods bound, none evicted", 120)
-        assert not [e for e in await here.events() if e.get("reason") == "StaleJob"], "KAI evicted the gang"
 
         # room for more: the fourth replica is bound whole
         await here.add_node()
