@@ -5,6 +5,7 @@ root → roles → replicas — as the one pure function the webhook, the groupe
 from __future__ import annotations
 
 import jsonschema
+import yaml
 import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
@@ -318,3 +319,72 @@ def test_elsewhere_a_lone_lws_keeps_a_gang_per_replica_and_is_told_what_is_not_h
     assert desired.source == "owner" and desired.min_member.value == 2 and desired.subgroups == ()
     [said] = [p for p in desired.problems if "not held" in p]
     assert "the volcano backend cannot say" in said and "each replica stays a gang of its own" in said
+
+
+# ---------------------------------------------------------------------------- podgang plan
+
+SERVE = """\
+apiVersion: scheduling.run.ai/v2alpha2
+kind: PodGroup
+metadata: {name: serve, namespace: llm}
+spec: {minMember: 1, queue: team}
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: prefill, namespace: llm}
+spec:
+  replicas: 2
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      metadata: {labels: {kai.scheduler/podgroup: serve}}
+      spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}
+---
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: decode, namespace: llm, annotations: {podgang.io/min-available: "2"}}
+spec:
+  replicas: 3
+  leaderWorkerTemplate:
+    size: 4
+    workerTemplate:
+      metadata: {labels: {kai.scheduler/podgroup: serve}}
+      spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}
+---
+apiVersion: scheduling.run.ai/v2alpha2
+kind: PodGroup
+metadata: {name: mine, namespace: llm}
+spec:
+  minSubGroup: 1
+  queue: team
+  subGroups: [{name: web, minMember: 2}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: llm}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web, kai.scheduler/podgroup: mine}}
+    spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}
+"""
+
+
+def test_plan_draws_the_tree_and_writes_it_as_kai_takes_it_and_leaves_a_users_tree(tmp_path):
+    from tests.test_plan_cli import plan, write
+
+    path = write(tmp_path, "serve.yaml", SERVE)
+    text = plan(path).stdout
+    assert "llm/serve  minSubGroup 2 (≥ 10 pods)" in text
+    assert "├ decode       2 of 3 complete replicas  [podgang.io/min-available=2 complete replicas on " \
+           "leaderworkerset/decode]" in text
+    assert "│ ├ decode-0     minimum 4  [replica 0: leaderWorkerTemplate.size 4 per group]" in text
+    assert "└ prefill      1 of 2 complete replicas  [1 complete replica of leaderworkerset/prefill (the default)]" in text
+    assert "its subgroup tree as written: podgang changes none of its fields" in text
+    assert "KAI v0.17 judges a tree stale when any leaf is below its minMember" in text  # mine: KAI would evict it
+    docs = {d["metadata"]["name"]: d for d in yaml.safe_load_all(plan(path, "-o", "yaml").stdout) if d}
+    for doc in docs.values():
+        jsonschema.validate(doc, kai_schema())
+    assert docs["serve"]["spec"]["minSubGroup"] == 2 and "minMember" not in docs["serve"]["spec"]
+    assert docs["mine"]["spec"] == {"minSubGroup": 1, "queue": "team", "subGroups": [{"name": "web", "minMember": 2}]}
