@@ -189,3 +189,31 @@ async def test_kai_binds_only_complete_replicas_and_podgang_alone_evicts_by_the_
 async def _all_whole(here: Corner, replicas: int) -> bool:
     placed = await placement(here)
     return sum(placed.values()) == 2 * replicas and len(whole(placed)) == replicas
+
+
+async def test_kai_a_hand_made_groups_own_tree_is_left_as_written_and_kais_eviction_is_said(cluster, podgang):
+    """Issue 23 item 2: a hand-made KAI group whose user wrote a tree (root minSubGroup,
+    subgroups each with its minimum). podgang writes no field of it — never a minMember
+    beside minSubGroup, which KAI refuses — and warns that KAI v0.17 would evict the gang."""
+    async with corner(cluster, "usertree", nodes=1) as here, FakeKubelet(here):
+        spec = {"minSubGroup": 2, "queue": KAI_TEAM_QUEUE,
+                "subGroups": [{"name": "web", "minMember": 2}, {"name": "cache", "minMember": 1}]}
+        await here.api.create(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups", {
+            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "mine", "namespace": here.namespace}, "spec": spec})
+        for name, replicas in (("web", 3), ("cache", 1)):
+            template = pod_template(here, KAI, name, labels={"kai.scheduler/podgroup": "mine",
+                                                             "kai.scheduler/subgroup-name": name})
+            await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/deployments", {
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": here.namespace},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": template}})
+        said = await here.wait_events("PodGroupProblem", "KAI v0.17 judges a tree stale")
+        assert "set spec.stalenessGracePeriod: -1s on the group" in said[0]["message"]
+
+        async def all_bound():
+            return len(bound(await here.pods())) == 4
+        await until(all_bound, "the four pods bound by KAI under the user's tree")
+        group = await here.api.get(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups/mine")
+        assert group["spec"] == spec  # as written: no minMember added, nothing resized
+        managers = {m.get("manager") for m in group["metadata"].get("managedFields") or []}
+        assert not any(m and m.startswith("podgang") for m in managers), managers
