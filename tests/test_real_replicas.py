@@ -49,10 +49,20 @@ class PlayedLws:
         self.leaders = await self._statefulset(self.name, self.lws)
         for group in range(replicas):
             await self.group(group)
+        await self.settled()
 
     async def scale(self, replicas: int) -> None:
         self.lws = await self.here.api.merge_patch(
             f"{LWS_API}/namespaces/{self.here.namespace}/leaderworkersets/{self.name}", {"spec": {"replicas": replicas}})
+
+    async def settled(self) -> None:
+        """The status LWS's controller writes once every group is made from the current spec
+        (no rollout under way: a loss is then a loss)."""
+        replicas = self.lws["spec"]["replicas"]
+        self.lws = await self.here.api.merge_patch(
+            f"{LWS_API}/namespaces/{self.here.namespace}/leaderworkersets/{self.name}/status",
+            {"status": {"observedGeneration": self.lws["metadata"]["generation"], "replicas": replicas,
+                        "updatedReplicas": replicas, "readyReplicas": replicas}})
 
     async def group(self, index: int) -> None:
         leader = await self._pod(f"{self.name}-{index}", self.leaders, index, 0)
@@ -158,6 +168,7 @@ async def test_kai_binds_only_complete_replicas_and_podgang_alone_evicts_by_the_
             return "decode-2" in {e["name"] for e in spec["subGroups"]} and spec["minSubGroup"] == 2
         await until(leaf_added, "the leaf decode-2 in the group")
         await decode.group(2)
+        await decode.settled()
         await here.add_node()
         await until(lambda: _all_whole(here, 5), "decode-2 bound whole")
 
