@@ -121,6 +121,8 @@ class WorkloadKind:
     replicas: Callable[[Any], Replicas | None] = lambda obj: None
     #: the pod label that holds the index of the replica a pod belongs to
     replica_label: str | None = None
+    #: the pod label that names the workload a replica belongs to
+    replica_owner_label: str | None = None
 
     @property
     def kind(self) -> str:
@@ -765,7 +767,7 @@ LEADER_WORKER_SET = WorkloadKind(
     _lws_size, _lws_templates, _slim_lws,
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
-    replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL,
+    replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL, replica_owner_label=LWS_NAME_LABEL,
 )
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
@@ -952,6 +954,18 @@ def replica_index(top_kind: str, pod: Any) -> int | None:
     entry = WORKLOADS.get(top_kind)
     value = labels(pod).get(entry.replica_label) if entry is not None and entry.replica_label else None
     return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
+
+
+def replica_of(pod: Any) -> tuple[str, str, int] | None:
+    """(kind, workload name, replica index) of the multi-pod replica a pod belongs to, from
+    the labels its controller sets; None for any other pod."""
+    found = labels(pod)
+    for entry in WORKLOADS.values():
+        if entry.replica_label and entry.replica_owner_label and entry.replica_owner_label in found:
+            index = replica_index(entry.kind, pod)
+            if index is not None:
+                return entry.kind, found[entry.replica_owner_label], index
+    return None
 
 
 def carries_replica_label(pod: Any) -> bool:
