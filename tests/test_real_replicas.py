@@ -107,8 +107,8 @@ class PlayedLws:
 def by_replica(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for p in pods:
-        if not p["metadata"].get("deletionTimestamp"):
-            labels = p["metadata"]["labels"]
+        labels = p["metadata"].get("labels") or {}
+        if not p["metadata"].get("deletionTimestamp") and NAME in labels:
             out.setdefault(f"{labels[NAME]}-{labels[GROUP_INDEX]}", []).append(p)
     return out
 
