@@ -14,7 +14,8 @@ from typing import Any, Mapping
 
 from podgang import kinds, quantities, rules
 from podgang.backends import Backend, GangSpec
-from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec, tree_shape
+from podgang.backends.base import (PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec, min_pods,
+                                   tree_shape)
 from podgang.objects import OwnerRef, clip, is_active, is_terminating, pod_phase, quoted
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
 from podgang.settings import Settings
@@ -285,7 +286,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         root = rules.root_min_subgroup(subgroups, rules.min_available(actual, settings)[0] if actual else None)
         problems = _pin_problems([actual, *hand], settings) + subgroup_problems + rules.tree_problems(subgroups, root)
         if root is not None and not mm.pinned:
-            mm = MinMember(rules.min_pods(subgroups, root), mm.reason)
+            mm = MinMember(min_pods(subgroups, root), mm.reason)
         if not trees and any(rules.replica_units(w) is not None for w in hand) and backend is not None:
             problems += (replicas_unexpressed(backend, hand, settings),)
         total = sum(value for _, value in contributions)

@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from podgang import quantities
 from podgang.backends import Backend, kai
-from podgang.backends.base import Subgroup, min_pods
+from podgang.backends.base import Subgroup
 from podgang.kinds import (ONE_PER_REPLICA, RUN_OWNERS, desired_size, pod_role, pod_templates, replica_index, replica_suffix, replica_units,
                            resource_for, roles, stages, whole_roles, workload_kind)
 from podgang.objects import (

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import jsonschema
 import yaml
-import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from podgang import rules
