@@ -221,7 +221,7 @@ def replica_counts(desired: Desired, active: Mapping[str | None, int], settings:
     lone LWS, directly under the group) with its active pods (``active``: by subgroup)."""
     if desired.min_subgroup is None:
         return []
-    lone = desired.source == OWNED
+    lone = desired.source == OWNED and not any(s.parent for s in desired.subgroups)
     role = rules.workload_subgroup(desired.workloads[0], settings) if lone and desired.workloads else ""
     return [ReplicaCount(s.name, s.parent or role, s.min_member, active.get(s.name, 0)) for s in desired.subgroups
             if not s.of_subgroups and (s.parent is not None or lone)]
@@ -396,6 +396,9 @@ def owned_parts(workload: Obj, mm: MinMember, backend: Backend | None, settings:
     tree, root = rules.owned_tree(workload, settings, (present or {}).get(str(_md(workload).get("name")), ()))
     if tree and backend is not None and backend.holds_trees:
         return tree, root
+    roles = rules.role_tree(workload, settings) if backend is not None and backend.holds_trees else ()
+    if roles:  # a JobSet's replicated jobs of several Jobs: a parent each, a leaf per Job, every role required
+        return roles, rules.root_min_subgroup(roles)
     return owned_subgroups(workload, mm, settings), None
 
 
