@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -49,6 +50,8 @@ from podgang.grouper.podgroups import (
     natural_gang,
     plan_writes,
     pod_gang,
+    replica_counts,
+    pod_leaf,
     pod_subgroup,
     retired_by,
     rollout_reason,
@@ -128,6 +131,9 @@ class Controller:
         self._news: dict[str, _GangNews] = {}  # gang key -> its group created, pods backfilled: not said yet
         self._backfilling = 0  # backfills being written now
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
+        self.replicas = stale.BrokenReplicaTracker(clock=clock)
+        self._gauged: dict[str, set[str]] = {}  # group -> roles with a complete-replicas gauge
+        self._evicting_replicas: set[tuple[str, str]] = set()
         self.informers: dict[str, list[Informer]] = {}
         self.podgroup_informers: dict[str, list[Informer]] = {}  # by backend: kinds may be shared
         # informers the grouper does not wait for at start: what refines a decision but is not
@@ -565,6 +571,8 @@ class Controller:
             self._never_said_on_group.pop(key, None)
             self._count_never()
         self._warned.pop(("operator", key), None)
+        self.replicas.forget(key)
+        self._gauge_replicas(key, ())
         self._observed_min.pop(key, None)
         self._lowered_at.pop(key, None)
         if contributions:
@@ -601,7 +609,12 @@ class Controller:
                 self.queue.add((POD_KEY, obj_key(pod)))
                 continue
             current = backend.subgroup_of(pod)
-            if current is None:
+            leaf = pod_leaf(self.cache, pod)
+            if leaf is not None:  # a replica's leaf, whether the group lists it yet or not
+                if current == leaf:
+                    continue
+                wanted = value = leaf
+            elif current is None:
                 if not listed:
                     continue  # nothing it could be labelled with
                 wanted = pod_subgroup(self.cache, pod)
@@ -917,8 +930,10 @@ class Controller:
             self._unwatch(key, contributions=actual is None and not desired.members)
             return
         assert desired.backend is not None  # it holds the group
-        if size_held(desired, actual, self.settings) and desired.min_member is not None:
-            # the live group cannot take its new size: the gang is judged by the size in force
+        if desired.min_member is not None and (desired.min_subgroup is not None
+                                               or size_held(desired, actual, self.settings)):
+            # the live group cannot take its new size: the gang is judged by the size in force;
+            # a tree's leaves come and go with its replicas' pods: judged by the whole tree's size
             min_member = desired.min_member.value
         else:
             min_member = desired.backend.min_member(actual) or 1
@@ -948,6 +963,7 @@ class Controller:
             # capacity: no assumption then.)
             self.tracker.assume_satisfied(key, min_member)
         subgroups = self._subgroup_counts(desired, counts.remaining)
+        self._gauge_replicas(key, subgroups)
         if (subgroups and previous is None and not self.initial_reconcile_done and settling is None
                 and not counts.succeeded and counts.active > 0
                 and desired.backend.subgroups_of(actual) == dict(subgroup_sizes(desired))):
@@ -986,66 +1002,148 @@ class Controller:
                 self._evicting[key] = asyncio.create_task(self._evict(key, verdict.message), name=f"evict {key}")
         if verdict.deadline is not None:
             self.queue.add((GROUP, key), max(verdict.deadline - self.clock(), 0.0) + 0.01)
+        self._judge_replicas(key, desired, actual, counts.remaining, settling=settling is not None, grace=grace,
+                             gang_stale=key in self.tracker.stale_groups(), evictor=evictor, started=started)
         self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
 
     def _subgroup_counts(self, desired: Desired, members: Iterable[Obj]) -> tuple[stale.SubgroupCount, ...]:
         """How many of the gang's counted ``members`` are active in each subgroup: only
         where the backend holds subgroups and there are several (one is the whole gang).
-        A pod's own subgroup key first; its owners only when it has none."""
+        A pod's own subgroup key first; its owners only when it has none. In a tree, a role
+        of multi-pod replicas counts its complete replicas (a lone LWS's root, its own)."""
         backend = desired.backend
-        if len(desired.subgroups) < 2 or backend is None or backend.subgroup_key is None:
+        if backend is None or backend.subgroup_key is None or not desired.subgroups:
             return ()
+        tree = desired.min_subgroup is not None
+        if not tree and len(desired.subgroups) < 2:
+            return ()
+        active = self._active_by_subgroup(desired, members)
+        if not tree:
+            return tuple(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)) for s in desired.subgroups)
+        replicas = replica_counts(desired, active, self.settings)
+        if desired.source == rules.OWNED and not any(s.parent for s in desired.subgroups):
+            # a lone LWS: one workload's replicas, directly under the group
+            role = replicas[0].role if replicas else ""
+            return (stale.SubgroupCount(role, desired.min_subgroup or 1, sum(r.complete for r in replicas), True),)
+        out = []
+        for s in desired.subgroups:
+            if s.parent is not None:
+                continue
+            if s.of_subgroups:
+                complete = sum(r.complete for r in replicas if r.role == s.name)
+                out.append(stale.SubgroupCount(s.name, s.min_member, complete, True))
+            else:
+                out.append(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)))
+        return tuple(out)
+
+    def _gauge_replicas(self, key: str, subgroups: Iterable[stale.SubgroupCount]) -> None:
+        """``podgang_grouper_complete_replicas`` of each role of multi-pod replicas."""
+        roles = {s.name: s for s in subgroups if s.replicas}
+        for role in self._gauged.get(key, set()) - set(roles):
+            for kind in ("complete", "minimum"):
+                with contextlib.suppress(KeyError):
+                    self.metrics.complete_replicas.remove(key, role, kind)
+        for role, s in roles.items():
+            self.metrics.complete_replicas.labels(key, role, "complete").set(s.active)
+            self.metrics.complete_replicas.labels(key, role, "minimum").set(s.min_member)
+        if roles:
+            self._gauged[key] = set(roles)
+        else:
+            self._gauged.pop(key, None)
+
+    def _active_by_subgroup(self, desired: Desired, members: Iterable[Obj]) -> dict[str | None, int]:
+        backend = desired.backend
+        assert backend is not None
         active: dict[str | None, int] = {}
         for pod in members:
             if is_active(pod):
-                name = backend.subgroup_of(pod) or pod_subgroup(self.cache, pod)
+                name = pod_leaf(self.cache, pod) or backend.subgroup_of(pod) or pod_subgroup(self.cache, pod)
                 active[name] = active.get(name, 0) + 1
-        return tuple(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)) for s in desired.subgroups)
+        return active
 
-    async def _evict(self, key: str, why: str) -> None:
+    def _judge_replicas(self, key: str, desired: Desired, actual: Obj, members: Iterable[Obj], *, settling: bool,
+                        grace: float | None, gang_stale: bool, evictor: str | None, started: float) -> None:
+        """Broken replicas above their role's minimum: each, after the grace period, loses
+        its remaining pods, the rest of the gang untouched (not while the whole gang is stale:
+        it goes whole; not where the scheduler evicts the gang itself)."""
+        if desired.min_subgroup is None or desired.backend is None:
+            self.replicas.forget(key)
+            return
+        counts = replica_counts(desired, self._active_by_subgroup(desired, members), self.settings)
+        verdicts = self.replicas.observe(key, counts, settling=settling, grace_period=grace)
+        if gang_stale or evictor:
+            return
+        for v in verdicts:
+            if v.action == stale.STALE:
+                self.events.emit(actual, "ReplicaBroken", v.message)
+                self._decision(key, "replica-broken", v.message, started, replica=v.leaf)
+            elif v.action == stale.RECOVERED:
+                self.events.emit(actual, "ReplicaRecovered", v.message)
+                self._decision(key, "replica-recovered", v.message, started, replica=v.leaf)
+            elif v.action == stale.EVICT and (key, v.leaf) not in self._evicting_replicas:
+                self._evicting_replicas.add((key, v.leaf))
+                task = asyncio.create_task(self._evict(key, v.message, v.leaf), name=f"evict {key} {v.leaf}")
+                self._evicting[f"{key}#{v.leaf}"] = task
+            if v.deadline is not None:
+                self.queue.add((GROUP, key), max(v.deadline - self.clock(), 0.0) + 0.01)
+
+    async def _evict(self, key: str, why: str, leaf: str | None = None) -> None:
+        """Evict the remaining members of a stale gang — or, with ``leaf``, only those of
+        one broken replica of it (the rest of the gang untouched)."""
         started = time.perf_counter()
         retry = False
+        task_key = key if leaf is None else f"{key}#{leaf}"
         try:
             desired = desired_group(self.cache, key)
             pods = list(gang_counts(desired.members).remaining)
+            if leaf is not None:
+                pods = [p for p in pods if pod_leaf(self.cache, p) == leaf
+                        or (desired.backend is not None and desired.backend.subgroup_of(p) == leaf)]
             result = await eviction.evict_pods(
                 self.api_client, pods, timeout=self.options.eviction_timeout,
                 attempts=self.options.eviction_attempts, backoff=self.options.eviction_backoff,
             )
             actual = self._actual(key, desired)
+            what, action = ("GangEvicted", "evict") if leaf is None else ("ReplicaEvicted", "evict-replica")
             if result.evicted:
                 self.metrics.evictions.labels(result="evicted").inc(len(result.evicted))
                 names = ", ".join(result.evicted[:10]) + (" …" if len(result.evicted) > 10 else "")
                 message = f"{why}: evicted {len(result.evicted)} pod{'s' if len(result.evicted) != 1 else ''} ({names})"
-                held = size_held(desired, actual, self.settings)
+                held = size_held(desired, actual, self.settings) if leaf is None else None
                 if held:  # the replacements rejoin the live group at once: it is never empty
                     message += f"; the replacements join the live group, whose size stays until the gang is empty ({held})"
                 if actual is not None:
-                    self.events.emit(actual, "GangEvicted", message)
-                self._decision(key, "evict", message, started, evicted=len(result.evicted))
+                    self.events.emit(actual, what, message)
+                self._decision(key, action, message, started, evicted=len(result.evicted),
+                               **({"replica": leaf} if leaf else {}))
             elif not result.refused:
                 # a decision all the same: say so, rather than nothing at all
                 message = f"{why}: nothing left to evict ({len(result.gone)} already gone)"
-                self._decision(key, "evict", message, started, evicted=0, gone=len(result.gone))
+                self._decision(key, action, message, started, evicted=0, gone=len(result.gone))
             if result.refused:
                 self.metrics.evictions.labels(result="refused").inc(len(result.refused))
                 detail = "; ".join(f"{pod}: {reason}" for pod, reason in result.refused[:5])
+                whose = "of the stale gang" if leaf is None else f"of broken replica {leaf}"
                 message = (f"could not evict {len(result.refused)} member{'s' if len(result.refused) != 1 else ''} "
-                           f"of the stale gang: {detail}; retrying in "
+                           f"{whose}: {detail}; retrying in "
                            f"{stale.format_duration(self.options.eviction_retry)}")
                 if actual is not None:
                     self.events.emit(actual, "GangEvictionRefused", message, "Warning")
                 self._decision(key, "evict-refused", message, started, refused=len(result.refused))
                 retry = True
-            else:
+            elif leaf is None:
                 self.tracker.evicted(key)
+            else:
+                self.replicas.evicted(key, leaf)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.warning("eviction failed: retrying", extra={"fields": {"group": key, "error": describe(exc)}})
+            log.warning("eviction failed: retrying", extra={"fields": {"group": key, "replica": leaf,
+                                                                       "error": describe(exc)}})
             retry = True
         finally:
-            self._evicting.pop(key, None)
+            self._evicting.pop(task_key, None)
+            self._evicting_replicas.discard((key, leaf or ""))
             self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
         if retry:
             self.queue.add((GROUP, key), self.options.eviction_retry)
@@ -1084,7 +1182,7 @@ class Controller:
         namespace, name = split_key(key)
         gang_key = f"{namespace}/{gang.name}"
         subgroup = self._backfill_subgroup(backend, pod, gang, gang_key)
-        patch = backend.backfill(pod, gang.name, subgroup)
+        patch = backend.backfill(pod, gang.name, subgroup, over_own=bool(gang.leaf))
         if patch is None:
             problem = (f"pod {name} was admitted without its PodGroup (the webhook was unavailable) and the "
                        f"{backend.name} backend cannot set it on a created pod: delete the pod so that it is "
@@ -1121,7 +1219,11 @@ class Controller:
         see it now — its group lists it, or will once podgang writes the group (planned from the
         same cache; a scheduler that ignores a pod naming an unlisted subgroup ignores a pod of
         a group not yet there just the same)."""
-        if backend.subgroup_key is None or not gang.subgroup or backend.subgroup_of(pod) is not None:
+        if backend.subgroup_key is None or not gang.subgroup:
+            return None
+        if gang.leaf:  # a replica's leaf, over the role its template names: as admission gives it
+            return gang.subgroup if backend.subgroup_of(pod) != gang.subgroup else None
+        if backend.subgroup_of(pod) is not None:
             return None
         if not backend.subgroups_must_be_listed:
             return gang.subgroup if gang.source == rules.OWNED else None

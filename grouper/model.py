@@ -123,7 +123,7 @@ class Slimmer:
         annotation_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_annotation_keys))
         self.settings = settings
         self.pod_labels = (settings.skip_label, *label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL,
-                           LWS_WORKER_INDEX_LABEL, *kinds.ROLE_LABELS,
+                           LWS_WORKER_INDEX_LABEL, *kinds.ROLE_LABELS, *kinds.REPLICA_LABELS,
                            rollouts.POD_TEMPLATE_HASH, rollouts.CONTROLLER_REVISION_HASH, rollouts.POD_INDEX)
         self.pod_annotations = (*annotation_keys, settings.min_member_annotation,
                                 settings.grace_period_annotation)
@@ -410,6 +410,9 @@ class Cache:
 
     def __init__(self, settings: Settings = DEFAULT):
         self.settings = settings
+        #: its pods are the cluster's (the grouper); False: only what manifests hold (``podgang
+        #: plan``), so a gang's tree is drawn as it will be, not as the pods made so far allow
+        self.pods_observed = True
         self.slim = Slimmer(settings)
         self.pods: dict[str, Obj] = {}
         self.podgroups = PodGroupStores(settings.enabled_backends)
@@ -522,7 +525,8 @@ class Cache:
         ref = workload_ref(workload)
         if not ref.uid:
             return []
-        return [rules.owned_group_name(ref, suffix, self.settings) for suffix in entry.replica_suffixes(workload)]
+        return [rules.owned_group_name(ref, suffix, self.settings)
+                for suffix in rules.owned_group_suffixes(workload, self.settings)]
 
     def template_group_name(self, workload: Mapping[str, Any]) -> str | None:
         """The hand-made group a workload's templates name, when it counts toward

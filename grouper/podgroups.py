@@ -14,11 +14,13 @@ from typing import Any, Mapping
 
 from podgang import feasibility, kinds, quantities, rules
 from podgang.backends import Backend
-from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec
+from podgang.backends.base import (PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec, min_pods,
+                                   tree_shape)
 from podgang.objects import OwnerRef, clip, is_active, is_terminating, pod_phase, quoted
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
 from podgang.settings import Settings
 
+from podgang.grouper.stale import ReplicaCount
 from podgang.grouper.model import (
     SIZE_WRITERS,
     Cache,
@@ -50,6 +52,10 @@ class Desired:
     pending: str | None = None  # cannot decide yet (an owner is not in the cache): why
     backend: Backend | None = None  # whose PodGroup it is (None: nothing says)
     subgroups: tuple[rules.Subgroup, ...] = ()  # a hand-made group's parts, one per workload
+    #: a tree's root: how many of its top subgroups the gang needs (KAI's minSubGroup); None: flat
+    min_subgroup: int | None = None
+    #: a hand-made group holding a tree its user wrote: podgang writes none of it (why, for plan)
+    users_tree: str | None = None
     #: the scheduler's own settings for a group podgang makes (its backend's gang_options)
     options: Mapping[str, Any] = field(default_factory=dict)
     #: the resources the gang needs at least, for a scheduler that reads them; None: not known
@@ -232,6 +238,26 @@ def pod_subgroup(cache: Cache, pod: Obj) -> str | None:
     return gang.subgroup if isinstance(gang, rules.Gang) else None
 
 
+def pod_leaf(cache: Cache, pod: Obj) -> str | None:
+    """The leaf of the multi-pod replica a pod belongs to (``<role>-<index>``), None for any
+    other pod or while an owner is missing from the cache."""
+    if not kinds.carries_replica_label(pod):
+        return None
+    gang = pod_gang(cache, pod)
+    return gang.subgroup if isinstance(gang, rules.Gang) and gang.leaf else None
+
+
+def replica_counts(desired: Desired, active: Mapping[str | None, int], settings: Settings) -> list[ReplicaCount]:
+    """Each multi-pod replica of a tree gang (a leaf needing pods, under its role or, for a
+    lone LWS, directly under the group) with its active pods (``active``: by subgroup)."""
+    if desired.min_subgroup is None:
+        return []
+    lone = desired.source == OWNED and not any(s.parent for s in desired.subgroups)
+    role = rules.workload_subgroup(desired.workloads[0], settings) if lone and desired.workloads else ""
+    return [ReplicaCount(s.name, s.parent or role, s.min_member, active.get(s.name, 0)) for s in desired.subgroups
+            if not s.of_subgroups and (s.parent is not None or lone)]
+
+
 def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual: Obj | None) -> Desired:
     settings = cache.settings
     namespace, name = split_key(group_key)
@@ -248,13 +274,16 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     if owner_workload is not None:
         mm = rules.min_member_for(owner_workload, actual, settings, with_owners(cache, (owner_workload,))[1:],
                                   _live(members))
+        subgroups, root = owned_parts(owner_workload, mm, backend, settings, replicas_present(cache, members))
         return Desired(
             namespace, name, OWNED, mm, workload_ref(owner_workload), True,
             workloads=(owner_workload,), members=tuple(members),
             contributions=((display_name(owner_workload), mm.value),),
             problems=(_pin_problems([actual, owner_workload], settings) + rules.role_problems(owner_workload, settings)
-                      + rules.scheduler_pin_problems(owner_workload, settings)),
-            subgroups=owned_subgroups(owner_workload, mm, settings),
+                      + rules.scheduler_pin_problems(owner_workload, settings)
+                      + rules.tree_problems(owned_parts(owner_workload, mm, backend, settings)[0], root)
+                      + tuple(p for p in (rules.replicas_not_held(owner_workload, settings),) if p)),
+            subgroups=subgroups, min_subgroup=root,
         )
 
     # 2. Workloads name it in their pod templates: a hand-made group (§3 last row).
@@ -275,11 +304,23 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         for pod in standalone:
             named = backend.subgroup_of(pod) if backend is not None else None
             by_subgroup[named or rules.STANDALONE] = by_subgroup.get(named or rules.STANDALONE, 0) + 1
-        subgroups, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings)
-        problems = _pin_problems([actual, *hand], settings) + subgroup_problems
+        trees = backend is not None and backend.holds_trees
+        # the tree as it will be (its minimum, what can never be met), and as the pods made so far allow
+        whole, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings, trees)
+        subgroups = whole if not cache.pods_observed else rules.shared_subgroups(
+            hand, by_subgroup, settings, trees, replicas_present(cache, members))[0]
+        root = rules.root_min_subgroup(whole, rules.min_available(actual, settings)[0] if actual else None)
+        problems = _pin_problems([actual, *hand], settings) + subgroup_problems + rules.tree_problems(whole, root)
+        if root is not None and not mm.pinned:
+            mm = MinMember(min_pods(whole, root), mm.reason)
+        if not trees and any(rules.replica_units(w) is not None for w in hand) and backend is not None:
+            problems += (replicas_unexpressed(backend, hand, settings),)
         total = sum(value for _, value in contributions)
-        elastic = elastic_size(backend, actual, mm, settings)
-        if elastic is not None:  # the user's own minimum below the total: theirs, whole (no subgroups)
+        # the user's own minimum below the total: theirs, whole (no subgroups) — but never over a
+        # tree of complete replicas, counted in replicas (podgang.io/min-available), where a
+        # written minMember is what KAI refuses beside minSubGroup
+        elastic = elastic_size(backend, actual, mm, settings) if root is None else None
+        if elastic is not None:
             mm, subgroups = elastic, ()
         # the gang the scheduler waits for is the size in force (a StatefulSet's own gang is
         # sized for OrderedReady by its kind: issue 18)
@@ -294,10 +335,14 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
                 f"{', '.join(display_name(w) for w in hand)} name it in their pod templates and their pods "
                 f"stay Pending until it exists; create it (podgang keeps its minMember at {mm.value})",
             )
+        users = users_tree(backend, actual, settings)
+        if users is not None:  # the user's tree: podgang writes none of it, and says what KAI would do
+            problems += (users,) if users.startswith("KAI") else ()
         return Desired(
-            namespace, name, HAND_MADE, mm, None, False,
+            namespace, name, HAND_MADE, None if users else mm, None, False,
             workloads=tuple(hand), members=tuple(members), contributions=tuple(contributions), problems=problems,
-            pinned=frozenset(pinned), subgroups=subgroups,
+            pinned=frozenset(pinned), subgroups=() if users else subgroups, min_subgroup=None if users else root,
+            users_tree=users,
         )
 
     # 3. Only pods name it: what would the rules give them from their owners?
@@ -353,7 +398,10 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     return Desired(
         namespace, name, OWNED, mm, top, not is_terminating(probe),
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
-        problems=_pin_problems([actual, top_obj], settings), subgroups=owned_subgroups(top_obj, mm, settings),
+        problems=_pin_problems([actual, top_obj], settings)
+        + tuple(p for p in (rules.replicas_not_held(top_obj, settings),) if p),
+        **dict(zip(("subgroups", "min_subgroup"), owned_parts(top_obj, mm, backend, settings,
+                                                               replicas_present(cache, members)))),
     )
 
 
@@ -409,6 +457,61 @@ def owned_subgroups(workload: Obj, mm: MinMember, settings: Settings) -> tuple[r
     return () if mm.pinned else rules.role_subgroups(workload, settings)
 
 
+def replicas_present(cache: Cache, members: Any) -> dict[str, dict[int, tuple[int, int]]] | None:
+    """Workload name -> replica index -> (its live pods, those bound), of its multi-pod
+    replicas; None where the pods are not the cluster's (``podgang plan``: the whole tree)."""
+    if not cache.pods_observed:
+        return None
+    out: dict[str, dict[int, tuple[int, int]]] = {}
+    for pod in _live(list(members)):
+        found = kinds.replica_of(pod)
+        if found is not None:
+            live, placed = out.setdefault(found[1], {}).get(found[2], (0, 0))
+            out[found[1]][found[2]] = (live + 1, placed + (1 if is_active(pod) else 0))
+    return out
+
+
+def owned_parts(workload: Obj, mm: MinMember, backend: Backend | None, settings: Settings,
+                present: Mapping[str, Mapping[int, tuple[int, int]]] | None = None,
+                ) -> tuple[tuple[rules.Subgroup, ...], int | None]:
+    """A workload's own gang's subgroups and its root's minimum of them: a leaf per
+    replica and N of them for a lone LWS asking for N complete replicas (where the
+    scheduler holds trees), else one subgroup per role."""
+    tree, root = rules.owned_tree(workload, settings, None if present is None else
+                                  present.get(str(_md(workload).get("name")), {}))
+    if tree and backend is not None and backend.holds_trees:
+        return tree, root
+    roles = rules.role_tree(workload, settings) if backend is not None and backend.holds_trees else ()
+    if roles:  # a JobSet's replicated jobs of several Jobs: a parent each, a leaf per Job, every role required
+        return roles, rules.root_min_subgroup(roles)
+    return owned_subgroups(workload, mm, settings), None
+
+
+def users_tree(backend: Backend | None, actual: Obj | None, settings: Settings) -> str | None:
+    """What podgang says of a hand-made group holding a tree its user wrote (a root or a
+    subgroup counting subgroups, not recorded as podgang's): it writes none of it —
+    never a ``minMember`` beside a ``minSubGroup``, which KAI refuses. None for any other.
+    Starts with "KAI" when the scheduler would evict the gang itself, misjudging it."""
+    if backend is None or actual is None or not backend.is_users_tree(actual):
+        return None
+    if (_md(actual).get("annotations") or {}).get(settings.subgroups_annotation):
+        return None  # podgang wrote it
+    kept = "podgang keeps the subgroup tree its user wrote and changes none of its fields (no minMember, no subGroups)"
+    evictor = backend.evicts_itself(actual)
+    if evictor is None:
+        return f"{kept}; podgang judges it stale by its pods and subgroups"
+    return (f"KAI v0.17 judges a tree stale when any leaf is below its minMember, whatever minSubGroup says, "
+            f"and evicts the whole gang — {evictor}; {kept}")
+
+
+def replicas_unexpressed(backend: Backend, workloads: Any, settings: Settings) -> str:
+    """What a user is told when the scheduler cannot count complete replicas."""
+    named = ", ".join(display_name(w) for w in workloads if rules.replica_units(w) is not None)
+    return (f"the {backend.name} backend cannot say \"complete replicas\" ({named}): each counts as its minimum "
+            f"replicas' pods in all, from whichever replicas — a partly placed replica may hold pods that cannot "
+            f"work (use KAI for whole replicas)")
+
+
 def _pin_problems(objs: list[Any], settings: Settings) -> tuple[str, ...]:
     out = []
     for obj in objs:
@@ -459,13 +562,13 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
         if desired.may_create and desired.min_member is not None:
             manifest = backend.build_podgroup(gang_spec(
                 desired.name, desired.namespace, desired.min_member.value, labels=settings.managed_labels,
-                options=desired.options, owner=desired.owner, subgroups=subgroup_sizes(desired),
-                min_resources=desired.min_resources))
+                options=desired.options, owner=desired.owner, subgroups=desired.subgroups,
+                min_subgroup=desired.min_subgroup, min_resources=desired.min_resources))
             if desired.min_member.idle and _size_fixed(backend, manifest):
                 return []  # a group of 1 now would hold the pods of a later scale-up to 1: wait for them
             if desired.subgroups:  # recorded as podgang's, as a patch records them: podgang may remove them
                 manifest["metadata"].setdefault("annotations", {})[settings.subgroups_annotation] = ",".join(
-                    name for name, _ in subgroup_sizes(desired))
+                    s.name for s in desired.subgroups)
             return [Write("create", manifest, None, desired.min_member.value)]
         return []
     if _md(actual).get("deletionTimestamp"):
@@ -474,7 +577,8 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
     writes: list[Write] = []
     rv = _md(actual).get("resourceVersion")
     current = backend.min_member(actual)
-    if desired.min_member is not None and current != desired.min_member.value:
+    # a tree's root is sized by its subgroups (written with them below), never by a minMember beside them
+    if desired.min_member is not None and current != desired.min_member.value and desired.min_subgroup is None:
         resize = backend.resize(actual, desired.min_member.value)
         if resize.action == PATCH and resize.body is not None and (managed or desired.source == HAND_MADE):
             body = dict(resize.body)
@@ -542,32 +646,53 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
 
 
 def follows_hand_made(desired: Desired) -> bool:
-    """A hand-made group whose size podgang follows (not pinned, not the user's elastic gang)."""
+    """A hand-made group whose size in pods podgang follows (not pinned, not the user's elastic
+    gang, not a tree: that counts complete replicas, and has no minMember to remember)."""
     return desired.source == HAND_MADE and desired.min_member is not None and not desired.min_member.pinned \
-        and bool(desired.workloads)
+        and bool(desired.workloads) and desired.min_subgroup is None
 
 
 def _subgroups_write(desired: Desired, actual: Obj, backend: Backend, settings: Settings) -> Write | None:
-    """The patch that gives ``actual`` the subgroups of ``desired``, recording their
-    names in ``podgang.io/subgroups``; or, once the group has one part again (a workload
-    left), the one that removes those podgang wrote (never subgroups a user wrote)."""
-    current = backend.subgroups_of(actual)
+    """The patch that gives ``actual`` the subgroups of ``desired`` (a flat list, or a tree
+    and its root), recording their names in ``podgang.io/subgroups``; or, once the group has
+    one part again (a workload left), the one that removes those podgang wrote (never
+    subgroups a user wrote)."""
+    current = backend.subgroup_tree_of(actual)
     if current is None:
         return None  # the scheduler has no subgroups
-    wanted = dict(subgroup_sizes(desired))
+    wanted = desired.subgroups
     written = (_md(actual).get("annotations") or {}).get(settings.subgroups_annotation)
-    if not wanted and not (written and current):
+    if not wanted and not (written and current[1]):
         return None
-    if current == wanted:
+    if tree_shape(current[1], current[0]) == tree_shape(wanted, desired.min_subgroup):
         return None
-    body = backend.subgroups_patch(actual, wanted)
+    body = backend.subgroups_patch(actual, wanted, desired.min_subgroup)
     if body is None:
         return None
-    body["metadata"] = {"annotations": {settings.subgroups_annotation: ",".join(wanted) or None}}
-    parts = "workload's" if desired.source == HAND_MADE else "role's"
-    note = (", ".join(f"{n} {v}" for n, v in wanted.items()) + f" (each {parts} minimum inside the gang)"
-            if wanted else "none (the group has one part again: the one minMember is the gang)")
-    return Write("patch-subgroups", body, note=note)
+    body["metadata"] = {"annotations": {settings.subgroups_annotation: ",".join(s.name for s in wanted) or None}}
+    return Write("patch-subgroups", body, note=describe_tree(desired) if wanted else
+                 "none (the group has one part again: the one minMember is the gang)")
+
+
+def describe_tree(desired: Desired) -> str:
+    """The subgroups podgang writes, in one line: ``prefill 1 of 2 replicas × 2 pods, decode 2``."""
+    children: dict[str | None, list[rules.Subgroup]] = {}
+    for s in desired.subgroups:
+        children.setdefault(s.parent, []).append(s)
+    parts = []
+    for s in children.get(None, []):
+        below = children.get(s.name, [])
+        if s.of_subgroups:
+            pods = sorted({c.min_member for c in below})
+            each = f" × {pods[0]} pods" if len(pods) == 1 else ""
+            parts.append(f"{s.name} {s.min_member} of {len(below)} replicas{each}")
+        else:
+            parts.append(f"{s.name} {s.min_member}")
+    if desired.min_subgroup is not None:
+        whole = "all" if desired.min_subgroup == len(children.get(None, [])) else str(desired.min_subgroup)
+        parts.append(f"the group needs {whole} of {len(children.get(None, []))} (minSubGroup)")
+    what = "workload's" if desired.source == HAND_MADE else "role's"
+    return ", ".join(parts) + (f" (each {what} minimum inside the gang)" if desired.min_subgroup is None else "")
 
 
 def _min_resources_write(desired: Desired, actual: Obj, backend: Backend, settings: Settings) -> Write | None:
@@ -605,15 +730,15 @@ def _size_fixed(backend: Backend, podgroup: Obj) -> bool:
 
 
 def subgroup_sizes(desired: Desired) -> tuple[tuple[str, int], ...]:
-    """(subgroup, minimum) of the group, for the backend."""
+    """(subgroup, minimum) of the group, as :meth:`Backend.subgroups_of` lists them."""
     return tuple((s.name, s.min_member) for s in desired.subgroups)
 
 
 def size_held(desired: Desired, actual: Obj | None, settings: Settings) -> str | None:
     """Why ``actual`` keeps a size other than the desired one for now (the backend
     cannot change it on a live group, or not at all), or None."""
-    if actual is None or desired.min_member is None or desired.pending:
-        return None
+    if actual is None or desired.min_member is None or desired.pending or desired.min_subgroup is not None:
+        return None  # (a tree is sized by its subgroups, written in place)
     backend = desired.backend or settings.default_backend
     current = backend.min_member(actual)
     if current == desired.min_member.value:

@@ -53,10 +53,35 @@ WAITING = "waiting"
 class SubgroupCount:
     name: str
     min_member: int
-    active: int
+    active: int  # active pods; for a role of multi-pod replicas, its complete replicas
+    replicas: bool = False  # a role counted in complete replicas (an LWS in a tree)
 
     def __str__(self) -> str:
+        if self.replicas:
+            return f"role {self.name}: {self.active} of minimum {self.min_member} complete replicas"
         return f"{self.name}: {self.active} of minimum {self.min_member} active"
+
+
+@dataclass(frozen=True)
+class ReplicaCount:
+    """One multi-pod replica of a gang (a leaf of its tree): its pods active now."""
+
+    leaf: str
+    role: str
+    min_member: int  # pods it needs
+    active: int
+
+    @property
+    def complete(self) -> bool:
+        return self.active >= max(self.min_member, 1)
+
+
+@dataclass(frozen=True)
+class ReplicaVerdict:
+    leaf: str
+    action: str  # "stale" (broken) | "waiting" | "evict" | "recovered"
+    deadline: float | None
+    message: str
 
 
 @dataclass(frozen=True)
@@ -272,3 +297,71 @@ class StaleGangTracker:
             h.stale_since = None
             return StaleVerdict(RECOVERED, None, f"no longer stale: {why}")
         return StaleVerdict(NONE, None, f"not stale: {why}")
+
+
+class BrokenReplicaTracker:
+    """Replicas of several pods (the leaves of a gang's tree) that were complete and lost
+    pods while their role still has its minimum: a partial replica does no work and holds
+    its resources, so after the grace period only its remaining pods are evicted — not the
+    gang. A replica never complete yet (being placed; an LWS leader waiting for its workers
+    under LeaderReady) or being rolled (its workload settling, or all its pods gone at
+    once: replaced whole) is not broken. Pure; the clock is injected."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._complete: dict[str, set[str]] = {}  # group -> leaves seen complete
+        self._broken: dict[str, dict[str, float]] = {}  # group -> leaf -> broken since
+
+    def forget(self, group: str) -> None:
+        self._complete.pop(group, None)
+        self._broken.pop(group, None)
+
+    def evicted(self, group: str, leaf: str) -> None:
+        """A broken replica's pods were evicted: it must be complete again to break again."""
+        self._complete.get(group, set()).discard(leaf)
+        self._broken.get(group, {}).pop(leaf, None)
+
+    def observe(self, group: str, replicas: Iterable[ReplicaCount], *, settling: bool,
+                grace_period: float | None) -> list[ReplicaVerdict]:
+        now = self._clock()
+        seen = self._complete.setdefault(group, set())
+        broken = self._broken.setdefault(group, {})
+        grace = _sane_grace(grace_period)
+        out: list[ReplicaVerdict] = []
+        present = set()
+        for r in replicas:
+            present.add(r.leaf)
+            if r.complete:
+                seen.add(r.leaf)
+                if broken.pop(r.leaf, None) is not None:
+                    out.append(ReplicaVerdict(r.leaf, RECOVERED, None, f"replica {r.leaf} of role {r.role} is "
+                                              f"complete again: {r.active} of {r.min_member} pods active"))
+                continue
+            if settling or r.active == 0 or r.leaf not in seen:
+                # being placed, rolled or replaced whole: not broken
+                if r.active == 0 or settling:
+                    seen.discard(r.leaf)
+                if broken.pop(r.leaf, None) is not None:
+                    out.append(ReplicaVerdict(r.leaf, RECOVERED, None, f"replica {r.leaf} of role {r.role} is no "
+                                              f"longer broken: {'its workload is settling' if settling else 'its pods are gone'}"))
+                continue
+            counts = f"replica {r.leaf} of role {r.role}: {r.active} of its {r.min_member} pods active"
+            since = broken.get(r.leaf)
+            if since is None:
+                broken[r.leaf] = now
+                if grace is None:
+                    out.append(ReplicaVerdict(r.leaf, STALE, None, f"{counts}: broken, not evicting "
+                                              f"(the grace period is -1)"))
+                else:
+                    out.append(ReplicaVerdict(r.leaf, STALE, now + grace, f"{counts}: broken, evicting its "
+                                              f"{r.active} remaining pods in {format_duration(grace)} unless it "
+                                              f"recovers (the other replicas are untouched)"))
+            elif grace is not None and now >= since + grace:
+                out.append(ReplicaVerdict(r.leaf, EVICT, None, f"evicting the {r.active} remaining pods of broken "
+                                          f"{counts} for {format_duration(now - since)}"))
+            elif grace is not None:
+                out.append(ReplicaVerdict(r.leaf, WAITING, since + grace, counts))
+        for leaf in set(broken) - present:  # scaled away
+            broken.pop(leaf, None)
+        seen &= present
+        return out

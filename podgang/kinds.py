@@ -70,6 +70,12 @@ class Role:
     #: size annotation there sizes each copy (KAI's batch-min-member)
     replicas: int = 1
     owner_template: Template = field(default_factory=dict)
+    #: pods per replica when the role is several replicas of several pods each (a JobSet's
+    #: replicated job: its Jobs), each counted whole; None: its pods are the units
+    per_replica: int | None = None
+    #: with :attr:`per_replica`: the replicas there are now (a Ray worker group's ``replicas``,
+    #: beyond its ``minReplicas``); None: as many as the role needs
+    replica_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,20 @@ class KindDoc:
     size: str  # its gang's size, in words
     roles: str = ""  # its subgroups; empty: one part (the whole gang)
     staging: str = ""  # when its controller makes pods in stages: what the gang counts when
+
+
+@dataclass(frozen=True)
+class Replicas:
+    """A part of a workload whose every replica is several pods that only work together
+    (an LWS group: its leader and ``size - 1`` workers): the unit its gang counts in
+    complete replicas. The pods name their replica in :attr:`WorkloadKind.replica_label`."""
+
+    count: int  # replicas wanted now
+    pods: int  # pods per replica
+    reason: str  # where ``pods`` comes from
+    #: its controller makes a replica's first pod, and the others only once that one is Ready
+    #: (LWS ``startupPolicy: LeaderReady``)
+    leader_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -156,6 +176,15 @@ class WorkloadKind:
     suspended: Callable[[Any], bool] = lambda obj: spec(obj).get("suspend") is True
     #: the run is over: it wants no pods any more
     finished: Callable[[Any], bool] = lambda obj: _conditions_finished(obj)
+    #: replicas that are several pods each (an LWS's groups), None: its pods are the units
+    replicas: Callable[[Any], Replicas | None] = lambda obj: None
+    #: the pod label that holds the index of the replica a pod belongs to
+    replica_label: str | None = None
+    #: the pod label that names the workload a replica belongs to
+    replica_owner_label: str | None = None
+    #: the pod label that holds the index of the replica of its role a pod belongs to (a
+    #: JobSet pod's Job), for roles with :attr:`Role.per_replica`
+    role_replica_label: str | None = None
     #: the kind's rules in words, for the generated reference page
     doc: KindDoc = KindDoc("")
 
@@ -254,6 +283,12 @@ def _lws_replica_stage(obj: Any, pods: Sequence[Any]) -> Stage | None:
             return None  # the leader is placed, or its workers are being made: the whole group
     return Stage(1, f"startupPolicy LeaderReady: the leader first (a gang of 1); LWS makes the group's "
                     f"{size - 1} workers once it is Ready, and the gang is then the group's {size}", size)
+
+
+def _lws_replicas(obj: Any) -> Replicas:
+    size, why = _lws_size(obj)
+    return Replicas(max(as_int(spec(obj).get("replicas"), 1), 0), size, why,
+                    leader_first=spec(obj).get("startupPolicy") == LWS_LEADER_READY)
 
 
 #: JobSet's startupPolicy that makes each replicated job only once the one before is Ready
@@ -569,6 +604,8 @@ def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...],
 
 #: read on a pod: its replicated job (subgroup) in a JobSet
 JOBSET_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+#: read on a pod: the index of its Job in its replicated job (a replica's leaf under its role)
+JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 
 
 def _jobset_roles(obj: Any) -> list[Role]:
@@ -576,9 +613,14 @@ def _jobset_roles(obj: Any) -> list[Role]:
     for i, (rjob, size, why, left_out) in enumerate(_jobset_stages(obj)):
         if left_out is None and size > 0:
             job_spec = as_dict(as_dict(rjob.get("template")).get("spec"))
+            replicas = max(as_int(rjob.get("replicas"), 1), 1)
+            each = size // replicas
+            # several Jobs of several pods each: each Job a replica, counted whole (as KAI's own
+            # JobSet grouper makes a leaf per Job); one Job, or Jobs of one pod: its pods
             out.append(Role(str(rjob.get("name", "?")), size, why, as_dict(job_spec.get("template")),
                             f"spec.replicatedJobs[{i}].template.spec.template",
-                            max(as_int(rjob.get("replicas"), 1), 0), as_dict(rjob.get("template"))))
+                            max(as_int(rjob.get("replicas"), 1), 0), as_dict(rjob.get("template")),
+                            per_replica=each if replicas >= 2 and each >= 2 else None))
     return out
 
 
@@ -722,6 +764,8 @@ def _slim_trainjob(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 #: read on a pod: its Ray group (subgroup): `headgroup` or a worker group's name
 RAY_GROUP_LABEL = "ray.io/group"
 RAY_HEAD_GROUP = "headgroup"  # the head pod's ray.io/group
+#: KubeRay (1.5 and later) on each pod of a multi-host worker replica: which replica of its group
+RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"
 
 
 def _ray_cluster_spec(obj: Any) -> Mapping[str, Any]:
@@ -753,8 +797,11 @@ def _ray_roles(obj: Any) -> list[Role]:
         count, field_name = (minimum, "minReplicas") if minimum > 0 else (
             max(as_int(group.get("replicas"), 0), 0), "replicas")
         why = f"{field_name} {count}" + (f" × numOfHosts {hosts}" if hosts != 1 else "")
+        now = max(as_int(group.get("replicas"), 0), count)
+        # multi-host replicas (numOfHosts > 1): each replica's hosts only work together, counted whole
         out.append(Role(name.lower(), count * hosts, why, as_dict(group.get("template")),
-                        f"workerGroupSpecs[{i}].template"))
+                        f"workerGroupSpecs[{i}].template", per_replica=hosts if hosts >= 2 and now >= 2 else None,
+                        replica_count=now))
     return [r for r in out if r.size > 0]
 
 
@@ -1007,6 +1054,7 @@ LEADER_WORKER_SET = WorkloadKind(
     _lws_size, _lws_templates, _slim_lws,
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
+    replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL, replica_owner_label=LWS_NAME_LABEL,
     replica_stage=_lws_replica_stage,
     doc=KindDoc("`leaderWorkerTemplate.size` per group (one PodGroup per LWS group, `…-group-<index>`)",
                 staging="with `startupPolicy: LeaderReady` a group's gang is its leader alone until the leader is "
@@ -1019,7 +1067,7 @@ JOB_SET = WorkloadKind(
                              for i, r in enumerate(as_list(spec(obj).get("replicatedJobs")))},
     default_scale_part=lambda obj: _only_part(JOB_SET, obj),
     status_fields=(*_RUN_STATUS, "replicatedJobsStatus"), own_gang=_trainer_own_gang,
-    roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,),
+    roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,), role_replica_label=JOBSET_JOB_INDEX_LABEL,
     doc=KindDoc("Σ `replicas × min(parallelism, completions)` over the replicated jobs made now",
                 roles="one per replicated job (label `jobset.sigs.k8s.io/replicatedjob-name`)",
                 staging="a replicated job that `dependsOn` another (Trainer's nodes after its initializers) joins "
@@ -1063,7 +1111,7 @@ RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
     _slim_ray(None), aliases=("raycluster", "rayclusters"), scale_parts=_ray_scale_parts,
     default_scale_part=lambda obj: _only_part(RAY_CLUSTER, obj), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
-    own_gang=_ray_own_gang,
+    own_gang=_ray_own_gang, role_replica_label=RAY_REPLICA_INDEX_LABEL,
     doc=KindDoc(RAY_SIZE_RULE, roles="`headgroup` + one per worker group (`groupName`, pods by label `ray.io/group`)"),
 )
 #: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
@@ -1072,7 +1120,7 @@ RAY_JOB = WorkloadKind(
     Resource("ray.io", "v1", "rayjobs", "RayJob", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), scale_parts=_ray_scale_parts,
     default_scale_part=lambda obj: _only_part(RAY_JOB, obj), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
-    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL,
     status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj),
     doc=KindDoc("its cluster (the one `status.rayClusterName` names, made from `spec.rayClusterSpec`) is a gang of "
                 "its own, sized as a RayCluster; the submitter Job, made once the cluster is ready, is a gang of its "
@@ -1083,7 +1131,7 @@ RAY_SERVICE = WorkloadKind(
     Resource("ray.io", "v1", "rayservices", "RayService", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), scale_parts=_ray_scale_parts,
     default_scale_part=lambda obj: _only_part(RAY_SERVICE, obj), layout=ONE_PER_RUN, runs=("RayCluster",),
-    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL,
     doc=KindDoc("each cluster it makes (the serving one, and a new one during an upgrade) is a gang of its own, "
                 "sized as a RayCluster", roles="as the RayCluster"),
 )
@@ -1128,6 +1176,10 @@ TEMPLATE_KINDS: dict[tuple[str, str], str] = {
 
 #: the pod labels that name a pod's role, of every kind
 ROLE_LABELS: tuple[str, ...] = tuple(dict.fromkeys(label for k in WORKLOADS.values() for label in k.role_labels))
+
+#: the pod labels that name a pod's multi-pod replica, of every kind
+REPLICA_LABELS: tuple[str, ...] = tuple(label for k in WORKLOADS.values()
+                                       for label in (k.replica_label, k.role_replica_label) if label)
 
 #: the workloads whose size the grouper follows (it watches these)
 FOLLOWED: tuple[WorkloadKind, ...] = tuple(k for k in WORKLOADS.values() if k.followed)
@@ -1303,6 +1355,46 @@ def pod_role(top: Any, pod: Any) -> str | None:
         return None
     found = labels(pod)
     return next((found[k].lower() for k in entry.role_labels if found.get(k)), None)
+
+
+def replica_units(obj: Any) -> Replicas | None:
+    """A workload's replicas when each is several pods (an LWS's groups), else None."""
+    entry = workload_kind(obj)
+    return entry.replicas(obj) if entry is not None else None
+
+
+def replica_index(top: Any, pod: Any) -> int | None:
+    """The index of the replica a pod of the ``top`` workload (a reference or a kind name) belongs to (an LWS pod's
+    group index), from the label its controller sets; None for a kind without such replicas."""
+    entry = workload_kind(top)
+    value = labels(pod).get(entry.replica_label) if entry is not None and entry.replica_label else None
+    return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
+
+
+def role_replica_index(top: Any, pod: Any) -> int | None:
+    """The index of the replica of its role a pod of the ``top`` workload (a reference or a kind name) belongs to (a
+    JobSet pod's Job index), from the label its controller sets; None elsewhere."""
+    entry = workload_kind(top)
+    value = labels(pod).get(entry.role_replica_label) if entry is not None and entry.role_replica_label else None
+    return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
+
+
+def replica_of(pod: Any) -> tuple[str, str, int] | None:
+    """(kind, workload name, replica index) of the multi-pod replica a pod belongs to, from
+    the labels its controller sets; None for any other pod."""
+    found = labels(pod)
+    for entry in WORKLOADS.values():
+        if entry.replica_label and entry.replica_owner_label and entry.replica_owner_label in found:
+            index = replica_index(entry.kind, pod)
+            if index is not None:
+                return entry.kind, found[entry.replica_owner_label], index
+    return None
+
+
+def carries_replica_label(pod: Any) -> bool:
+    """Whether a pod carries the label some kind names its multi-pod replicas with."""
+    found = labels(pod)
+    return any(label in found for label in REPLICA_LABELS)
 
 
 def replica_suffix(top: Any, pod: Any) -> tuple[str, str]:

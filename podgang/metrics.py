@@ -190,6 +190,11 @@ class GrouperMetrics(ProcessMetrics):
             "Gangs the scheduler will never place as the cluster is, by verdict (podgang.feasibility).",
             ["verdict"], registry=r,
         )
+        self.complete_replicas = Gauge(
+            "podgang_grouper_complete_replicas",
+            "Complete replicas (all their pods bound) of each role of multi-pod replicas in a gang, and the role's "
+            "minimum (kind=complete|minimum).", ["podgroup", "role", "kind"], registry=r,
+        )
         self.recovered_gangs = Counter(
             "podgang_grouper_recovered_gangs_total", "Stale gangs that recovered within the grace period.", registry=r,
         )

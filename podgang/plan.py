@@ -71,7 +71,9 @@ class PlannedGroup:
     before: rules.MinMember | None = None  # with --scale: the value before
     backend: Backend | None = None  # whose PodGroup it is (None: the first mapped backend)
     options: dict[str, Any] = field(default_factory=dict)  # the backend's own per-gang settings
-    subgroups: tuple[rules.Subgroup, ...] = ()  # one per workload of a shared hand-made group
+    subgroups: tuple[rules.Subgroup, ...] = ()  # one per workload of a shared hand-made group, or a tree
+    min_subgroup: int | None = None  # a tree's root: the parts it needs (KAI's minSubGroup)
+    users_tree: str | None = None  # a hand-made group's own tree, which podgang leaves as written
 
     @property
     def key(self) -> tuple[str, str]:
@@ -291,6 +293,7 @@ def build_plan(
         plan.warnings.append(Finding(ignored.source, _what(ignored.obj, _ns(ignored.obj, default_namespace)),
                                      f"defined twice: {wins.source} wins (applied after it, it replaces this one)"))
     cache = Cache(settings)
+    cache.pods_observed = False
     cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
     fact_resources = {r.label: r for b in settings.enabled_backends for r in b.fact_resources}
     for label, listed in (facts or {}).items():
@@ -492,6 +495,9 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     entry = kinds.workload_kind(obj)
     assert entry is not None
     member.pods = kinds.desired_size(obj)[0]
+    units = kinds.replica_units(obj)
+    if units is not None:  # replicas of several pods (an LWS): all of them
+        member.pods = units.count * units.pods
     plan.members.append(member)
     if rules.is_skipped(obj, settings):
         member.skipped = f"labelled {settings.skip_label}=true"
@@ -548,7 +554,11 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         return
     owned = cache.owned_group_names(cache.store_for(entry.kind)[key_of(ns, metadata(obj)['name'])])
     owner_text = rules.kind_name(obj)
-    if entry.layout == kinds.ONE_PER_REPLICA:
+    if entry.layout == kinds.ONE_PER_REPLICA and rules.whole_workload_tree(obj, settings):
+        member.group = ", ".join(shown(n) for n in owned)
+        member.why = (f"one PodGroup for all its {units.count if units else '?'} groups, a leaf per group: it asks "
+                      f"for {rules.min_available(obj, settings)[0]} complete ({settings.min_available_annotation})")
+    elif entry.layout == kinds.ONE_PER_REPLICA:
         member.group = ", ".join(shown(n) for n in owned) or "(no groups: 0 replicas)"
         member.why = f"one PodGroup per {entry.kind} group ({len(owned)})"
         member.pods = len(owned) * kinds.desired_size(obj)[0]
@@ -621,6 +631,8 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
             and not mm.pinned and kinds.workload_kind(top) is not None):
         mm = dataclasses.replace(mm, reason=f"{clip(f'{top.kind.lower()}/{top.name}')} is not in these "
                                             f"manifests: the grouper sizes the gang by it (1 here)")
+    if mm is None and desired.users_tree:
+        mm = rules.MinMember(written or 1, "as written: the group's own subgroup tree, which podgang leaves alone")
     if mm is None:  # only standalone pods name it: the user's size stands
         mm = rules.MinMember(written or len(desired.members),
                              f"as written: only standalone pods use it ({len(desired.members)} here)")
@@ -630,7 +642,15 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     group = PlannedGroup(ns, shown(name), mm, _ORIGINS[desired.source], exists=actual is not None,
                          owner=desired.owner, defined_at=at, defined_obj=as_written,
                          cluster_min_member=written, random_name=key in random_names, backend=backend,
-                         options=options, subgroups=desired.subgroups)
+                         options=options,
+                         subgroups=desired.subgroups, min_subgroup=desired.min_subgroup,
+                         users_tree=desired.users_tree)
+    if desired.users_tree and actual is not None:  # drawn as its user wrote it
+        root, tree = backend.subgroup_tree_of(actual) or (None, ())
+        group.min_subgroup = root
+        group.subgroups = tuple(dataclasses.replace(s, reason="as written") for s in tree)
+    if desired.users_tree and not desired.users_tree.startswith("KAI"):
+        plan.notes.append(Finding(at, f"podgroup {ns}/{name}", desired.users_tree))
     _note_fixed_size(plan, backend, group)
     if desired.source == rules.OWNER_LESS and desired.owner is not None:
         group.owner_text = f"pod/{desired.owner.name}"
@@ -821,10 +841,14 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
                 md.pop(noise, None)
             md.setdefault("namespace", group.namespace)
             doc.pop("status", None)
-            resize = backend.resize(doc, group.min_member.value)
-            if resize.body is not None:
-                _merge(doc, resize.body)
-            subgroups = backend.subgroups_patch(doc, {s.name: s.min_member for s in group.subgroups})
+            if group.users_tree:  # the user's tree: as written
+                docs.append(doc)
+                continue
+            if group.min_subgroup is None:
+                resize = backend.resize(doc, group.min_member.value)
+                if resize.body is not None:
+                    _merge(doc, resize.body)
+            subgroups = backend.subgroups_patch(doc, group.subgroups, group.min_subgroup)
             if group.subgroups and subgroups is not None:
                 _merge(doc, subgroups)
             docs.append(doc)
@@ -840,5 +864,6 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
             and _UID_TOKEN not in group.owner.uid
         docs.append(backend.build_podgroup(gang_spec(
             group.name, group.namespace, group.min_member.value, labels=settings.managed_labels,
-            options=group.options, owner=group.owner if owned else None)))
+            options=group.options, owner=group.owner if owned else None,
+            subgroups=group.subgroups, min_subgroup=group.min_subgroup)))
     return docs, comments

@@ -222,6 +222,8 @@ def _verdict(plan) -> str:
 
 def _min_text(group) -> str:
     value = group.min_member.value
+    if group.min_subgroup is not None:  # a tree: its root counts parts, the pods follow from them
+        return f"minSubGroup {group.min_subgroup} (≥ {value} pods)"
     if group.before is not None and group.before.value != value:
         return f"minMember {group.before.value} → {value}"
     return f"minMember {value}"
@@ -257,10 +259,10 @@ def write_text(plan, out: TextIO) -> None:
             origin = _origin_text(g, {x.backend.name for x in groups if x.backend is not None})
             out.write(f"  {f'{g.namespace}/{g.name}'.ljust(name_w)}  {_min_text(g).ljust(min_w)}  "
                       f"{g.min_member.reason}   [{origin}]\n")
-            sub_w = max((len(s.name) for s in g.subgroups), default=0)
-            for last, s in enumerate(g.subgroups, 1 - len(g.subgroups)):
-                out.write(f"    {'└' if last == 0 else '├'} {s.name.ljust(sub_w)}  minimum {s.min_member}  "
-                          f"[{s.reason}]\n")
+            for line in tree_lines(g.subgroups):
+                out.write(f"    {line}\n")
+            if g.users_tree:
+                out.write("    subgroups as written by its user: podgang changes none of them\n")
             for setting, value, where in _settings(g.options):
                 out.write(f"    {setting} {value}" + (f"  [{where}]" if where else "") + "\n")
     out.write("\n")
@@ -285,6 +287,30 @@ def _settings(options) -> list[tuple[str, Any, str]]:
     return out + [(setting, value, "") for setting, value in own.items() if value and setting not in said]
 
 
+def tree_lines(subgroups) -> list[str]:
+    """A gang's subgroups drawn as a tree: each part, its replicas under it, each minimum
+    and where it comes from."""
+    children: dict[str | None, list] = {}
+    for s in subgroups:
+        children.setdefault(s.parent, []).append(s)
+    width = max((len(s.name) + (2 if s.parent else 0) for s in subgroups), default=0)
+    lines: list[str] = []
+
+    def draw(parent, prefix: str) -> None:
+        nodes = children.get(parent, [])
+        for i, s in enumerate(nodes):
+            last = i == len(nodes) - 1
+            label = f"{prefix}{'└' if last else '├'} {s.name}"
+            need = (f"{s.min_member} of {len(children.get(s.name, []))} complete replicas" if s.of_subgroups
+                    else f"minimum {s.min_member}")
+            lines.append(f"{label.ljust(width + len(prefix) + 2)}  {need}  [{s.reason}]")
+            if s.of_subgroups:
+                draw(s.name, prefix + ("  " if last else "│ "))
+
+    draw(None, "")
+    return lines
+
+
 def _origin_text(g, backends: set[str]) -> str:
     """How the group comes to be; with several backends in the plan, whose it is."""
     text = _origin(g)
@@ -296,7 +322,11 @@ def _origin(g) -> str:
         if not g.exists:
             return "hand-made, NOT DEFINED in these manifests"
         text = f"hand-made, defined at {g.defined_at}"
-        if g.cluster_min_member is not None and g.cluster_min_member != g.min_member.value:
+        if g.users_tree:
+            text += "; its subgroup tree as written: podgang changes none of its fields"
+        elif g.min_subgroup is not None:
+            text += "; the grouper writes its subgroup tree (minSubGroup, no minMember) and stalenessGracePeriod -1s"
+        elif g.cluster_min_member is not None and g.cluster_min_member != g.min_member.value:
             text += f"; written as minMember {g.cluster_min_member}, the grouper sets {g.min_member.value}"
         return text
     if g.origin == "owner-less":
@@ -324,7 +354,10 @@ def plan_as_dict(plan) -> dict[str, Any]:
              "definedAt": str(g.defined_at) if g.defined_at else None, "owner": g.owner_text or None,
              "backend": g.backend.name if g.backend is not None else None,
              "queue": g.options.get("queue"), "priorityClassName": g.options.get("priority_class"),
-             "subgroups": [{"name": s.name, "minMember": s.min_member, "reason": s.reason} for s in g.subgroups]}
+             "minSubGroup": g.min_subgroup,
+             "subgroups": [{"name": s.name, **({"parent": s.parent} if s.parent else {}),
+                            ("minSubGroup" if s.of_subgroups else "minMember"): s.min_member, "reason": s.reason}
+                           for s in g.subgroups]}
             for g in (plan.groups[k] for k in sorted(plan.groups))
         ],
         "denials": [finding(f) for f in plan.denials],

@@ -14,14 +14,16 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from podgang import quantities
 from podgang.backends import Backend, kai
-from podgang.kinds import (desired_size, pod_role, pod_templates, replica_stage, replica_suffix, resource_for, roles,
-                           run_kinds, stages, whole_roles, workload_kind)
+from podgang.backends.base import Subgroup
+from podgang.kinds import (ONE_PER_REPLICA, desired_size, pod_role, pod_templates, replica_index, replica_stage,
+                           replica_suffix, replica_units, resource_for, role_replica_index, roles, run_kinds, stages,
+                           whole_roles, workload_kind)
 from podgang.objects import (
     Denial,
     OwnerRef,
@@ -50,6 +52,9 @@ class Gang:
     owner: OwnerRef | None = None  # the PodGroup's owner: the top owner (None for hand-made/owner-less)
     top_owner: OwnerRef | None = None
     subgroup: str | None = None
+    #: ``subgroup`` is the pod's replica's leaf (``<role>-<index>``): the pod carries it from
+    #: admission, over what its template names (its role, a parent the scheduler places no pod in)
+    leaf: bool = False
 
     @property
     def hand_made(self) -> bool:
@@ -69,18 +74,6 @@ class MinMember:
     pinned: bool = False
     #: the workload wants no pods (scaled to 0): the 1 is a floor, not a gang's size
     idle: bool = False
-
-
-@dataclass(frozen=True)
-class Subgroup:
-    """One part of a gang with a minimum of its own, and where the number comes from: a
-    workload's pods (or the standalone pods) in a hand-made group several workloads
-    share, or one role of a workload's own gang (a PyTorchJob's master, its workers)."""
-
-    name: str
-    min_member: int
-    reason: str
-    pinned: bool = False  # set by podgang.io/min-available, not the workload's size
 
 
 HAND_MADE = "hand-made"
@@ -353,10 +346,19 @@ def gang_for_pod(
     if isinstance(named, Denial):
         return named
     top = top_owner(pod, chain)
+    top_obj = next((o for o in chain if top is not None and _same(top, o)), None)
     if named is not None:
-        if subgroup is None and top is not None and top.uid and named == owned_group_name(
-                top, replica_suffix(top, pod)[0], settings):
+        own = bool(top is not None and top.uid and named == owned_group_name(
+            top, owned_suffix(top, top_obj, pod, settings)[0], settings))
+        if subgroup is None and own and top is not None:
             subgroup = pod_role(top, pod)  # podgang's own name for it: its role in its workload's gang
+        index = replica_index(top, pod) if top is not None else None
+        if own and not (top_obj is not None and whole_workload_tree(top_obj, settings)):
+            index = None  # podgang's own group of one replica: no leaves in it
+        if index is not None and top is not None:  # a replica of several pods: its leaf under its role
+            role = (template_subgroup(top_obj, settings) or top.name) if top_obj is not None else None
+            return Gang(named, HAND_MADE, "the pod names its PodGroup", top_owner=top,
+                        subgroup=pod_leaf(subgroup, role, top.name, index), leaf=True)
         if subgroup is None:  # one subgroup per workload, one for the standalone pods
             subgroup = top.name if top is not None else STANDALONE
         return Gang(named, HAND_MADE, "the pod names its PodGroup", top_owner=top, subgroup=subgroup)
@@ -364,11 +366,24 @@ def gang_for_pod(
     if top is not None:
         if not top.uid:
             return Denial(f"ownerReference {clip(f'{top.kind}/{top.name}')} has no uid; podgang cannot name its gang")
-        suffix, which = replica_suffix(top, pod)
+        suffix, which = owned_suffix(top, top_obj, pod, settings)
         reason = f"top owner {clip(f'{top.kind.lower()}/{top.name}')}{which}"
         name = owned_group_name(top, suffix, settings)
         # a pod of a workload with roles (a PyTorchJob's master) is in its role's subgroup
         subgroup = subgroup or pod_role(top, pod)
+        role_index = role_replica_index(top, pod)
+        role_name = pod_role(top, pod)
+        if role_index is not None and role_name and top_obj is not None and _keys_of(pod, settings).holds_trees \
+                and any(r.parent == role_name for r in role_tree(top_obj, settings)):
+            # a replica of several pods of its role (a JobSet's Job): its leaf under the role
+            return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=leaf_name(role_name, role_index),
+                        leaf=True)
+        index = replica_index(top, pod)
+        if not suffix and index is not None:
+            # one group for the whole workload (a lone LWS with podgang.io/min-available): a leaf per replica
+            role = (template_subgroup(top_obj, settings) or top.name) if top_obj is not None else None
+            return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=pod_leaf(subgroup, role, top.name, index),
+                        leaf=True)
         return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=subgroup)
 
     md = metadata(pod)
@@ -385,6 +400,82 @@ def gang_for_pod(
             subgroup=subgroup,
         )
     return Denial("the pod has neither metadata.name nor metadata.generateName")
+
+
+def owned_suffix(top: OwnerRef, top_obj: Any, pod: Any, settings: Settings = DEFAULT) -> tuple[str, str]:
+    """The suffix of the group a pod of ``top`` joins, and why: a LeaderWorkerSet's
+    ``-group-N`` (one gang per replica, as KAI's and LWS's own integrations make them),
+    except for one that asks for a number of complete replicas (``podgang.io/min-available``
+    on it): one group for the whole LWS, a leaf per replica (``top_obj``: the top owner
+    object, when looked up)."""
+    if top_obj is not None and whole_workload_tree(top_obj, settings):
+        return "", ""
+    return replica_suffix(top, pod)
+
+
+def owned_group_suffixes(workload: Any, settings: Settings = DEFAULT) -> list[str]:
+    """The name suffix of each PodGroup a top workload owns itself."""
+    entry = workload_kind(workload)
+    if entry is None:
+        return [""]
+    if whole_workload_tree(workload, settings):
+        return [""]
+    return entry.replica_suffixes(workload)
+
+
+def whole_workload_tree(workload: Any, settings: Settings = DEFAULT) -> bool:
+    """A workload of multi-pod replicas that asks for N complete replicas itself
+    (``podgang.io/min-available``), under a scheduler that holds trees (KAI): one gang over
+    all its replicas instead of one per replica. Elsewhere each replica stays a gang of its
+    own (whole replicas, without "at least N of them": :func:`replicas_not_held`)."""
+    entry = workload_kind(workload)
+    if (entry is None or entry.layout != ONE_PER_REPLICA or replica_units(workload) is None
+            or min_available(workload, settings)[0] is None):
+        return False
+    templates = pod_templates(workload)
+    backend = settings.backend_for(templates[-1][1]) if templates else None
+    return backend is not None and backend.holds_trees
+
+
+def replicas_not_held(workload: Any, settings: Settings = DEFAULT) -> str | None:
+    """What a user is told when a workload asks for N complete replicas and its scheduler
+    cannot say so (Volcano, coscheduling, native gangs): each replica is its own gang."""
+    entry = workload_kind(workload)
+    wanted = min_available(workload, settings)[0]
+    if (entry is None or entry.layout != ONE_PER_REPLICA or replica_units(workload) is None or wanted is None
+            or whole_workload_tree(workload, settings)):
+        return None
+    templates = pod_templates(workload)
+    backend = settings.backend_for(templates[-1][1]) if templates else None
+    name = backend.name if backend is not None else "this"
+    return (f"{kind_name(workload)}: {settings.min_available_annotation}={wanted} complete replicas is not held: the "
+            f"{name} backend cannot say \"N complete replicas\", so each replica stays a gang of its own (always "
+            f"whole), and nothing makes {wanted} of them start together (KAI can: a leaf per replica)")
+
+
+def leaf_name(role: str, index: int) -> str:
+    """The leaf of replica ``index`` of ``role``: ``<role>-<index>``, a DNS label stable
+    across scale. A role too long for that keeps its head and a hash of the whole
+    (``<head>-<hash>-<index>``), so that two roles never share a leaf."""
+    tail = f"-{int(index)}"
+    name = f"{role}{tail}"
+    if len(name) <= MAX_SUBGROUP_NAME:
+        return name
+    digest = _short_hash(role)[:6]
+    head = _trim_edges(role[: MAX_SUBGROUP_NAME - len(tail) - len(digest) - 1])
+    return f"{head}-{digest}{tail}"
+
+
+def pod_leaf(own: str | None, role: str | None, workload_name: str, index: int) -> str:
+    """The leaf a pod of replica ``index`` carries. ``role``: its workload's role (the
+    subgroup its pod template names, else the workload's name), when the workload was
+    looked up; else told from what the pod carries itself (its template's role, or the
+    leaf podgang gave it already)."""
+    if role is None:
+        if own is not None and own.endswith(f"-{index}"):
+            return own  # given before (the webhook's patch seen again)
+        role = own or workload_name
+    return leaf_name(role, index)
 
 
 def missing_group_warning(name: str, namespace: str, missing: str | None = None) -> str:
@@ -476,6 +567,8 @@ def min_member_for(
         value, why = backend.size_pin(workload)
         if value is not None:
             return MinMember(value, f"pinned by {why}", True)
+    if whole_workload_tree(workload, settings):
+        return subgroup_min_member(workload, settings)
     staged = replica_stage(workload, pods) if pods is not None else None
     if staged is not None:
         return MinMember(staged.size, f"{kind_name(workload)} {staged.reason}")
@@ -597,7 +690,15 @@ def min_available(obj: Any, settings: Settings = DEFAULT) -> tuple[int | None, s
 def subgroup_min_member(workload: Any, settings: Settings = DEFAULT) -> MinMember:
     """A workload's minimum inside a shared group and where it comes from:
     ``podgang.io/min-available``, else ``podgang.io/min-member`` (both pinned: set by
-    the user, not the workload's size), else its desired size."""
+    the user, not the workload's size), else its desired size. For a workload of
+    multi-pod replicas (an LWS) ``podgang.io/min-available`` counts complete replicas
+    (default 1): its minimum is that many replicas' pods."""
+    replicas = min_replicas(workload, settings)
+    if replicas is not None:
+        count, why, pinned = replicas
+        unit = replica_units(workload)
+        assert unit is not None
+        return MinMember(count * unit.pods, f"{why} × {unit.reason}", pinned=pinned)
     for value, key in ((min_available(workload, settings)[0], settings.min_available_annotation),
                        (pinned_min_member(workload, settings)[0], settings.min_member_annotation)):
         if value is not None:
@@ -628,6 +729,117 @@ def roles_in_hand_made_group(workload: Any, settings: Settings = DEFAULT) -> dic
     found = {r.name: hand_made_group(r.template, settings) for r in whole_roles(workload)}
     named = {role: group for role, group in found.items() if isinstance(group, str)}
     return named if named and len(named) < len(found) else {}
+
+
+def min_replicas(workload: Any, settings: Settings = DEFAULT) -> tuple[int, str, bool] | None:
+    """How many complete replicas a workload of multi-pod replicas needs at least, why, and
+    whether the user set it: ``podgang.io/min-available`` on it, else 1. None for a kind
+    whose pods are its units, or one whose size ``podgang.io/min-member`` pins in pods."""
+    if replica_units(workload) is None or pinned_min_member(workload, settings)[0] is not None:
+        return None
+    value, _problem = min_available(workload, settings)
+    if value is not None:
+        return value, f"{settings.min_available_annotation}={value} complete replicas on {kind_name(workload)}", True
+    return 1, f"1 complete replica of {kind_name(workload)} (the default)", False
+
+
+def replica_tree(workload: Any, settings: Settings = DEFAULT,
+                 present: Mapping[int, tuple[int, int]] | None = None) -> tuple[Subgroup, ...]:
+    """A workload's part of a gang when its replicas are several pods each: its role, a
+    parent needing its minimum of complete replicas (:func:`min_replicas`), and one leaf
+    per replica (``<role>-<index>``, needing the replica's pods); empty for any other.
+
+    ``present``: replica index -> (its live pods, those bound), as the cluster has them;
+    None: the tree as it will be (``podgang plan``). A replica's leaf is listed once all its
+    pods exist — KAI places the pods of a leaf beyond its role's minimum one by one, and
+    ignores a pod whose leaf the group does not list, so a replica whose workers are not
+    made yet is never started in part — and kept while any of its pods is bound (a replica
+    scaled away keeps it until they are gone)."""
+    replicas = min_replicas(workload, settings)
+    unit = replica_units(workload)
+    if replicas is None or unit is None:
+        return ()
+    count, why, pinned = replicas
+    role = workload_subgroup(workload, settings)
+    if present is None:
+        indices = list(range(unit.count))
+    else:
+        indices = sorted(i for i, (live, placed) in present.items() if isinstance(i, int) and 0 <= i < 10**6
+                         and ((i < unit.count and live >= unit.pods) or placed > 0))
+    if present is None or not unit.leader_first:
+        waiting: dict[int, int] = {}
+    else:  # LeaderReady: a replica's leader alone, placed first (its workers come once it is Ready)
+        waiting = {i: live for i, (live, placed) in present.items() if i not in indices and i < unit.count
+                   and 0 < live < unit.pods and placed == 0}
+    leaves = tuple(Subgroup(leaf_name(role, i), waiting.get(i, unit.pods),
+                            (f"replica {i}: its leader first (startupPolicy LeaderReady)" if i in waiting else
+                             f"replica {i}: {unit.reason}" if i < unit.count else
+                             f"replica {i}: scaled away, kept while its pods are"), parent=role)
+                   for i in sorted({*indices, *waiting}))
+    return (Subgroup(role, count, why, pinned, of_subgroups=True), *leaves)
+
+
+def owned_tree(workload: Any, settings: Settings = DEFAULT,
+               present: Mapping[int, tuple[int, int]] | None = None) -> tuple[tuple[Subgroup, ...], int | None]:
+    """The tree of a workload's own gang over all its replicas (a lone LWS with
+    ``podgang.io/min-available: N``): a leaf per replica directly under the group, and the
+    root needing N of them; ((), None) for any other workload."""
+    if not whole_workload_tree(workload, settings):
+        return (), None
+    parts = replica_tree(workload, settings, present)
+    if not parts:
+        return (), None
+    role = parts[0]
+    return tuple(replace(leaf, parent=None) for leaf in parts[1:]), role.min_member
+
+
+def root_min_subgroup(subgroups: Sequence[Subgroup], pinned: int | None = None) -> int | None:
+    """The root's minimum of direct subgroups when the gang is a tree (some part counts
+    complete replicas): every part required (``pinned``: what the user set); None for a
+    flat list of parts (the root counts pods)."""
+    if not any(s.of_subgroups or s.parent for s in subgroups):
+        return None
+    return pinned if pinned is not None else sum(1 for s in subgroups if s.parent is None)
+
+
+def tree_problems(subgroups: Sequence[Subgroup], min_subgroup: int | None) -> tuple[str, ...]:
+    """A tree that can never be satisfied: a node needing more children than it has."""
+    children: dict[str | None, int] = {}
+    for s in subgroups:
+        children[s.parent] = children.get(s.parent, 0) + 1
+    out = [f"subgroup {s.name} needs {s.min_member} complete replicas and has {children.get(s.name, 0)}: "
+           f"the gang is not placed until there are {s.min_member}" for s in subgroups
+           if s.of_subgroups and s.min_member > children.get(s.name, 0)]
+    if min_subgroup is not None and min_subgroup > children.get(None, 0):
+        out.append(f"the group needs {min_subgroup} parts and has {children.get(None, 0)}")
+    return tuple(out)
+
+
+def role_tree(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgroup, ...]:
+    """A workload's own gang as a tree where some role is several replicas of several pods
+    each (a JobSet's replicated job of 2+ Jobs of 2+ pods): such a role a parent needing all
+    its replicas complete (as KAI's own JobSet grouper asks), a leaf ``<role>-<index>`` per
+    replica; every other role a flat part. Empty when no role is such, a role's minimum is
+    pinned (``podgang.io/min-available`` counts pods there) or the gang is pinned whole."""
+    if pinned_min_member(workload, settings)[0] is not None:
+        return ()
+    found = roles(workload)
+    parts = _role_parts(workload, settings)
+    if not any(r.per_replica for r in found) or any(p.pinned for p in parts) or any(
+            not _role_name_ok(r.name) for r in found):
+        return ()
+    out: list[Subgroup] = []
+    for role in found:
+        if not role.per_replica:
+            out.append(Subgroup(role.name, role.size, role.reason))
+            continue
+        count = role.size // role.per_replica
+        now = max(role.replica_count or 0, count)
+        out.append(Subgroup(role.name, count, f"{count} of its {now} replicas complete ({role.reason})",
+                            of_subgroups=True))
+        out += [Subgroup(leaf_name(role.name, i), role.per_replica, f"replica {i}: {role.per_replica} pods",
+                         parent=role.name) for i in range(now)]
+    return tuple(out)
 
 
 def role_subgroups(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgroup, ...]:
@@ -743,21 +955,32 @@ def shared_subgroups(
     workloads: Iterable[Any],
     standalone: Mapping[str, int] | None = None,
     settings: Settings = DEFAULT,
+    holds_trees: bool = True,
+    present: Mapping[str, Mapping[int, tuple[int, int]]] | None = None,
 ) -> tuple[tuple[Subgroup, ...], tuple[str, ...]]:
     """The subgroups of a hand-made group the ``workloads`` name, and what a user
-    should fix; none unless there are several parts. Each workload is one subgroup
-    (named after it, or what its pod template names); ``standalone``: subgroup name
-    -> the standalone pods in it.
+    should fix; none unless there are several parts or a workload of multi-pod replicas.
+    Each workload is one subgroup (named after it, or what its pod template names); one of
+    multi-pod replicas (an LWS), where the scheduler ``holds_trees``, is a parent needing
+    its minimum of complete replicas with a leaf per replica (:func:`replica_tree`), else
+    one flat part at that many replicas' pods; ``standalone``: subgroup name -> the
+    standalone pods in it.
     Two workloads landing in one subgroup, or a name that cannot be a subgroup's,
     is a problem, and then there are no subgroups (the summed minimum still holds)."""
     found: dict[str, Subgroup] = {}
     owners: dict[str, list[str]] = {}
     problems = []
+    trees: dict[str, tuple[Subgroup, ...]] = {}
     for workload in sorted(workloads, key=kind_name):
         name = workload_subgroup(workload, settings)
         own = subgroup_min_member(workload, settings)
         owners.setdefault(name, []).append(kind_name(workload))
-        found[name] = Subgroup(name, own.value, own.reason)
+        found[name] = Subgroup(name, own.value, own.reason, own.pinned)
+        tree = replica_tree(workload, settings, None if present is None else
+                            present.get(str(metadata(workload).get("name")), {})) if holds_trees else ()
+        if tree:
+            trees[name] = tree
+            found[name] = tree[0]
         problem = min_available(workload, settings)[1]
         if problem:
             problems.append(problem)
@@ -765,20 +988,21 @@ def shared_subgroups(
         if count > 0:
             owners.setdefault(name, []).append(f"{count} standalone pod{'s' if count != 1 else ''}")
             found[name] = Subgroup(name, count, f"{count} standalone pod{'s' if count != 1 else ''}")
-    if sum(map(len, owners.values())) < 2:  # one part is the whole gang: its PodGroup stays as it always was
+    if sum(map(len, owners.values())) < 2 and not trees:  # one part is the whole gang: as it always was
         return (), tuple(problems)
     broken = []
     for name, who in sorted(owners.items()):
         if len(who) > 1:
             broken.append(f"subgroup {_q(name)} is claimed by {', '.join(who)}: give each its own "
                           f"subgroup name in its pod template")
-        elif len(name) > MAX_SUBGROUP_NAME or not _DNS_LABEL.fullmatch(name):
+        elif len(name) > MAX_SUBGROUP_NAME or not _DNS_LABEL.fullmatch(name) or any(
+                leaf.name in owners for leaf in trees.get(name, ())[1:]):
             broken.append(f"{who[0]}: {_q(clip(name))} cannot name a subgroup (a DNS label: lower-case letters, "
                           f"digits and '-', at most {MAX_SUBGROUP_NAME} characters): set a subgroup name in its "
                           f"pod template")
     if broken:
         return (), (*problems, *(f"{b}; the group has no subgroups until then" for b in broken))
-    return tuple(found[n] for n in sorted(found)), tuple(problems)
+    return tuple(part for n in sorted(found) for part in trees.get(n, (found[n],))), tuple(problems)
 
 
 # ---------------------------------------------------------------------------

@@ -169,12 +169,28 @@ class SubgroupStatus:
     min_member: int | None = None
     min_member_from: str = ""
     members: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MEMBER_STATES, 0))
+    #: a role of multi-pod replicas: its replicas, and how many are complete (all pods running)
+    replicas: int | None = None
+    complete: int = 0
+    #: a replica of several pods: the role it belongs to (its minimum is the role's say)
+    parent: str | None = None
 
     @property
     def short(self) -> bool:
+        if self.parent is not None:
+            return False
+        if self.replicas is not None:
+            return self.min_member is not None and self.complete < self.min_member
         return self.min_member is not None and self.members["running"] < self.min_member
 
+    @property
+    def incomplete(self) -> bool:
+        """A replica with some of its pods running and not all."""
+        return self.parent is not None and self.min_member is not None and 0 < self.members["running"] < self.min_member
+
     def __str__(self) -> str:
+        if self.replicas is not None:
+            return f"{self.complete} of minimum {self.min_member} complete replicas ({self.replicas} replicas)"
         of = f" of minimum {self.min_member}" if self.min_member is not None else f"/{sum(self.members.values())}"
         return f"{self.members['running']}{of} running"
 
@@ -348,8 +364,16 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
     if changed is not None:
         gang.changed_by = size_writers(actual)
         gang.problems.append(changed)
+    lone_role = None
+    if (desired.min_subgroup is not None and desired.source == rules.OWNED and desired.workloads
+            and not any(s.parent for s in desired.subgroups)):
+        # a lone LWS's replicas sit right under the group: its root is the role
+        lone_role = rules.workload_subgroup(desired.workloads[0], settings)
+        gang.subgroups[lone_role] = SubgroupStatus(desired.min_subgroup, "the group's minSubGroup", replicas=0)
     for part in desired.subgroups:
-        gang.subgroups[part.name] = SubgroupStatus(part.min_member, part.reason)
+        gang.subgroups[part.name] = SubgroupStatus(
+            part.min_member, part.reason, replicas=0 if part.of_subgroups else None,
+            parent=part.parent or (lone_role if not part.of_subgroups and lone_role else None))
     counted = counted_members(cache, desired)
     for pod in counted:
         state = member_state(pod)
@@ -360,6 +384,11 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
         subgroup = pod_subgroup(cache, pod) if desired.subgroups else backend.subgroup_of(pod)
         if subgroup:
             gang.subgroups.setdefault(subgroup, SubgroupStatus()).members[state] += 1
+    for part in gang.subgroups.values():  # a role's complete replicas
+        if part.parent is not None and part.parent in gang.subgroups:
+            role = gang.subgroups[part.parent]
+            role.replicas = (role.replicas or 0) + 1
+            role.complete += part.min_member is not None and part.members["running"] >= part.min_member
     gang.pending_pods.sort()
     if backend.verdict_on_pods and actual is not None:
         gang.scheduler = pods_verdict(counted, gang.min_member)
@@ -539,6 +568,21 @@ def explain_pod(snapshot: Snapshot, settings: Settings, namespace: str, name: st
                        gang.events[-EVENTS_SHOWN:] if gang is not None else [], snapshot.grouper)
 
 
+def replica_waits(gang: GangStatus, pod: Mapping[str, Any]) -> list[str]:
+    """The pod's own replica, when it is one of several pods and not complete: which, and
+    what it waits for."""
+    values = {v for v in as_dict(metadata(pod).get("labels")).values() if isinstance(v, str)}
+    leaf = next((name for name, p in gang.subgroups.items() if p.parent is not None and name in values), None)
+    part = gang.subgroups.get(leaf) if leaf is not None else None
+    if part is None or part.parent is None or part.min_member is None:
+        return []
+    running = part.members["running"]
+    if running >= part.min_member:
+        return []
+    return [f"its replica {leaf} (role {part.parent}) to be complete: {running} of its {part.min_member} pods "
+            f"running, {part.members['pending']} pending — the scheduler places a replica whole or not at all"]
+
+
 def waits_for(gang: GangStatus, pod: Mapping[str, Any], grouper: Grouper | None = None) -> list[str]:
     """What stands between the gang and running, most direct first."""
     out: list[str] = []
@@ -555,6 +599,7 @@ def waits_for(gang: GangStatus, pod: Mapping[str, Any], grouper: Grouper | None 
                        + (f" (pending: {shown})" if shown else " (no pod is pending: the workload has too few pods)"))
         out.extend(f"subgroup {name} to reach its minimum: {part}" for name, part in gang.subgroups.items()
                    if part.short)
+        out.extend(replica_waits(gang, pod))
     elif gang.state == STALE and gang.stale is not None:
         when = ("never: its grace period is -1" if gang.stale.evict_in is None
                 else f"in {format_duration(int(gang.stale.evict_in))}" if gang.stale.evict_in >= 1 else "now")
@@ -569,7 +614,8 @@ def waits_for(gang: GangStatus, pod: Mapping[str, Any], grouper: Grouper | None 
         out.extend(f"nothing: it is never placed as the cluster is ({v.kind}): {v.what}"
                    + (f"; {v.scheduler_says}" if v.scheduler_says else "") + f". Fix: {v.fix}" for v in gang.never)
     elif gang.state in (SATISFIED, FINISHED):
-        out.append("nothing: the gang has " + gang.state_text)
+        # the gang has its minimum; a pod of a replica beyond it may still wait for that replica
+        out.extend(replica_waits(gang, pod) or ["nothing: the gang has " + gang.state_text])
     if gang.min_member is not None and gang.wanted is not None and gang.min_member != gang.wanted:
         out.append(f"the grouper to change minMember {gang.min_member} → {gang.wanted} ({gang.min_member_from})")
     own = pod_scheduling_message(pod)

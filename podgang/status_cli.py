@@ -341,7 +341,11 @@ def gang_as_dict(gang: GangStatus) -> dict[str, Any]:
                     "failed": gang.failed, "terminating": gang.terminating},
         "pendingPods": gang.pending_pods,
         "subgroups": {name: {"minMember": part.min_member, "minMemberFrom": part.min_member_from or None,
-                             "members": part.members} for name, part in gang.subgroups.items()},
+                             "members": part.members,
+                             **({"replicas": part.replicas, "completeReplicas": part.complete}
+                                if part.replicas is not None else {}),
+                             **({"parent": part.parent} if part.parent else {})}
+                      for name, part in gang.subgroups.items()},
         "stale": stale,
         "evictedAt": _time(gang.evicted_at),
         "scheduler": None if gang.scheduler is None else {"state": gang.scheduler.state,
@@ -407,7 +411,9 @@ def table(report: Report, wide: bool = False) -> str:
                str(g.succeeded), str(g.failed), _cut(f"{g.state}: {g.state_text}", None if wide else 64),
                _cut(str(g.scheduler) if g.scheduler else "-", width)]
         if wide:
-            subgroups = ", ".join(f"{name}: {part}" for name, part in g.subgroups.items())
+            # roles and flat parts; a replica of several pods only while it is incomplete
+            subgroups = ", ".join(f"{name}: {part}" for name, part in g.subgroups.items()
+                                  if part.parent is None or part.incomplete)
             row += [g.owner or "-", subgroups or "-", "; ".join(g.problems) or "-"]
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]

@@ -438,6 +438,18 @@ async def until(check: Callable[[], Awaitable[Any]], what: str, timeout: float =
         await asyncio.sleep(POLL_INTERVAL)
 
 
+async def holds(check: Callable[[], Awaitable[Any]], what: str, seconds: float) -> None:
+    """Poll ``check`` for ``seconds``: it must stay truthy all that time (``what`` says what)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        last = await check()
+        if not last:
+            raise AssertionError(f"no longer true after {seconds - (deadline - time.monotonic()):.0f}s: {what}")
+        if time.monotonic() > deadline:
+            return
+        await asyncio.sleep(POLL_INTERVAL)
+
+
 @dataclass
 class Corner:
     """A namespace and a node pool of one test."""

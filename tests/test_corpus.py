@@ -32,7 +32,7 @@ ECOSYSTEMS: dict[str, Any] = yaml.safe_load((CORPUS / "ecosystems.yaml").read_te
 CASES = sorted(CORPUS.glob("*/*.yaml"))
 #: what no output may ever show: the stand-in for a UID the cluster has not assigned yet
 PLACEHOLDER = re.compile(r"x0uid0x|Traceback")
-GANG_FIELDS = {"backend", "minMember", "subgroups", "queue", "priority", "members", "origin", "reason"}
+GANG_FIELDS = {"minSubGroup", "backend", "minMember", "subgroups", "queue", "priority", "members", "origin", "reason"}
 CASE_FIELDS = {"why", "backends", "scale", "gangs", "no_gang", "denied", "warnings", "notes"}
 
 
@@ -94,9 +94,12 @@ def check(plan: dict[str, Any], expect: dict[str, Any]) -> list[str]:
         members = members_of(plan, got["name"])
         grouped |= members
         actual = {"backend": got["backend"], "minMember": got["minMember"], "origin": got["origin"],
-                  "subgroups": {s["name"]: s["minMember"] for s in got["subgroups"]},
+                  # a leaf's pods, or a parent's complete children (a tree: complete replicas)
+                  "subgroups": {s["name"]: s["minMember"] if "minMember" in s else f"{s['minSubGroup']} complete"
+                                for s in got["subgroups"]},
+                  "minSubGroup": got.get("minSubGroup"),
                   "queue": got.get("queue"), "priority": got.get("priorityClassName"), "members": sorted(members)}
-        want = {"subgroups": {}, **want}
+        want = {"subgroups": {}, "minSubGroup": None, **want}
         if "members" in want:
             want["members"] = sorted(want["members"])
         if "reason" in want and str(want.pop("reason")).lower() not in got["reason"].lower():

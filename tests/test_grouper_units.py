@@ -166,7 +166,7 @@ def test_shared_hand_made_group_is_the_sum_of_its_deployments():
     [write] = plan_writes(desired, cache.podgroups[f"{NS}/shared-app-podgroup"], DEFAULT)
     assert write.action == "patch-subgroups"
     subgroups = [{"name": n, "minMember": 1} for n in ("app-server", "model-1", "model-2")]
-    assert write.body["spec"] == {"subGroups": subgroups}
+    assert write.body["spec"] == {"subGroups": subgroups, "stalenessGracePeriod": "-1s"}
     # found at its members' total: podgang follows it from now on, and says so on the group
     assert write.body["metadata"]["annotations"][DEFAULT.followed_size_annotation] == "3"
     feed(cache, {**podgroup("shared-app-podgroup", 3, annotations={DEFAULT.followed_size_annotation: "3"}),

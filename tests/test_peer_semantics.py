@@ -137,10 +137,13 @@ KAI_PINS = [
     pytest.param(kai_job({BATCH: "2"}), 2, [], None, id="on a Job: KAI's minMember"),
     pytest.param(kai_job({BATCH: "two"}), 4, [], "is ignored: a whole number ≥ 1", id="on a Job, not a number"),
     pytest.param(kai_job({BATCH: "2", "podgang.io/min-member": "3"}), 3, [], None, id="podgang's own pin first"),
-    pytest.param(kai_jobset(), 9, [("coordinator", 1), ("workers", 8)], None, id="a JobSet without it"),
+    # a replicated job of several multi-pod Jobs: a parent needing its Jobs complete, a leaf per Job
+    pytest.param(kai_jobset(), 9, [("coordinator", 1), ("workers", 2), ("workers-0", 4), ("workers-1", 4)], None,
+                 id="a JobSet without it"),
     pytest.param(kai_jobset({BATCH: "1"}), 3, [("coordinator", 1), ("workers", 2)], None,
                  id="on a replicated job's Job template: each Job's minimum"),
-    pytest.param(kai_jobset(notes={BATCH: "1"}), 9, [("coordinator", 1), ("workers", 8)],
+    pytest.param(kai_jobset(notes={BATCH: "1"}), 9, [("coordinator", 1), ("workers", 2), ("workers-0", 4),
+                                                     ("workers-1", 4)],
                  "places the JobSet once 1 of its 2 replicated jobs can run", id="on a JobSet: said, not applied"),
 ]
 

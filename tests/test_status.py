@@ -38,6 +38,7 @@ from tests.webhook_support import eventually
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PIN = "podgang.io/min-member"
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 
 
 @pytest.fixture
@@ -630,3 +631,41 @@ async def test_a_pytorchjob_shows_a_subgroup_per_replica_type_and_waits_for_its_
     code, out, err = await status(kubeconfig, "--explain", "resnet-worker-0")
     assert code == 0, err
     assert "subgroup master to reach its minimum: 0 of minimum 1 running" in out
+
+
+async def test_complete_replicas_per_role_and_the_incomplete_replica_a_pod_waits_for(emu, kubeconfig):
+    """Issue 24: two LWS roles of 2 replicas × 2 pods in one group; decode-1's worker is
+    not placed. status -o wide shows each role's complete replicas against its minimum,
+    --explain names the pod's incomplete replica."""
+    from tests.test_replica_tree import SUBGROUP, lws, lws_pods
+
+    pg = podgroup("serve", 1)
+    pg["metadata"]["annotations"] = {"podgang.io/subgroups": "decode,prefill"}
+    pg["spec"] = {"minSubGroup": 2, "stalenessGracePeriod": "-1s", "subGroups": [
+        {"name": role, "minSubGroup": 1} for role in ("decode", "prefill")] + [
+        {"name": f"{role}-{i}", "parent": role, "minMember": 2} for role in ("decode", "prefill") for i in (0, 1)]}
+    emu.put(pg)
+    for name in ("prefill", "decode"):
+        workload = lws(name, 2, 2, group="serve")
+        owners, pods = lws_pods(workload, group="serve")
+        emu.put(workload)
+        for obj in (*owners, *pods):
+            if obj["kind"] == "Pod":
+                obj["metadata"]["labels"][SUBGROUP] = f"{name}-{obj['metadata']['labels'][GROUP_INDEX_LABEL]}"
+                if obj["metadata"]["name"] == "decode-1-1":
+                    obj["spec"].pop("nodeName", None)
+                    obj["status"] = {"phase": "Pending"}
+            emu.put(obj)
+    g = (await gangs(kubeconfig))["serve"]
+    assert {n: (p["minMember"], p.get("completeReplicas"), p.get("replicas")) for n, p in g["subgroups"].items()
+            if "parent" not in p} == {"decode": (1, 1, 2), "prefill": (1, 2, 2)}
+    assert g["state"] == "satisfied"
+    code, out, err = await status(kubeconfig, "-o", "wide")
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if " serve " in line)
+    assert "decode: 1 of minimum 1 complete replicas (2 replicas)" in line
+    assert "prefill: 2 of minimum 1 complete replicas (2 replicas)" in line
+    assert "decode-1: 1 of minimum 2 running" in line  # the incomplete replica, only it
+    code, out, err = await status(kubeconfig, "--explain", "decode-1-1")
+    assert code == 0, err
+    assert "its replica decode-1 (role decode) to be complete: 1 of its 2 pods running, 1 pending" in out

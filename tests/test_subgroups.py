@@ -12,6 +12,7 @@ import yaml
 
 from podgang import rules
 from podgang.backends import GangSpec
+from podgang.backends.base import Subgroup
 from podgang.backends.coscheduling import COSCHEDULING
 from podgang.backends.kai import KAI
 from podgang.backends.volcano import VOLCANO
@@ -119,26 +120,30 @@ def test_a_pod_of_a_hand_made_group_is_in_its_workloads_subgroup():
 # ---------------------------------------------------------------------------- backends
 
 def test_kai_podgroup_with_subgroups_passes_the_crd():
-    m = KAI.build_podgroup(GangSpec("shared", NS, 2, subgroups=(("prefill", 1), ("decode", 1))))
+    m = KAI.build_podgroup(GangSpec("shared", NS, 2, subgroups=(Subgroup("prefill", 1), Subgroup("decode", 1))))
     jsonschema.validate(m, schema("scheduling.run.ai_podgroups.yaml", KAI.podgroup.version))
     assert m["spec"]["subGroups"] == [{"name": "decode", "minMember": 1}, {"name": "prefill", "minMember": 1}]
     assert KAI.subgroups_of(m) == {"decode": 1, "prefill": 1}
-    assert KAI.subgroups_patch(m, {"decode": 2}) == {"spec": {"subGroups": [{"name": "decode", "minMember": 2}]}}
-    assert KAI.slim_podgroup_spec(m["spec"]) == {"minMember": 2, "subGroups": m["spec"]["subGroups"]}
+    # podgang's subgroups come with a negative grace period: KAI v0.17 would misjudge them stale
+    assert m["spec"]["stalenessGracePeriod"] == "-1s"
+    assert KAI.subgroups_patch(m, [Subgroup("decode", 2)]) == {"spec": {
+        "subGroups": [{"name": "decode", "minMember": 2}], "stalenessGracePeriod": "-1s"}}
+    assert KAI.slim_podgroup_spec(m["spec"]) == {"minMember": 2, "subGroups": m["spec"]["subGroups"],
+                                                 "stalenessGracePeriod": "-1s"}
 
 
 def test_volcano_podgroup_with_task_minimums_passes_the_crd():
-    m = VOLCANO.build_podgroup(GangSpec("shared", NS, 2, subgroups=(("prefill", 1), ("decode", 1))))
+    m = VOLCANO.build_podgroup(GangSpec("shared", NS, 2, subgroups=(Subgroup("prefill", 1), Subgroup("decode", 1))))
     jsonschema.validate(m, schema("scheduling.volcano.sh_podgroups.yaml", VOLCANO.podgroup.version))
     assert m["spec"]["minTaskMember"] == {"decode": 1, "prefill": 1}
     # a task that left the group is removed (null in a merge patch)
-    assert VOLCANO.subgroups_patch(m, {"decode": 2}) == {"spec": {"minTaskMember": {"prefill": None, "decode": 2}}}
+    assert VOLCANO.subgroups_patch(m, [Subgroup("decode", 2)]) == {"spec": {"minTaskMember": {"prefill": None, "decode": 2}}}
     assert VOLCANO.subgroup_of({"metadata": {"annotations": {"volcano.sh/task-spec": "decode"}}}) == "decode"
 
 
 def test_coscheduling_cannot_express_subgroups():
     assert COSCHEDULING.subgroup_key is None and COSCHEDULING.subgroups_of({"spec": {}}) is None
-    m = COSCHEDULING.build_podgroup(GangSpec("shared", NS, 2, subgroups=(("prefill", 1), ("decode", 1))))
+    m = COSCHEDULING.build_podgroup(GangSpec("shared", NS, 2, subgroups=(Subgroup("prefill", 1), Subgroup("decode", 1))))
     assert m["spec"] == {"minMember": 2}
     assert COSCHEDULING.with_subgroup({"metadata": {}}, [], "decode") == []
 
@@ -173,7 +178,8 @@ def test_desired_group_has_the_subgroups_and_writes_them():
     assert [(s.name, s.min_member) for s in desired.subgroups] == [("decode", 1), ("prefill", 1)]
     [write] = plan_writes(desired, cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
     assert write.action == "patch-subgroups"
-    assert write.body["spec"] == {"subGroups": [{"name": "decode", "minMember": 1}, {"name": "prefill", "minMember": 1}]}
+    assert write.body["spec"] == {"subGroups": [{"name": "decode", "minMember": 1}, {"name": "prefill", "minMember": 1}],
+                                  "stalenessGracePeriod": "-1s"}  # podgang, judging by the parts, evicts
     assert write.body["metadata"]["annotations"] == {  # what podgang wrote, and that it follows the size
         "podgang.io/subgroups": "decode,prefill", "podgang.io/followed-min-member": "2"}
     # scaling decode leaves the minimums alone: nothing to write once they are in place
@@ -212,9 +218,9 @@ def test_a_workload_leaving_takes_the_subgroups_podgang_wrote_with_it_but_never_
 
 def test_kai_keeps_the_other_fields_of_a_subgroup_it_resizes():
     live = {"spec": {"subGroups": [{"name": "decode", "minMember": 3, "topologyConstraint": {"topology": "rack"}}]}}
-    assert KAI.subgroups_patch(live, {"decode": 1, "prefill": 1}) == {"spec": {"subGroups": [
+    assert KAI.subgroups_patch(live, [Subgroup("decode", 1), Subgroup("prefill", 1)]) == {"spec": {"subGroups": [
         {"name": "decode", "minMember": 1, "topologyConstraint": {"topology": "rack"}},
-        {"name": "prefill", "minMember": 1}]}}
+        {"name": "prefill", "minMember": 1}], "stalenessGracePeriod": "-1s"}}
 
 
 def test_a_group_one_workload_names_keeps_its_podgroup_as_before():

@@ -398,3 +398,50 @@ async def test_a_workload_with_a_long_name_still_gets_pods_the_apiserver_accepts
     again["request"]["uid"] = "again"
     assert (await admission.mutate(parsed(again))).patch == []
     assert validate(parsed(again), TEST_SETTINGS).allowed
+
+
+# ---------------------------------------------------------------------------
+# issue 24: a pod of a multi-pod replica carries its leaf from admission
+
+
+@pytest.mark.parametrize("shared", [True, False])
+async def test_an_lws_pod_is_admitted_into_its_replicas_leaf(shared):
+    """A worker of an LWS group: into the shared group (its template names it and the role
+    "prefill"), or a lone LWS asking for 2 complete replicas: its one group, not the
+    replica's. Either way its replica's leaf replaces what its template names."""
+    from podgang.webhook.admission import Admission
+    from podgang.metrics import WebhookMetrics
+    from podgang.webhook.owners import OwnerCache
+    from podgang.webhook.podgroups import PodGroups
+    from tests.grouper_support import owner_ref
+    from tests.test_replica_tree import GROUP_INDEX, lws, lws_pods
+
+    ns = "team"
+    workload = lws("llm-prefill", 2, 3, group="serve" if shared else None, subgroup="prefill" if shared else None,
+                   min_available=None if shared else "2")
+    workload["metadata"]["namespace"] = ns
+    workload["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["schedulerName"] = "kai-scheduler"
+    owners_made, pods = lws_pods(workload, group=None)
+    metrics = WebhookMetrics()
+    owners = OwnerCache(None, metrics)
+    for obj in (workload, *owners_made, *pods):
+        obj["metadata"]["namespace"] = ns
+        owners.put(ns, obj)
+    admission = Admission(TEST_SETTINGS, owners, PodGroups(None, TEST_SETTINGS, metrics))
+    worker = copy.deepcopy(pods[-1])  # group 1's last worker
+    worker["metadata"].pop("uid", None)
+    worker["spec"]["schedulerName"] = "kai-scheduler"
+    worker["spec"].pop("nodeName", None)
+    worker["metadata"]["labels"] = {k: v for k, v in worker["metadata"]["labels"].items() if "kai.scheduler" not in k}
+    worker["metadata"]["annotations"] = {}
+    if shared:  # as the template makes it
+        worker["metadata"]["labels"].update({KAI.label: "serve", KAI.subgroup_label: "prefill"})
+    doc = review("pod-create-by-job")
+    doc["request"]["object"], doc["request"]["namespace"] = worker, ns
+    verdict = await admission.mutate(parsed(doc))
+    pod = jsonpatch.apply_patch(worker, verdict.patch)
+    group = "serve" if shared else rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(workload)))
+    assert verdict.group == group and pod["metadata"]["annotations"]["pod-group-name"] == group
+    leaf = "prefill-1" if shared else "llm-prefill-1"
+    assert worker["metadata"]["labels"][GROUP_INDEX] == "1"
+    assert pod["metadata"]["labels"][KAI.subgroup_label] == leaf

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
-from podgang import rules
+from podgang import kinds, rules
 from podgang.backends import Backend
 from podgang.events import EventSink
 from podgang.settings import Settings
@@ -393,6 +393,10 @@ class Admission:
             verdict.patch = backend.membership_patch(pod, verdict.group)
             if gang.hand_made:
                 await self._join_subgroup(pod, gang, chain, review.namespace, backend, deadline, verdict)
+            elif gang.leaf:
+                # its replica's leaf, always from admission: the group lists it before or with its
+                # pods, and until it does the scheduler leaves the pod be (no replica placed in part)
+                verdict.patch = backend.with_subgroup(pod, verdict.patch, gang.subgroup, over_own=True)
             elif gang.source == rules.OWNED and gang.subgroup and (
                     not backend.subgroups_must_be_listed
                     or await self._group_lists(gang, chain, review.namespace, backend, deadline)):
@@ -483,6 +487,17 @@ class Admission:
         subgroup itself which the group does not list gets a warning."""
         if backend.subgroup_key is None:
             return
+        if kinds.carries_replica_label(pod) and backend.holds_trees:
+            # a replica of several pods (an LWS group): its leaf, told from its owners
+            if not chain and rules.next_owner(pod) is not None:
+                try:
+                    chain = await self._owner_chain(pod, namespace, deadline)
+                except OwnerLookupFailed:
+                    self.owners.metrics.owner_lookup_failures.inc()
+            found = rules.gang_for_pod(pod, chain, settings=self.settings)
+            if isinstance(found, rules.Gang) and found.leaf:
+                verdict.patch = backend.with_subgroup(pod, verdict.patch, found.subgroup, over_own=True)
+                return
         listed = self.podgroups.listed_subgroups(namespace, gang.name, backend)
         own = backend.subgroup_of(pod)
         if own is not None:

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from podgang.api import Api, ApiError, Forbidden, NotFound, Unauthorized
-from podgang.kinds import resource_for
+from podgang.kinds import resource_for, workload_kind
 from podgang.metrics import WebhookMetrics
 from podgang.objects import OwnerRef
 
@@ -43,10 +43,14 @@ ROLES = "podgangRoles"
 
 def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = (),
             note: Callable[[dict[str, Any]], str | None] | None = None,
-            roles: Callable[[dict[str, Any]], tuple[str, ...]] | None = None) -> dict[str, Any]:
+            roles: Callable[[dict[str, Any]], tuple[str, ...]] | None = None,
+            keep_annotations: tuple[str, ...] = ()) -> dict[str, Any]:
     """The parts of an owner the grouping rules read (and the labels ``keep_labels``,
-    e.g. ``podgang.io/skip``), ``note(obj)`` under :data:`NOTE` when it says something, and
-    ``roles(obj)`` under :data:`ROLES` when there are any."""
+    e.g. ``podgang.io/skip``, the annotations ``keep_annotations``), ``note(obj)`` under
+    :data:`NOTE` when it says something, and ``roles(obj)`` under :data:`ROLES` when there
+    are any. A kind of multi-pod replicas (an LWS) keeps its spec's sizes and its pod
+    templates' labels and scheduler: its pods' gang and replica leaf depend on them (one
+    group for all replicas, the role its template names)."""
     md = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     kept: dict[str, Any] = {"name": md.get("name"), "namespace": md.get("namespace"), "uid": md.get("uid")}
     refs = md.get("ownerReferences")
@@ -57,13 +61,32 @@ def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = (),
         wanted = {k: labels[k] for k in keep_labels if k in labels}
         if wanted:
             kept["labels"] = wanted
+    notes = md.get("annotations")
+    if keep_annotations and isinstance(notes, dict):
+        wanted = {k: notes[k] for k in keep_annotations if k in notes}
+        if wanted:
+            kept["annotations"] = wanted
     out = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+    entry = workload_kind(obj)
+    if entry is not None and (entry.replica_label or entry.role_replica_label) and isinstance(obj.get("spec"), dict):
+        out["spec"] = entry.slim_spec(obj["spec"], _template_keys)
     said = note(obj) if note is not None else None
     if said:
         out[NOTE] = said
     parts = roles(obj) if roles is not None else ()
     if parts:
         out[ROLES] = list(parts)
+    return out
+
+
+def _template_keys(template: Any) -> dict[str, Any]:
+    """What of a pod template decides its pods' gang: its labels and its scheduler."""
+    template = template if isinstance(template, dict) else {}
+    md = template.get("metadata") if isinstance(template.get("metadata"), dict) else {}
+    spec = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    out: dict[str, Any] = {"metadata": {"labels": dict(md.get("labels") or {})}}
+    if spec.get("schedulerName"):
+        out["spec"] = {"schedulerName": spec["schedulerName"]}
     return out
 
 
@@ -81,8 +104,10 @@ class OwnerCache:
         keep_labels: tuple[str, ...] = ("podgang.io/skip",),
         note: Callable[[dict[str, Any]], str | None] | None = None,
         roles: Callable[[dict[str, Any]], tuple[str, ...]] | None = None,
+        keep_annotations: tuple[str, ...] = ("podgang.io/min-available", "podgang.io/min-member"),
     ):
         self.keep_labels = tuple(keep_labels)
+        self.keep_annotations = tuple(keep_annotations)
         self.note = note
         self.roles = roles
         self.api = api
@@ -103,7 +128,7 @@ class OwnerCache:
 
     def put(self, namespace: str, obj: dict[str, Any]) -> None:
         """Remember an owner (pre-warming, tests)."""
-        slim = trimmed(obj, self.keep_labels, self.note, self.roles)
+        slim = trimmed(obj, self.keep_labels, self.note, self.roles, self.keep_annotations)
         md = slim["metadata"]
         self._store((namespace, str(slim.get("kind")), str(md.get("name")), str(md.get("uid") or "")), slim)
 
@@ -172,7 +197,7 @@ class OwnerCache:
         if not isinstance(body, dict):
             self.metrics.api_error("get_owner", 200)
             raise OwnerLookupFailed(f"{what}: the answer is not an object")
-        obj = trimmed(body, self.keep_labels, self.note, self.roles)
+        obj = trimmed(body, self.keep_labels, self.note, self.roles, self.keep_annotations)
         uid = obj["metadata"].get("uid")
         if ref.uid and uid != ref.uid:
             raise _Refused(f"{what}: found uid {uid}, the pod points at uid {ref.uid} (the owner was replaced)")

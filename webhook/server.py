@@ -96,6 +96,7 @@ class WebhookServer:
             keep_labels=(self.settings.skip_label,),
             note=lambda owner: rules.staged_problem(owner, self.settings),
             roles=lambda owner: rules.own_subgroup_names(owner, self.settings),
+            keep_annotations=(self.settings.min_available_annotation, self.settings.min_member_annotation),
         )
         self.podgroups = PodGroups(self.api, self.settings, self.metrics)
         self.events: EventSink | None = None

@@ -143,6 +143,55 @@ class GangSource:
 
 
 @dataclass(frozen=True)
+class Subgroup:
+    """One node of a gang's subgroup tree, and where its minimum comes from: a workload's
+    pods (or the standalone pods) in a hand-made group several workloads share, one role
+    of a workload's own gang (a PyTorchJob's master), a role whose replicas are several
+    pods each (an LWS: ``of_subgroups``, its minimum counts complete replicas), or one such
+    replica (a leaf under its role: ``parent``). The rules build them
+    (:func:`podgang.rules.gang_tree`); a backend spells them."""
+
+    name: str
+    #: pods for a leaf; for a node with ``of_subgroups``: the direct children it needs
+    min_member: int
+    reason: str = ""
+    pinned: bool = False  # set by podgang.io/min-available, not the workload's size
+    parent: str | None = None  # None: directly under the group
+    of_subgroups: bool = False  # its minimum counts child subgroups (KAI's minSubGroup)
+
+    @property
+    def shape(self) -> tuple[str, int, str | None, bool]:
+        """What a scheduler holds of it (the reason and pin are podgang's own)."""
+        return (self.name, int(self.min_member), self.parent, self.of_subgroups)
+
+
+def tree_shape(subgroups: Sequence[Subgroup], min_subgroup: int | None = None) -> tuple[Any, ...]:
+    """A tree as a scheduler holds it, comparable: the root's minimum of subgroups and
+    each node's shape, by name."""
+    return (min_subgroup, tuple(sorted(s.shape for s in subgroups)))
+
+
+def min_pods(subgroups: Sequence[Subgroup], min_subgroup: int | None = None) -> int:
+    """The fewest pods a tree can be satisfied with: a leaf's minimum, a node's smallest
+    ``minimum`` children summed; the root takes ``min_subgroup`` of its top nodes (all of
+    them when None)."""
+    children: dict[str | None, list[Subgroup]] = {}
+    for s in subgroups:
+        children.setdefault(s.parent, []).append(s)
+
+    def need(node: Subgroup, depth: int = 0) -> int:
+        if not node.of_subgroups or depth > 32:
+            return max(int(node.min_member), 0)
+        return smallest(children.get(node.name, []), node.min_member, depth + 1)
+
+    def smallest(nodes: list[Subgroup], count: int | None, depth: int) -> int:
+        needs = sorted(need(n, depth) for n in nodes)
+        return sum(needs if count is None else needs[:max(int(count), 0)])
+
+    return smallest(children.get(None, []), min_subgroup, 0)
+
+
+@dataclass(frozen=True)
 class GangSpec:
     """A PodGroup as podgang wants it, before a backend spells it."""
 
@@ -156,8 +205,11 @@ class GangSpec:
     priority_class: str | None = None
     #: seconds the scheduler waits for the whole gang (coscheduling's scheduleTimeoutSeconds)
     schedule_timeout: int | None = None
-    #: (subgroup name, its minimum) of a group several workloads share; empty: none
-    subgroups: tuple[tuple[str, int], ...] = ()
+    #: the gang's subgroups (a flat list, or a tree: roles of complete replicas); empty: none
+    subgroups: tuple[Subgroup, ...] = ()
+    #: the root's minimum of direct subgroups (a tree: KAI's ``minSubGroup``, written instead
+    #: of ``minMember``); None: the root counts pods
+    min_subgroup: int | None = None
     #: the resources the whole gang needs at least (a ResourceList), for a scheduler that reads them
     min_resources: Mapping[str, str] | None = None
     #: more spec fields the scheduler reads (KAI's preemptibility, topology, ...)
@@ -218,11 +270,13 @@ class Backend(ABC):
         return string_value(pod, *self.subgroup_key) or None
 
     def with_subgroup(self, pod: Mapping[str, Any], patch: list[dict[str, Any]],
-                      subgroup: str | None) -> list[dict[str, Any]]:
+                      subgroup: str | None, *, over_own: bool = False) -> list[dict[str, Any]]:
         """``patch`` (the pod's membership operations) plus what names the pod's
         ``subgroup``; unchanged when the scheduler has no subgroups or the pod names
-        one itself (a pod template that sets it keeps its own)."""
-        if self.subgroup_key is None or not subgroup or self.subgroup_of(pod) is not None:
+        one itself (a pod template that sets it keeps its own) — unless ``over_own``:
+        a replica's leaf replaces its template's role."""
+        own = self.subgroup_of(pod)
+        if self.subgroup_key is None or not subgroup or own == subgroup or (own is not None and not over_own):
             return patch
         section, key = self.subgroup_key
         out = [dict(op) for op in patch]
@@ -247,9 +301,27 @@ class Backend(ABC):
         cannot express subgroups (its gang has only the summed minimum)."""
         return None
 
-    def subgroups_patch(self, podgroup: Any, subgroups: Mapping[str, int]) -> dict[str, Any] | None:
-        """A merge patch that gives a live PodGroup exactly ``subgroups``; None when
-        the scheduler cannot express them."""
+    #: whether the scheduler holds a tree of subgroups (a role of complete replicas, each a
+    #: leaf with its own minimum): KAI. Elsewhere a role is one flat part at its pod total.
+    holds_trees: bool = False
+
+    def subgroup_tree_of(self, podgroup: Any) -> tuple[int | None, tuple[Subgroup, ...]] | None:
+        """The root's minimum of subgroups (None: it counts pods) and every subgroup a
+        PodGroup holds, parents included; None when the scheduler has no subgroups."""
+        flat = self.subgroups_of(podgroup)
+        if flat is None:
+            return None
+        return None, tuple(Subgroup(n, v if isinstance(v, int) else 0) for n, v in flat.items())
+
+    def is_users_tree(self, podgroup: Any) -> bool:
+        """Whether a PodGroup holds a tree (a root or a subgroup counting subgroups) —
+        on a hand-made group podgang did not write it, the user's own."""
+        return False
+
+    def subgroups_patch(self, podgroup: Any, subgroups: Sequence[Subgroup],
+                        min_subgroup: int | None = None) -> dict[str, Any] | None:
+        """A merge patch that gives a live PodGroup exactly ``subgroups`` (and, for a
+        tree, the root's ``min_subgroup``); None when the scheduler cannot express them."""
         return None
 
     @abstractmethod
@@ -262,16 +334,18 @@ class Backend(ABC):
         """A merge patch that puts an already created pod into ``group``, or None
         when the scheduler's membership cannot be set after creation."""
 
-    def backfill(self, pod: Mapping[str, Any], group: str, subgroup: str | None = None) -> dict[str, Any] | None:
+    def backfill(self, pod: Mapping[str, Any], group: str, subgroup: str | None = None,
+                 over_own: bool = False) -> dict[str, Any] | None:
         """Everything a created pod lacks, as ONE merge patch: its membership in ``group``
         (:meth:`backfill_patch`) and, where the scheduler has subgroups and the pod names
-        none, ``subgroup``; a key already holding its value is left out (so ``{}`` when the
-        pod lacks nothing). None when the membership cannot be set after creation."""
+        none (or ``over_own``: a replica's leaf over the role its template names), ``subgroup``;
+        a key already holding its value is left out (so ``{}`` when the pod lacks nothing).
+        None when the membership cannot be set after creation."""
         patch = self.backfill_patch(pod, group)
         if patch is None:
             return None
         md = {section: dict(values) for section, values in as_dict(patch.get("metadata")).items()}
-        if subgroup and self.subgroup_key is not None and self.subgroup_of(pod) is None:
+        if subgroup and self.subgroup_key is not None and (over_own or self.subgroup_of(pod) is None):
             section, key = self.subgroup_key
             md.setdefault(section, {})[key] = subgroup
         lacking = {section: {k: v for k, v in values.items() if string_value(pod, section, k) != v}

@@ -12,14 +12,14 @@ import dataclasses
 import functools
 import re
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
 from podgang import quantities
-from podgang.backends.base import (PRIORITY_CLASSES, ClusterFacts, GangSource, QueueFacts, SchedulerVerdict, escape_key,
-                                   one_line, string_value)
-from podgang.backends.keyed import MinMemberPodGroups
+from podgang.backends.base import (PRIORITY_CLASSES, ClusterFacts, GangSource, QueueFacts, SchedulerVerdict, Subgroup,
+                                   escape_key, min_pods, one_line, string_value)
+from podgang.backends.keyed import MIN_MEMBER, MinMemberPodGroups
 from podgang.nodes import NODES
 from podgang.objects import (LAST_APPLIED_ANNOTATION, Denial, Resource, annotations, as_dict, as_list, labels, metadata,
                              quoted, spec, status)
@@ -83,6 +83,7 @@ BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
 RAY_PRIORITY_LABEL = "ray.io/priority-class-name"
 RAY_KINDS = ("RayCluster", "RayJob", "RayService")
 STALENESS_GRACE_PERIOD = "stalenessGracePeriod"
+MIN_SUBGROUP = "minSubGroup"
 DISABLED_STALENESS = "-1s"  # a negative grace period: KAI never evicts the gang
 #: written on a pod podgang puts into a KAI gang, `"true"`: KAI's own pod-grouper (v0.15 and
 #: later) leaves it alone
@@ -376,7 +377,13 @@ class KaiBackend(MinMemberPodGroups):
         for key in ("queue", STALENESS_GRACE_PERIOD, "priorityClassName", "preemptibility"):  # what KAI judges it by
             if isinstance(spec.get(key), str):
                 kept[key] = spec[key]
+        if _is_int(spec.get(MIN_SUBGROUP)):
+            kept[MIN_SUBGROUP] = spec[MIN_SUBGROUP]
         return kept
+
+    @property
+    def size_fields(self) -> tuple[tuple[str, ...], ...]:
+        return (*super().size_fields, ("spec", MIN_SUBGROUP))
 
     def _queue(self, top: Any, pods: list[Any]) -> tuple[str, str]:
         for obj, who in ((top, "the top owner"), *((p, "the pod") for p in pods[:1])):
@@ -520,25 +527,78 @@ class KaiBackend(MinMemberPodGroups):
         return (f"{self.annotation}={group} set (no {self.label} label: the name is longer than the "
                 f"{MAX_LABEL_VALUE} characters a label value may have)")
 
-    # -- subgroups: ``spec.subGroups[{name, minMember}]``
+    # -- subgroups: ``spec.subGroups[{name, parent, minMember | minSubGroup}]``, a root
+    # ``minSubGroup`` for a tree (KAI refuses ``minMember`` beside ``minSubGroup``)
 
     subgroups_field = SUBGROUPS
+    holds_trees = True
 
-    def subgroups_spec(self, subgroups: Mapping[str, int]) -> dict[str, Any]:
-        return {SUBGROUPS: [{"name": name, "minMember": int(value)} for name, value in sorted(subgroups.items())]}
+    def subgroups_spec(self, subgroups: Sequence[Subgroup], min_subgroup: int | None = None) -> dict[str, Any]:
+        entries = [_entry(s) for s in _ordered(subgroups)]
+        if min_subgroup is None:
+            return {SUBGROUPS: entries, STALENESS_GRACE_PERIOD: DISABLED_STALENESS}
+        return {MIN_MEMBER: None, MIN_SUBGROUP: int(min_subgroup), SUBGROUPS: entries,
+                STALENESS_GRACE_PERIOD: DISABLED_STALENESS}
 
     def subgroups_of(self, podgroup: Any) -> dict[str, int] | None:
-        entries = [as_dict(e) for e in as_list(as_dict(as_dict(podgroup).get("spec")).get(SUBGROUPS))]
-        return {str(e.get("name")): e.get("minMember") for e in entries if e.get("name")}
+        return {s.name: s.min_member for s in self._tree(podgroup)}
 
-    def subgroups_patch(self, podgroup: Any, subgroups: Mapping[str, int]) -> dict[str, Any] | None:
+    def subgroup_tree_of(self, podgroup: Any) -> tuple[int | None, tuple[Subgroup, ...]] | None:
+        root = spec(podgroup).get(MIN_SUBGROUP)
+        return (root if _is_int(root) else None), self._tree(podgroup)
+
+    @staticmethod
+    def _tree(podgroup: Any) -> tuple[Subgroup, ...]:
+        out = []
+        for e in map(as_dict, as_list(spec(podgroup).get(SUBGROUPS))):
+            name, parent = e.get("name"), e.get("parent")
+            if not isinstance(name, str) or not name:
+                continue
+            parent = parent if isinstance(parent, str) and parent else None
+            if _is_int(e.get(MIN_SUBGROUP)):
+                out.append(Subgroup(name, e[MIN_SUBGROUP], parent=parent, of_subgroups=True))
+            else:
+                value = e.get(MIN_MEMBER)
+                out.append(Subgroup(name, value if _is_int(value) else 0, parent=parent))
+        return tuple(out)
+
+    def is_users_tree(self, podgroup: Any) -> bool:
+        root, tree = self.subgroup_tree_of(podgroup) or (None, ())
+        return root is not None or any(s.parent is not None or s.of_subgroups for s in tree)
+
+    def min_member(self, podgroup: Any) -> int | None:
+        """``spec.minMember``; for a tree (a root ``minSubGroup``, no ``minMember``) the
+        fewest pods that satisfy it, so that a size compares alike either way."""
+        value = super().min_member(podgroup)
+        if value is not None:
+            return value
+        root, tree = self.subgroup_tree_of(podgroup) or (None, ())
+        return min_pods(tree, root) if root is not None else None
+
+    def subgroups_patch(self, podgroup: Any, subgroups: Sequence[Subgroup],
+                        min_subgroup: int | None = None) -> dict[str, Any] | None:
         """A merge patch replaces the whole list: an entry kept keeps its other fields
-        (a topology constraint, say); none left removes the field."""
+        (a topology constraint, say); none left removes the field. Subgroups podgang
+        writes come with ``stalenessGracePeriod: -1s``: KAI v0.17 judges a group stale
+        when any leaf is below its minMember (even a replica beyond the role's minimum),
+        so podgang, which judges by the tree, is the one evictor. A tree's root gets
+        ``minSubGroup`` and loses ``minMember``; a flat list's root the reverse."""
+        live_root = spec(podgroup).get(MIN_SUBGROUP)
         if not subgroups:
-            return {"spec": {SUBGROUPS: None}}
-        kept = {str(e.get("name")): e for e in map(as_dict, as_list(as_dict(as_dict(podgroup).get("spec")).get(SUBGROUPS)))}
-        return {"spec": {SUBGROUPS: [{**kept.get(name, {}), "name": name, "minMember": int(value)}
-                                     for name, value in sorted(subgroups.items())]}}
+            out: dict[str, Any] = {SUBGROUPS: None}
+            if live_root is not None:
+                out.update({MIN_SUBGROUP: None, MIN_MEMBER: self.min_member(podgroup) or 1})
+            return {"spec": out}
+        kept = {str(e.get("name")): e for e in map(as_dict, as_list(spec(podgroup).get(SUBGROUPS)))}
+        entries = []
+        for s in _ordered(subgroups):
+            old = {k: v for k, v in kept.get(s.name, {}).items() if k not in (MIN_MEMBER, MIN_SUBGROUP, "parent")}
+            entries.append({**old, **_entry(s)})
+        body = self.subgroups_spec(subgroups, min_subgroup)
+        body[SUBGROUPS] = entries
+        if min_subgroup is None and live_root is not None:
+            body.update({MIN_SUBGROUP: None, MIN_MEMBER: max(min_pods(subgroups), 1)})
+        return {"spec": body}
 
     def scheduler_verdict(self, podgroup: Any) -> SchedulerVerdict | None:
         """KAI's latest ``status.schedulingConditions`` entry: why it could not place
@@ -553,6 +613,27 @@ class KaiBackend(MinMemberPodGroups):
         where = f" (node pool {pool})" if isinstance(pool, str) and pool else ""
         state = str(latest.get("type") or latest.get("reason") or "unschedulable")
         return SchedulerVerdict("unschedulable" if "unschedulable" in state.lower() else state, f"{text}{where}".strip())
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _entry(s: Subgroup) -> dict[str, Any]:
+    """One ``spec.subGroups`` entry as KAI's CRD takes it: never both minimums."""
+    out: dict[str, Any] = {"name": s.name}
+    if s.parent:
+        out["parent"] = s.parent
+    out[MIN_SUBGROUP if s.of_subgroups else MIN_MEMBER] = max(int(s.min_member), 0)
+    return out
+
+
+def _ordered(subgroups: Sequence[Subgroup]) -> list[Subgroup]:
+    """A flat list by name (as always written); a tree each parent before its children,
+    in the order the rules give them (replicas by index)."""
+    if not any(s.parent or s.of_subgroups for s in subgroups):
+        return sorted(subgroups, key=lambda s: s.name)
+    return list(subgroups)
 
 
 def cluster_facts(priority_classes: Any, queues: Any) -> ClusterFacts:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from podgang.backends.base import PATCH, Backend, GangSpec, Resize, escape_key, membership_change_message, string_value
+from podgang.backends.base import (PATCH, Backend, GangSpec, Resize, Subgroup, escape_key, membership_change_message,
+                                   string_value)
 from podgang.objects import Denial, annotations, as_dict, spec
 
 MIN_MEMBER = "minMember"
@@ -39,14 +40,16 @@ class MinMemberPodGroups(Backend):
     subgroups_field: str | None = None
 
     def build_podgroup(self, gang: GangSpec) -> dict[str, Any]:
-        subgroups = self.subgroups_spec(dict(gang.subgroups)) if gang.subgroups else {}
+        subgroups = self.subgroups_spec(gang.subgroups, gang.min_subgroup) if gang.subgroups else {}
+        size = {} if subgroups.get(MIN_MEMBER, 0) is None else {MIN_MEMBER: int(gang.min_member)}
+        subgroups = {k: v for k, v in subgroups.items() if v is not None}
         return {"apiVersion": self.podgroup.api_version, "kind": self.podgroup.kind,
                 "metadata": self.podgroup_metadata(gang),
-                "spec": {MIN_MEMBER: int(gang.min_member), **self.spec_options(gang), **(gang.extra_spec or {}),
-                         **subgroups}}
+                "spec": {**size, **self.spec_options(gang), **(gang.extra_spec or {}), **subgroups}}
 
-    def subgroups_spec(self, subgroups: Mapping[str, int]) -> dict[str, Any]:
-        """The spec fields that hold ``subgroups``."""
+    def subgroups_spec(self, subgroups: Sequence[Subgroup], min_subgroup: int | None = None) -> dict[str, Any]:
+        """The spec fields that hold ``subgroups`` (a field None: not written, ``minMember``
+        None: the root is sized by its subgroups instead)."""
         return {}
 
     def min_member(self, podgroup: Any) -> int | None:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from podgang import quantities
-from podgang.backends.base import PRIORITY_CLASSES, ClusterFacts, GangSource, QueueFacts
+from podgang.backends.base import PRIORITY_CLASSES, ClusterFacts, GangSource, QueueFacts, Subgroup
 from podgang.backends.keyed import PRIORITY_CLASS, OneKeyBackend, with_templates
 from podgang.nodes import NODES
 from podgang.objects import Resource, annotations, as_dict, as_list, labels, metadata, spec
@@ -97,15 +97,20 @@ class VolcanoBackend(OneKeyBackend):
             options["priority_class"] = priority
         return options
 
-    def subgroups_spec(self, subgroups: Mapping[str, int]) -> dict[str, Any]:
-        return {MIN_TASK_MEMBER: {name: int(value) for name, value in sorted(subgroups.items())}}
+    def subgroups_spec(self, subgroups: Sequence[Subgroup], min_subgroup: int | None = None) -> dict[str, Any]:
+        """``minTaskMember``: one flat entry per part (Volcano has no tree; the rules give it
+        a role's pod total, never replicas)."""
+        return {MIN_TASK_MEMBER: {s.name: int(s.min_member) for s in sorted(subgroups, key=lambda s: s.name)
+                                  if not s.of_subgroups and s.parent is None}}
 
     def subgroups_of(self, podgroup: Any) -> dict[str, int] | None:
         return dict(as_dict(spec(podgroup).get(MIN_TASK_MEMBER)))
 
-    def subgroups_patch(self, podgroup: Any, subgroups: Mapping[str, int]) -> dict[str, Any] | None:
-        gone = {name: None for name in (self.subgroups_of(podgroup) or {}) if name not in subgroups}
-        return {"spec": {MIN_TASK_MEMBER: {**gone, **self.subgroups_spec(subgroups)[MIN_TASK_MEMBER]}}}
+    def subgroups_patch(self, podgroup: Any, subgroups: Sequence[Subgroup],
+                        min_subgroup: int | None = None) -> dict[str, Any] | None:
+        wanted = self.subgroups_spec(subgroups)[MIN_TASK_MEMBER]
+        gone = {name: None for name in (self.subgroups_of(podgroup) or {}) if name not in wanted}
+        return {"spec": {MIN_TASK_MEMBER: {**gone, **wanted}}}
 
 
 def _queue_bounds(queue: Any) -> QueueFacts | None:

@@ -1,0 +1,305 @@
+"""Seed 004 in full on the real KAI (v0.17, ``../shared/kube-bin``): two LeaderWorkerSet
+roles of multi-pod replicas sharing one hand-made PodGroup. podgang writes the tree (root →
+roles → a leaf per replica), KAI binds only complete replicas, and podgang — not KAI, whose
+v0.17 would call the tree stale and evict it — is the one evictor: a broken replica loses
+only its own pods, a role without its minimum takes the gang with it.
+
+The LWS controller is played as it makes pods: per group a leader (with LWS's labels),
+then the group's workers."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from podgang.api import NotFound
+from tests.realcluster import KAI_TEAM_QUEUE, Corner, FakeKubelet, bound, corner, holds, until
+from tests.test_real_journeys import KAI, controller_ref, pod_template
+
+LWS_API = "/apis/leaderworkerset.x-k8s.io/v1"
+KAI_GROUPS = "/apis/scheduling.run.ai/v2alpha2"
+NAME, GROUP_INDEX, WORKER_INDEX = ("leaderworkerset.sigs.k8s.io/name", "leaderworkerset.sigs.k8s.io/group-index",
+                                   "leaderworkerset.sigs.k8s.io/worker-index")
+GROUP = "serve"
+
+
+def members(here: Corner, app: str) -> dict[str, Any]:
+    """A pod template of a member of the shared group: 4 CPU (a node of 8 holds two)."""
+    template = pod_template(here, KAI, app, labels={"kai.scheduler/podgroup": GROUP,
+                                                    "kai.scheduler/queue": KAI_TEAM_QUEUE})
+    template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "4"}}
+    return template
+
+
+class PlayedLws:
+    """What the LWS controller makes for one LeaderWorkerSet: a leader StatefulSet, per group
+    its leader pod (group-index, worker-index 0), a worker StatefulSet the leader owns and
+    its workers — each group leader first, then its workers."""
+
+    def __init__(self, here: Corner, name: str, size: int):
+        self.here, self.name, self.size = here, name, size
+        self.lws: dict[str, Any] = {}
+        self.leaders: dict[str, Any] = {}
+        self.annotations: dict[str, str] = {}
+        self.group_label: str | None = GROUP  # the shared group its template names (None: its own)
+
+    async def create(self, replicas: int) -> None:
+        ns = self.here.namespace
+        self.lws = await self.here.api.create(f"{LWS_API}/namespaces/{ns}/leaderworkersets", {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": self.name, "namespace": ns, "annotations": self.annotations},
+            "spec": {"replicas": replicas, "leaderWorkerTemplate": {
+                "size": self.size, "workerTemplate": self.template()}}})
+        self.leaders = await self._statefulset(self.name, self.lws)
+        for group in range(replicas):
+            await self.group(group)
+        await self.settled()
+
+    def template(self) -> dict[str, Any]:
+        template = members(self.here, self.name)
+        if self.group_label is None:
+            del template["metadata"]["labels"]["kai.scheduler/podgroup"]
+        return template
+
+    async def scale(self, replicas: int) -> None:
+        self.lws = await self.here.api.merge_patch(
+            f"{LWS_API}/namespaces/{self.here.namespace}/leaderworkersets/{self.name}", {"spec": {"replicas": replicas}})
+
+    async def settled(self) -> None:
+        """The status LWS's controller writes once every group is made from the current spec
+        (no rollout under way: a loss is then a loss)."""
+        replicas = self.lws["spec"]["replicas"]
+        self.lws = await self.here.api.merge_patch(
+            f"{LWS_API}/namespaces/{self.here.namespace}/leaderworkersets/{self.name}/status",
+            {"status": {"observedGeneration": self.lws["metadata"]["generation"], "replicas": replicas,
+                        "updatedReplicas": replicas, "readyReplicas": replicas}})
+
+    async def group(self, index: int) -> None:
+        leader = await self._pod(f"{self.name}-{index}", self.leaders, index, 0)
+        workers = await self._statefulset(f"{self.name}-{index}", leader)
+        for worker in range(1, self.size):
+            await self._pod(f"{self.name}-{index}-{worker}", workers, index, worker)
+
+    async def _statefulset(self, sts_name: str, owner: dict[str, Any]) -> dict[str, Any]:
+        ns = self.here.namespace
+        return await self.here.api.create(f"/apis/apps/v1/namespaces/{ns}/statefulsets", {
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": sts_name, "namespace": ns, "ownerReferences": [controller_ref(owner)]},
+            "spec": {"replicas": 0, "serviceName": self.name, "podManagementPolicy": "Parallel",
+                     "selector": {"matchLabels": {"played": sts_name}},
+                     "template": {"metadata": {"labels": {"played": sts_name}},
+                                  "spec": {"containers": [{"name": "main", "image": "registry.example/x:1"}]}}}})
+
+    async def _pod(self, pod_name: str, owner: dict[str, Any], group: int, worker: int) -> dict[str, Any]:
+        template = self.template()
+        template["metadata"]["labels"].update({NAME: self.name, GROUP_INDEX: str(group), WORKER_INDEX: str(worker),
+                                               "leaderworkerset.sigs.k8s.io/group-key": f"{self.name}{group}"})
+        template["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/size"] = str(self.size)
+        # its StatefulSet is named as owner without controlling it: the real StatefulSet
+        # controller, whose selector matches none of them, leaves the played pods alone
+        ref = {**controller_ref(owner), "controller": False}
+        return await self.here.api.create(f"/api/v1/namespaces/{self.here.namespace}/pods", {
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {**template["metadata"], "name": pod_name, "ownerReferences": [ref]},
+            "spec": template["spec"]})
+
+
+def by_replica(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for p in pods:
+        labels = p["metadata"].get("labels") or {}
+        if not p["metadata"].get("deletionTimestamp") and NAME in labels:
+            out.setdefault(f"{labels[NAME]}-{labels[GROUP_INDEX]}", []).append(p)
+    return out
+
+
+async def placement(here: Corner) -> dict[str, int]:
+    """Bound pods per replica (KAI's binder binds a gang's pods one by one: a replica is
+    seen in part while its binding is under way, never once it settles)."""
+    return {replica: len(bound(pods)) for replica, pods in by_replica(await here.pods()).items()}
+
+
+def whole(placed: dict[str, int], size: int = 2) -> list[str]:
+    assert all(n in (0, size) for n in placed.values()), f"a replica bound in part: {placed}"
+    return [r for r, n in placed.items() if n == size]
+
+
+async def serve_group(here: Corner) -> dict[str, Any]:
+    return await here.api.get(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups/{GROUP}")
+
+
+async def test_kai_binds_only_complete_replicas_and_podgang_alone_evicts_by_the_tree(cluster, podgang):
+    async with corner(cluster, "replicas", nodes=3) as here, FakeKubelet(here):
+        # a hand-made group the two roles share; KAI's own default grace period (no -1s) until podgang writes it
+        await here.api.create(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups", {
+            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": GROUP, "namespace": here.namespace},
+            "spec": {"minMember": 1, "queue": KAI_TEAM_QUEUE}})
+        prefill, decode = PlayedLws(here, "prefill", 2), PlayedLws(here, "decode", 2)
+        await prefill.create(2)
+        await decode.create(2)
+
+        async def the_tree():
+            spec = (await serve_group(here))["spec"]
+            leaves = {e["name"]: e.get("parent") for e in spec.get("subGroups") or [] if "parent" in e}
+            return (spec.get("minSubGroup") == 2 and "minMember" not in spec and spec.get("stalenessGracePeriod") == "-1s"
+                    and leaves == {"prefill-0": "prefill", "prefill-1": "prefill", "decode-0": "decode",
+                                   "decode-1": "decode"})
+        await until(the_tree, "podgang's tree in the shared group: root minSubGroup 2, a leaf per replica, -1s")
+        pods = await here.pods()
+        assert {p["metadata"]["labels"]["kai.scheduler/subgroup-name"] for p in pods} == {
+            "prefill-0", "prefill-1", "decode-0", "decode-1"}  # every pod in its replica's leaf
+
+        # room for 6 pods of 8: three whole replicas, at least one of each role, none in part
+        async def six_bound():
+            placed = await placement(here)
+            return sum(placed.values()) == 6 and placed
+        placed = await until(six_bound, "six pods bound")
+        complete = whole(placed)  # three whole replicas, none in part
+        assert len(complete) == 3 and {r.rsplit("-", 1)[0] for r in complete} == {"prefill", "decode"}, placed
+        uids = {p["metadata"]["uid"] for p in bound(await here.pods())}
+
+        async def still_the_same():
+            now = await placement(here)
+            return now == placed and {p["metadata"]["uid"] for p in bound(await here.pods())} == uids
+        # KAI v0.17 calls the tree stale (a leaf below its minMember: it says StaleJob) and, but for
+        # the -1s podgang wrote, would evict all six within its 60s grace period
+        await holds(still_the_same, "the same six pods bound, none evicted", 120)
+
+        # room for more: the fourth replica is bound whole
+        await here.add_node()
+        await until(lambda: _all_whole(here, 4), "all four replicas bound whole")
+
+        # decode scaled 2 -> 3: its leaf is added with its pods (once all are made: KAI would place a
+        # leader alone), the new replica placed whole once there is room
+        await decode.scale(3)
+        await decode.group(2)
+
+        async def leaf_added():
+            spec = (await serve_group(here))["spec"]
+            return "decode-2" in {e["name"] for e in spec["subGroups"]} and spec["minSubGroup"] == 2
+        await until(leaf_added, "the leaf decode-2 in the group")
+        await decode.settled()
+        await here.add_node()
+        await until(lambda: _all_whole(here, 5), "decode-2 bound whole")
+
+        # one worker of prefill-1 deleted: after the grace period only prefill-1's leader goes
+        before = {p["metadata"]["name"]: p["metadata"]["uid"] for p in bound(await here.pods())}
+        await here.api.delete(f"/api/v1/namespaces/{here.namespace}/pods/prefill-1-1", {"gracePeriodSeconds": 0})
+        await here.wait_events("ReplicaEvicted", "prefill-1")
+
+        async def only_prefill_1_gone():
+            now = {p["metadata"]["name"]: p["metadata"]["uid"] for p in bound(await here.pods())
+                   if not p["metadata"].get("deletionTimestamp")}
+            kept = {n: u for n, u in before.items() if not n.startswith("prefill-1")}
+            return "prefill-1" not in now and all(now.get(n) == u for n, u in kept.items())
+        await until(only_prefill_1_gone, "prefill-1's leader evicted, every other replica untouched")
+
+        # every decode replica lost: the role is below its minimum, the gang is stale, the rest evicted
+        for p in await here.pods(**{NAME: "decode"}):
+            with contextlib.suppress(NotFound):  # gone already: its replica was broken and evicted
+                await here.api.delete(f"/api/v1/namespaces/{here.namespace}/pods/{p['metadata']['name']}",
+                                      {"gracePeriodSeconds": 0})
+        stale = await here.wait_events("GangStale", "role decode")
+        assert "0 of minimum 1 complete replicas" in stale[0]["message"]
+        await here.wait_events("GangEvicted")
+
+        async def prefill_evicted():
+            return not [p for p in await here.pods(**{NAME: "prefill"}) if not p["metadata"].get("deletionTimestamp")]
+        await until(prefill_evicted, "the prefill pods evicted with the stale gang")
+
+
+async def _all_whole(here: Corner, replicas: int) -> bool:
+    placed = await placement(here)
+    return sum(placed.values()) == 2 * replicas and len(whole(placed)) == replicas
+
+
+async def test_kai_a_hand_made_groups_own_tree_is_left_as_written_and_kais_eviction_is_said(cluster, podgang):
+    """Issue 23 item 2: a hand-made KAI group whose user wrote a tree (root minSubGroup,
+    subgroups each with its minimum). podgang writes no field of it — never a minMember
+    beside minSubGroup, which KAI refuses — and warns that KAI v0.17 would evict the gang."""
+    async with corner(cluster, "usertree", nodes=1) as here, FakeKubelet(here):
+        spec = {"minSubGroup": 2, "queue": KAI_TEAM_QUEUE,
+                "subGroups": [{"name": "web", "minMember": 2}, {"name": "cache", "minMember": 1}]}
+        await here.api.create(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups", {
+            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": "mine", "namespace": here.namespace}, "spec": spec})
+        for name, replicas in (("web", 3), ("cache", 1)):
+            template = pod_template(here, KAI, name, labels={"kai.scheduler/podgroup": "mine",
+                                                             "kai.scheduler/subgroup-name": name})
+            await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/deployments", {
+                "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": here.namespace},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": template}})
+        said = await here.wait_events("PodGroupProblem", "KAI v0.17 judges a tree stale")
+        assert "set spec.stalenessGracePeriod: -1s on the group" in said[0]["message"]
+
+        async def all_bound():
+            return len(bound(await here.pods())) == 4
+        await until(all_bound, "the four pods bound by KAI under the user's tree")
+        group = await here.api.get(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups/mine")
+        assert group["spec"] == spec  # as written: no minMember added, nothing resized
+        managers = {m.get("manager") for m in group["metadata"].get("managedFields") or []}
+        assert not any(m and m.startswith("podgang") for m in managers), managers
+
+
+async def test_kai_a_lone_lws_asking_for_two_complete_replicas_gets_two_whole_and_keeps_them(cluster, podgang):
+    """A lone LWS of 3 replicas × 2 pods with podgang.io/min-available: 2, room for 4 pods:
+    one group, a leaf per replica; two replicas bound whole, the third waits whole, and
+    nothing is evicted past KAI's own grace period."""
+    async with corner(cluster, "lonelws", nodes=2) as here, FakeKubelet(here):
+        serve = PlayedLws(here, "serve", 2)
+        serve.annotations = {"podgang.io/min-available": "2"}
+        serve.group_label = None
+        await serve.create(3)
+        group = f"pg-serve-{serve.lws['metadata']['uid']}"
+
+        async def the_tree():
+            try:
+                spec = (await here.api.get(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups/{group}"))["spec"]
+            except NotFound:
+                return False
+            return (spec.get("minSubGroup") == 2 and "minMember" not in spec
+                    and [e["name"] for e in spec["subGroups"]] == ["serve-0", "serve-1", "serve-2"])
+        await until(the_tree, "one group for the LWS: minSubGroup 2, a leaf per replica")
+        assert {p["metadata"]["annotations"]["pod-group-name"] for p in await here.pods()} == {group}
+
+        async def four_bound():
+            placed = await placement(here)
+            return sum(placed.values()) == 4 and placed
+        placed = await until(four_bound, "four pods bound")
+        assert len(whole(placed)) == 2, placed
+        await holds(lambda: _same_placement(here, placed), "two whole replicas kept, none evicted", 75)
+
+
+async def test_kai_an_lws_and_a_deployment_share_a_gang_and_each_role_gets_its_minimum(cluster, podgang):
+    """prefill: an LWS of 2 replicas × 2 pods; decode: a Deployment of 3 (at least 1); room
+    for 4: a whole prefill replica and decode pods, never prefill alone or a replica in part."""
+    async with corner(cluster, "lwsdeploy", nodes=2) as here, FakeKubelet(here):
+        await here.api.create(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups", {
+            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": GROUP, "namespace": here.namespace},
+            "spec": {"minMember": 1, "queue": KAI_TEAM_QUEUE}})
+        template = members(here, "decode")
+        await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/deployments", {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "decode", "namespace": here.namespace,
+                         "annotations": {"podgang.io/min-available": "1"}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "decode"}}, "template": template}})
+        prefill = PlayedLws(here, "prefill", 2)
+        await prefill.create(2)
+
+        async def four_bound():
+            pods = [p for p in await here.pods() if not p["metadata"].get("deletionTimestamp")]
+            return len(bound(pods)) == 4 and pods
+        pods = await until(four_bound, "the room for four filled")
+        placed = await placement(here)
+        # one whole prefill replica and two decode pods: never two prefill replicas without decode, none in part
+        assert len(whole(placed)) == 1, placed
+        assert len(bound([p for p in pods if p["metadata"]["labels"].get("app") == "decode"])) == 2
+        spec = (await serve_group(here))["spec"]
+        assert spec["minSubGroup"] == 2 and {"name": "decode", "minMember": 1} in spec["subGroups"]
+        await holds(lambda: _same_placement(here, placed), "kept, none evicted", 75)
+
+
+async def _same_placement(here: Corner, placed: dict[str, int]) -> bool:
+    return await placement(here) == placed
