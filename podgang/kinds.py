@@ -57,6 +57,7 @@ class Role:
     reason: str  # where the number comes from
     template: Template = field(default_factory=dict)  # its pod template: podgang.io/min-available pins the role
     path: str = ""  # where that template is
+    replicas: int | None = None  # the pods it is written with, where its minimum may be fewer
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,11 @@ class WorkloadKind:
     replicas: Callable[[Any], Replicas | None] = lambda obj: None
     #: the pod label that holds the index of the replica a pod belongs to
     replica_label: str | None = None
+    #: the role a gang scheduler may split into segments of consecutive pods (a PyTorchJob's
+    #: workers, by KAI's segment size); with :attr:`replicas`, each replica is split instead
+    segmented_role: str | None = None
+    #: the pod label that holds a pod's index in its role or replica (what its segment is told by)
+    segment_index_label: str | None = None
 
     @property
     def kind(self) -> str:
@@ -200,6 +206,21 @@ def _lws_size(obj: Any) -> tuple[int, str]:
 def _lws_replicas(obj: Any) -> Replicas:
     size, why = _lws_size(obj)
     return Replicas(max(as_int(spec(obj).get("replicas"), 1), 0), size, why)
+
+
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"  # 0: the leader
+LWS_LEADER_WORKER = "LeaderWorker"  # subGroupPolicyType: the leader is in the first subgroup
+LWS_LEADER_EXCLUDED = "LeaderExcluded"  # the leader is a subgroup of its own
+
+
+def lws_subgroup_policy(obj: Any) -> tuple[int | None, str]:
+    """An LWS's ``leaderWorkerTemplate.subGroupPolicy``: (``subGroupSize`` or None,
+    ``subGroupPolicyType``, LeaderWorker by default as its CRD says)."""
+    policy = as_dict(as_dict(spec(obj).get("leaderWorkerTemplate")).get("subGroupPolicy"))
+    size = policy.get("subGroupSize")
+    kind = policy.get("subGroupPolicyType")
+    return (size if isinstance(size, int) and not isinstance(size, bool) else None,
+            kind if isinstance(kind, str) and kind else LWS_LEADER_WORKER)
 
 
 #: JobSet's startupPolicy that makes each replicated job only once the one before is Ready
@@ -349,6 +370,8 @@ def _slim_lws(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     for k in ("leaderTemplate", "workerTemplate"):
         if k in lwt:
             slim_lwt[k] = slim_template(lwt.get(k))
+    if isinstance(lwt.get("subGroupPolicy"), Mapping):
+        slim_lwt["subGroupPolicy"] = dict(lwt["subGroupPolicy"])
     out["leaderWorkerTemplate"] = slim_lwt
     return out
 
@@ -437,7 +460,7 @@ def _kubeflow(field: str, elastic: bool = False, launcher_waits: bool = False) -
             if waiting(obj) and str(rtype).lower() == "launcher":
                 replicas = 0  # not there to count: it joins once it exists
             parts.append(Role(str(rtype).lower(), replicas, f"{rtype} replicas {replicas}",
-                              as_dict(rspec.get("template")), f"spec.{field}.{rtype}.template"))
+                              as_dict(rspec.get("template")), f"spec.{field}.{rtype}.template", replicas))
         whole, why = _kubeflow_whole(obj, elastic)
         if whole is not None:
             parts = _fit(parts, max(whole - 1, 0) if waiting(obj) else whole, why)
@@ -486,13 +509,18 @@ def _run_policy_suspended(obj: Any) -> bool:
     return as_dict(spec(obj).get("runPolicy")).get("suspend") is True
 
 
+KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+
 def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...], *, version: str = "v1",
-                   also: tuple[str, ...] = (), elastic: bool = False, launcher_waits: bool = False) -> WorkloadKind:
+                   also: tuple[str, ...] = (), elastic: bool = False, launcher_waits: bool = False,
+                   segmented_role: str | None = None) -> WorkloadKind:
     roles, size, templates = _kubeflow(field, elastic, launcher_waits)
     return WorkloadKind(
         Resource("kubeflow.org", version, plural, kind, optional=True, also=also), size, templates,
         _slim_kubeflow(field), aliases=aliases, status_fields=("replicaStatuses",), roles=roles,
         role_labels=(KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_JOB_ROLE_LABEL), suspended=_run_policy_suspended,
+        segmented_role=segmented_role, segment_index_label=KUBEFLOW_REPLICA_INDEX_LABEL if segmented_role else None,
     )
 
 
@@ -765,7 +793,7 @@ LEADER_WORKER_SET = WorkloadKind(
     _lws_size, _lws_templates, _slim_lws,
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
-    replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL,
+    replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL, segment_index_label=LWS_WORKER_INDEX_LABEL,
 )
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
@@ -773,8 +801,9 @@ JOB_SET = WorkloadKind(
     status_fields=(*_RUN_STATUS, "replicatedJobsStatus"),
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,),
 )
+#: a scheduler that segments (KAI, by its segment size) splits a PyTorchJob's workers
 PYTORCH_JOB = _kubeflow_kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", ("pytorchjob", "pytorchjobs"),
-                             elastic=True)
+                             elastic=True, segmented_role="worker")
 TF_JOB = _kubeflow_kind("TFJob", "tfjobs", "tfReplicaSpecs", ("tfjob", "tfjobs"))
 XGBOOST_JOB = _kubeflow_kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("xgboostjob", "xgboostjobs"))
 JAX_JOB = _kubeflow_kind("JAXJob", "jaxjobs", "jaxReplicaSpecs", ("jaxjob", "jaxjobs"))
@@ -833,6 +862,10 @@ ROLE_LABELS: tuple[str, ...] = tuple(dict.fromkeys(label for k in WORKLOADS.valu
 
 #: the pod labels that name a pod's multi-pod replica, of every kind
 REPLICA_LABELS: tuple[str, ...] = tuple(k.replica_label for k in WORKLOADS.values() if k.replica_label)
+
+#: the pod labels that hold a pod's index in a role or replica a scheduler may segment, of every kind
+SEGMENT_INDEX_LABELS: tuple[str, ...] = tuple(dict.fromkeys(
+    k.segment_index_label for k in WORKLOADS.values() if k.segment_index_label))
 
 #: the workloads whose size the grouper follows (it watches these)
 FOLLOWED: tuple[WorkloadKind, ...] = tuple(k for k in WORKLOADS.values() if k.followed)
@@ -951,6 +984,15 @@ def replica_index(top_kind: str, pod: Any) -> int | None:
     group index), from the label its controller sets; None for a kind without such replicas."""
     entry = WORKLOADS.get(top_kind)
     value = labels(pod).get(entry.replica_label) if entry is not None and entry.replica_label else None
+    return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
+
+
+def segment_index(top_kind: str, pod: Any) -> int | None:
+    """A pod's index in the role or replica its ``top_kind`` workload's scheduler may split
+    into segments (a PyTorchJob worker's replica index, an LWS pod's worker index), from the
+    label its controller sets; None for another kind or a pod without it."""
+    entry = WORKLOADS.get(top_kind)
+    value = labels(pod).get(entry.segment_index_label) if entry is not None and entry.segment_index_label else None
     return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
 
 

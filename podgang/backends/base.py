@@ -104,6 +104,11 @@ class Subgroup:
     pinned: bool = False  # set by podgang.io/min-available, not the workload's size
     parent: str | None = None  # None: directly under the group
     of_subgroups: bool = False  # its minimum counts child subgroups (KAI's minSubGroup)
+    #: what its minimum of child subgroups counts, for people (``podgang plan``)
+    counts: str = "complete replicas"
+    #: where the scheduler must place its pods, as ``(field, value)`` pairs its backend
+    #: spells (KAI's segment topology constraint); empty: anywhere the gang's own allows
+    topology: tuple[tuple[str, str], ...] = ()
 
     @property
     def shape(self) -> tuple[str, int, str | None, bool]:
@@ -243,6 +248,19 @@ class Backend(ABC):
         """The subgroups a PodGroup holds (name -> minimum); None when the scheduler
         cannot express subgroups (its gang has only the summed minimum)."""
         return None
+
+    def segment_size(self, objs: Sequence[Any]) -> tuple[int | None, str, str | None]:
+        """The size of the segments the scheduler splits a role into (consecutive pods by
+        index, each segment a leaf of its own), read from ``objs`` in the scheduler's order
+        (a pod, its pod template, its workload): (size, where it is written, None), or
+        (None, "", what is wrong with it), or (None, "", None) when none is asked for."""
+        return None, "", None
+
+    def segment_topology(self, objs: Sequence[Any], top: Any = None) -> tuple[tuple[str, str], ...]:
+        """Where each segment's pods must be placed (:attr:`Subgroup.topology`), read from
+        ``objs`` (a pod, its template) and the workload ``top``, as the scheduler reads it;
+        empty when none is asked for."""
+        return ()
 
     #: whether the scheduler holds a tree of subgroups (a role of complete replicas, each a
     #: leaf with its own minimum): KAI. Elsewhere a role is one flat part at its pod total.
