@@ -900,7 +900,7 @@ class Controller:
         active = self._active_by_subgroup(desired, members)
         if not tree:  # roles, segments of a role or of a replica: each leaf that needs pods (a parent holds none)
             return tuple(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)) for s in desired.subgroups
-                         if not s.of_subgroups and (s.min_member > 0 or s.parent is None))
+                         if not s.of_subgroups and s.min_member > 0)
         replicas = replica_counts(desired, active, self.settings)
         if desired.source == rules.OWNED:  # one workload's replicas, directly under the group
             role = replicas[0].role if replicas else ""

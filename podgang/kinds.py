@@ -963,6 +963,27 @@ def roles(obj: Any) -> list[Role]:
     return entry.roles(obj) if entry is not None else []
 
 
+def segmented_role(obj: Any) -> Role | None:
+    """The role of a workload a scheduler may split into segments (a PyTorchJob's workers),
+    as it is written: with its minimum, or, where the job's own minimum leaves it none (a
+    ``minAvailable`` the master alone meets), with a minimum of 0 — its pods still exist and
+    are still in their segments. None for another kind, or a workload without that role."""
+    entry = workload_kind(obj)
+    if entry is None or entry.segmented_role is None:
+        return None
+    found = next((r for r in entry.roles(obj) if r.name == entry.segmented_role), None)
+    if found is not None:
+        return found
+    for path, template in entry.templates(obj):
+        parts = path.split(".")
+        if len(parts) == 4 and parts[2].lower() == entry.segmented_role:
+            replicas = max(as_int(as_dict(as_dict(spec(obj).get(parts[1])).get(parts[2])).get("replicas"), 1), 0)
+            if replicas:
+                return Role(entry.segmented_role, 0, f"{parts[2]} replicas {replicas}, none within the job's minimum",
+                            template, path, replicas)
+    return None
+
+
 def pod_role(top_kind: str, pod: Any) -> str | None:
     """The role a pod of a ``top_kind`` workload plays (its subgroup), from the labels
     the kind's operator sets on it; None for a kind without roles."""

@@ -23,7 +23,7 @@ from podgang.backends import Backend, kai
 from podgang.backends.base import Subgroup, min_pods
 from podgang.kinds import (LWS_LEADER_EXCLUDED, ONE_PER_REPLICA, RUN_OWNERS, Role, desired_size, lws_subgroup_policy,
                            pod_role, pod_templates, replica_index, replica_suffix, replica_units, resource_for, roles,
-                           segment_index, stages, whole_roles, workload_kind)
+                           segment_index, segmented_role, stages, whole_roles, workload_kind)
 from podgang.objects import (
     Denial,
     OwnerRef,
@@ -762,6 +762,10 @@ def role_subgroups(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgrou
     for part in found:
         role = by_name.get(part.name)
         out += role_segments(workload, role, part, settings)[0] if role is not None else (part,)
+    segmented = segmented_role(workload)
+    if segmented is not None and segmented.name not in by_name:  # none of its pods required, all in segments
+        parts = role_segments(workload, segmented, Subgroup(segmented.name, 0, segmented.reason), settings)[0]
+        out += parts if len(parts) > 1 else ()
     if len(out) < 2:
         return ()
     return tuple(out)
@@ -804,7 +808,8 @@ def role_segments(workload: Any, role: Role, part: Subgroup,
     leaves = []
     for i in range(count):
         need = 0 if i >= mandatory else (rest if rest and i == count - 1 else size)
-        why = (f"pods {i * size}-{min((i + 1) * size, written) - 1} of {role.name}"
+        last = min((i + 1) * size, written) - 1
+        why = (f"pod{f's {i * size}-' if last > i * size else ' '}{last} of {role.name}"
                + ("" if need else f", beyond its minimum {part.min_member}"))
         leaves.append(Subgroup(leaf_name(role.name, i), need, why, parent=role.name, topology=topology))
     parent = replace(part, min_member=count, of_subgroups=True, counts="segments",
@@ -828,7 +833,8 @@ def pod_segment(top_kind: str, top_obj: Any, pod: Any, role: str | None,
         backend = _segmenting_backend(pod, settings)
         if backend is None:
             return None
-        template = next((r.template for r in (roles(top_obj) if top_obj is not None else []) if r.name == role), None)
+        written = segmented_role(top_obj) if top_obj is not None else None
+        template = written.template if written is not None else None
         size, _, _ = backend.segment_size([pod, *([template] if template is not None else [])])
         return leaf_name(role, index // size) if size is not None else None
     if entry.replicas is not None and top_obj is not None:
@@ -992,13 +998,13 @@ def role_problems(workload: Any, settings: Settings = DEFAULT) -> tuple[str, ...
         segments = role_segments(workload, role, Subgroup(role.name, role.size), settings)[1]
         if segments:
             out.append(f"{kind_name(workload)} {role.path}: {segments}")
-    replica_segments = _lws_segments(workload, settings)[1]
-    if replica_segments:
-        out.append(replica_segments)
         if not _role_name_ok(role.name):
             out.append(f"{kind_name(workload)}: {_q(clip(role.name))} cannot name a subgroup (a DNS label: lower-case "
                        f"letters, digits and '-', at most {MAX_SUBGROUP_NAME} characters): the gang has no subgroups, "
                        f"only its summed minimum")
+    replica_segments = _lws_segments(workload, settings)[1]
+    if replica_segments:
+        out.append(replica_segments)
     return tuple(out)
 
 
