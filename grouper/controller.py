@@ -962,91 +962,68 @@ class Controller:
                 self._decision(key, "replica-recovered", v.message, started, replica=v.leaf)
             elif v.action == stale.EVICT and (key, v.leaf) not in self._evicting_replicas:
                 self._evicting_replicas.add((key, v.leaf))
-                task = asyncio.create_task(self._evict_replica(key, v.leaf, v.message), name=f"evict {key} {v.leaf}")
+                task = asyncio.create_task(self._evict(key, v.message, v.leaf), name=f"evict {key} {v.leaf}")
                 self._evicting[f"{key}#{v.leaf}"] = task
             if v.deadline is not None:
                 self.queue.add((GROUP, key), max(v.deadline - self.clock(), 0.0) + 0.01)
 
-    async def _evict_replica(self, key: str, leaf: str, why: str) -> None:
-        """Evict the remaining pods of one broken replica of a gang."""
+    async def _evict(self, key: str, why: str, leaf: str | None = None) -> None:
+        """Evict the remaining members of a stale gang — or, with ``leaf``, only those of
+        one broken replica of it (the rest of the gang untouched)."""
         started = time.perf_counter()
         retry = False
-        try:
-            desired = desired_group(self.cache, key)
-            pods = [p for p in gang_counts(desired.members).remaining if pod_leaf(self.cache, p) == leaf
-                    or (desired.backend is not None and desired.backend.subgroup_of(p) == leaf)]
-            result = await eviction.evict_pods(
-                self.api_client, pods, timeout=self.options.eviction_timeout,
-                attempts=self.options.eviction_attempts, backoff=self.options.eviction_backoff,
-            )
-            actual = self._actual(key, desired)
-            if result.evicted:
-                self.metrics.evictions.labels(result="evicted").inc(len(result.evicted))
-                message = f"{why}: evicted {len(result.evicted)} pod{'s' if len(result.evicted) != 1 else ''} " \
-                          f"({', '.join(result.evicted[:10])})"
-                if actual is not None:
-                    self.events.emit(actual, "ReplicaEvicted", message)
-                self._decision(key, "evict-replica", message, started, replica=leaf, evicted=len(result.evicted))
-            if result.refused:
-                self.metrics.evictions.labels(result="refused").inc(len(result.refused))
-                retry = True
-            else:
-                self.replicas.evicted(key, leaf)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("eviction of a replica failed: retrying", extra={"fields": {"group": key, "replica": leaf,
-                                                                                     "error": describe(exc)}})
-            retry = True
-        finally:
-            self._evicting.pop(f"{key}#{leaf}", None)
-            self._evicting_replicas.discard((key, leaf))
-        self.queue.add((GROUP, key), self.options.eviction_retry if retry else 0.0)
-
-    async def _evict(self, key: str, why: str) -> None:
-        started = time.perf_counter()
-        retry = False
+        task_key = key if leaf is None else f"{key}#{leaf}"
         try:
             desired = desired_group(self.cache, key)
             pods = list(gang_counts(desired.members).remaining)
+            if leaf is not None:
+                pods = [p for p in pods if pod_leaf(self.cache, p) == leaf
+                        or (desired.backend is not None and desired.backend.subgroup_of(p) == leaf)]
             result = await eviction.evict_pods(
                 self.api_client, pods, timeout=self.options.eviction_timeout,
                 attempts=self.options.eviction_attempts, backoff=self.options.eviction_backoff,
             )
             actual = self._actual(key, desired)
+            what, action = ("GangEvicted", "evict") if leaf is None else ("ReplicaEvicted", "evict-replica")
             if result.evicted:
                 self.metrics.evictions.labels(result="evicted").inc(len(result.evicted))
                 names = ", ".join(result.evicted[:10]) + (" …" if len(result.evicted) > 10 else "")
                 message = f"{why}: evicted {len(result.evicted)} pod{'s' if len(result.evicted) != 1 else ''} ({names})"
-                held = size_held(desired, actual, self.settings)
+                held = size_held(desired, actual, self.settings) if leaf is None else None
                 if held:  # the replacements rejoin the live group at once: it is never empty
                     message += f"; the replacements join the live group, whose size stays until the gang is empty ({held})"
                 if actual is not None:
-                    self.events.emit(actual, "GangEvicted", message)
-                self._decision(key, "evict", message, started, evicted=len(result.evicted))
+                    self.events.emit(actual, what, message)
+                self._decision(key, action, message, started, evicted=len(result.evicted),
+                               **({"replica": leaf} if leaf else {}))
             elif not result.refused:
                 # a decision all the same: say so, rather than nothing at all
                 message = f"{why}: nothing left to evict ({len(result.gone)} already gone)"
-                self._decision(key, "evict", message, started, evicted=0, gone=len(result.gone))
+                self._decision(key, action, message, started, evicted=0, gone=len(result.gone))
             if result.refused:
                 self.metrics.evictions.labels(result="refused").inc(len(result.refused))
                 detail = "; ".join(f"{pod}: {reason}" for pod, reason in result.refused[:5])
+                whose = "of the stale gang" if leaf is None else f"of broken replica {leaf}"
                 message = (f"could not evict {len(result.refused)} member{'s' if len(result.refused) != 1 else ''} "
-                           f"of the stale gang: {detail}; retrying in "
+                           f"{whose}: {detail}; retrying in "
                            f"{stale.format_duration(self.options.eviction_retry)}")
                 if actual is not None:
                     self.events.emit(actual, "GangEvictionRefused", message, "Warning")
                 self._decision(key, "evict-refused", message, started, refused=len(result.refused))
                 retry = True
-            else:
+            elif leaf is None:
                 self.tracker.evicted(key)
+            else:
+                self.replicas.evicted(key, leaf)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.warning("eviction failed: retrying", extra={"fields": {"group": key, "error": describe(exc)}})
+            log.warning("eviction failed: retrying", extra={"fields": {"group": key, "replica": leaf,
+                                                                       "error": describe(exc)}})
             retry = True
         finally:
-            self._evicting.pop(key, None)
+            self._evicting.pop(task_key, None)
+            self._evicting_replicas.discard((key, leaf or ""))
             self.metrics.stale_gangs_now.set(len(self.tracker.stale_groups()))
         if retry:
             self.queue.add((GROUP, key), self.options.eviction_retry)

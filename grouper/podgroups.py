@@ -250,7 +250,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     owner_workload = cache.group_owner_workload(group_key)
     if owner_workload is not None:
         mm = rules.min_member_for(owner_workload, actual, settings, with_owners(cache, (owner_workload,))[1:])
-        subgroups, root = owned_parts(owner_workload, mm, backend, settings)
+        subgroups, root = owned_parts(owner_workload, mm, backend, settings, replicas_present(members))
         return Desired(
             namespace, name, OWNED, mm, workload_ref(owner_workload), True,
             workloads=(owner_workload,), members=tuple(members),
@@ -280,7 +280,8 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
             named = backend.subgroup_of(pod) if backend is not None else None
             by_subgroup[named or rules.STANDALONE] = by_subgroup.get(named or rules.STANDALONE, 0) + 1
         trees = backend is not None and backend.holds_trees
-        subgroups, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings, trees)
+        subgroups, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings, trees,
+                                                              replicas_present(members))
         root = rules.root_min_subgroup(subgroups, rules.min_available(actual, settings)[0] if actual else None)
         problems = _pin_problems([actual, *hand], settings) + subgroup_problems + rules.tree_problems(subgroups, root)
         if root is not None and not mm.pinned:
@@ -356,7 +357,8 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
         problems=_pin_problems([actual, top_obj], settings)
         + tuple(p for p in (rules.replicas_not_held(top_obj, settings),) if p),
-        **dict(zip(("subgroups", "min_subgroup"), owned_parts(top_obj, mm, backend, settings))),
+        **dict(zip(("subgroups", "min_subgroup"), owned_parts(top_obj, mm, backend, settings,
+                                                               replicas_present(members)))),
     )
 
 
@@ -380,12 +382,22 @@ def owned_subgroups(workload: Obj, mm: MinMember, settings: Settings) -> tuple[r
     return found
 
 
-def owned_parts(workload: Obj, mm: MinMember, backend: Backend | None,
-                settings: Settings) -> tuple[tuple[rules.Subgroup, ...], int | None]:
+def replicas_present(members: Any) -> dict[str, set[int]]:
+    """Workload name -> the indices of its multi-pod replicas that still have live pods."""
+    out: dict[str, set[int]] = {}
+    for pod in _live(list(members)):
+        found = kinds.replica_of(pod)
+        if found is not None:
+            out.setdefault(found[1], set()).add(found[2])
+    return out
+
+
+def owned_parts(workload: Obj, mm: MinMember, backend: Backend | None, settings: Settings,
+                present: Mapping[str, set[int]] | None = None) -> tuple[tuple[rules.Subgroup, ...], int | None]:
     """A workload's own gang's subgroups and its root's minimum of them: a leaf per
     replica and N of them for a lone LWS asking for N complete replicas (where the
     scheduler holds trees), else one subgroup per role."""
-    tree, root = rules.owned_tree(workload, settings)
+    tree, root = rules.owned_tree(workload, settings, (present or {}).get(str(_md(workload).get("name")), ()))
     if tree and backend is not None and backend.holds_trees:
         return tree, root
     segments = rules.lws_segments(workload, settings)

@@ -127,6 +127,8 @@ class WorkloadKind:
     segmented_role: str | None = None
     #: the pod label that holds a pod's index in its role or replica (what its segment is told by)
     segment_index_label: str | None = None
+    #: the pod label that names the workload a replica belongs to
+    replica_owner_label: str | None = None
 
     @property
     def kind(self) -> str:
@@ -793,7 +795,8 @@ LEADER_WORKER_SET = WorkloadKind(
     _lws_size, _lws_templates, _slim_lws,
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
-    replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL, segment_index_label=LWS_WORKER_INDEX_LABEL,
+    replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL, replica_owner_label=LWS_NAME_LABEL,
+    segment_index_label=LWS_WORKER_INDEX_LABEL,
 )
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
@@ -1006,6 +1009,18 @@ def replica_index(top_kind: str, pod: Any) -> int | None:
     entry = WORKLOADS.get(top_kind)
     value = labels(pod).get(entry.replica_label) if entry is not None and entry.replica_label else None
     return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
+
+
+def replica_of(pod: Any) -> tuple[str, str, int] | None:
+    """(kind, workload name, replica index) of the multi-pod replica a pod belongs to, from
+    the labels its controller sets; None for any other pod."""
+    found = labels(pod)
+    for entry in WORKLOADS.values():
+        if entry.replica_label and entry.replica_owner_label and entry.replica_owner_label in found:
+            index = replica_index(entry.kind, pod)
+            if index is not None:
+                return entry.kind, found[entry.replica_owner_label], index
+    return None
 
 
 def segment_index(top_kind: str, pod: Any) -> int | None:

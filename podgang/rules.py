@@ -697,28 +697,33 @@ def min_replicas(workload: Any, settings: Settings = DEFAULT) -> tuple[int, str,
     return 1, f"1 complete replica of {kind_name(workload)} (the default)", False
 
 
-def replica_tree(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgroup, ...]:
+def replica_tree(workload: Any, settings: Settings = DEFAULT, present: Iterable[int] = ()) -> tuple[Subgroup, ...]:
     """A workload's part of a gang when its replicas are several pods each: its role, a
     parent needing its minimum of complete replicas (:func:`min_replicas`), and one leaf
-    per replica (``<role>-<index>``, needing the replica's pods); empty for any other."""
+    per replica (``<role>-<index>``, needing the replica's pods); empty for any other.
+    ``present``: the replica indices that still have pods — a replica scaled away keeps its
+    leaf until they are gone (KAI ignores a pod whose subgroup its group does not list)."""
     replicas = min_replicas(workload, settings)
     unit = replica_units(workload)
     if replicas is None or unit is None:
         return ()
     count, why, pinned = replicas
     role = workload_subgroup(workload, settings)
-    leaves = tuple(Subgroup(leaf_name(role, i), unit.pods, f"replica {i}: {unit.reason}", parent=role)
-                   for i in range(unit.count))
+    indices = sorted(set(range(unit.count)) | {i for i in present if isinstance(i, int) and 0 <= i < 10**6})
+    leaves = tuple(Subgroup(leaf_name(role, i), unit.pods, f"replica {i}: {unit.reason}" if i < unit.count else
+                            f"replica {i}: scaled away, kept while its pods are", parent=role)
+                   for i in indices)
     return (Subgroup(role, count, why, pinned, of_subgroups=True), *leaves)
 
 
-def owned_tree(workload: Any, settings: Settings = DEFAULT) -> tuple[tuple[Subgroup, ...], int | None]:
+def owned_tree(workload: Any, settings: Settings = DEFAULT,
+               present: Iterable[int] = ()) -> tuple[tuple[Subgroup, ...], int | None]:
     """The tree of a workload's own gang over all its replicas (a lone LWS with
     ``podgang.io/min-available: N``): a leaf per replica directly under the group, and the
     root needing N of them; ((), None) for any other workload."""
     if not whole_workload_tree(workload, settings):
         return (), None
-    parts = replica_tree(workload, settings)
+    parts = replica_tree(workload, settings, present)
     if not parts:
         return (), None
     role = parts[0]
@@ -1013,6 +1018,7 @@ def shared_subgroups(
     standalone: Mapping[str, int] | None = None,
     settings: Settings = DEFAULT,
     holds_trees: bool = True,
+    present: Mapping[str, Iterable[int]] | None = None,
 ) -> tuple[tuple[Subgroup, ...], tuple[str, ...]]:
     """The subgroups of a hand-made group the ``workloads`` name, and what a user
     should fix; none unless there are several parts or a workload of multi-pod replicas.
@@ -1032,7 +1038,8 @@ def shared_subgroups(
         own = subgroup_min_member(workload, settings)
         owners.setdefault(name, []).append(kind_name(workload))
         found[name] = Subgroup(name, own.value, own.reason, own.pinned)
-        tree = replica_tree(workload, settings) if holds_trees else ()
+        tree = replica_tree(workload, settings, (present or {}).get(str(metadata(workload).get("name")), ())) \
+            if holds_trees else ()
         if tree:
             trees[name] = tree
             found[name] = tree[0]

@@ -9,9 +9,11 @@ then the group's workers."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-from tests.realcluster import (KAI_TEAM_QUEUE, Corner, FakeKubelet, bound, corner, holds, until)
+from podgang.api import NotFound
+from tests.realcluster import KAI_TEAM_QUEUE, Corner, FakeKubelet, bound, corner, holds, until
 from tests.test_real_journeys import KAI, controller_ref, pod_template
 
 LWS_API = "/apis/leaderworkerset.x-k8s.io/v1"
@@ -38,21 +40,39 @@ class PlayedLws:
         self.here, self.name, self.size = here, name, size
         self.lws: dict[str, Any] = {}
         self.leaders: dict[str, Any] = {}
+        self.annotations: dict[str, str] = {}
+        self.group_label: str | None = GROUP  # the shared group its template names (None: its own)
 
     async def create(self, replicas: int) -> None:
         ns = self.here.namespace
         self.lws = await self.here.api.create(f"{LWS_API}/namespaces/{ns}/leaderworkersets", {
             "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-            "metadata": {"name": self.name, "namespace": ns},
+            "metadata": {"name": self.name, "namespace": ns, "annotations": self.annotations},
             "spec": {"replicas": replicas, "leaderWorkerTemplate": {
-                "size": self.size, "workerTemplate": members(self.here, self.name)}}})
+                "size": self.size, "workerTemplate": self.template()}}})
         self.leaders = await self._statefulset(self.name, self.lws)
         for group in range(replicas):
             await self.group(group)
+        await self.settled()
+
+    def template(self) -> dict[str, Any]:
+        template = members(self.here, self.name)
+        if self.group_label is None:
+            del template["metadata"]["labels"]["kai.scheduler/podgroup"]
+        return template
 
     async def scale(self, replicas: int) -> None:
         self.lws = await self.here.api.merge_patch(
             f"{LWS_API}/namespaces/{self.here.namespace}/leaderworkersets/{self.name}", {"spec": {"replicas": replicas}})
+
+    async def settled(self) -> None:
+        """The status LWS's controller writes once every group is made from the current spec
+        (no rollout under way: a loss is then a loss)."""
+        replicas = self.lws["spec"]["replicas"]
+        self.lws = await self.here.api.merge_patch(
+            f"{LWS_API}/namespaces/{self.here.namespace}/leaderworkersets/{self.name}/status",
+            {"status": {"observedGeneration": self.lws["metadata"]["generation"], "replicas": replicas,
+                        "updatedReplicas": replicas, "readyReplicas": replicas}})
 
     async def group(self, index: int) -> None:
         leader = await self._pod(f"{self.name}-{index}", self.leaders, index, 0)
@@ -71,7 +91,7 @@ class PlayedLws:
                                   "spec": {"containers": [{"name": "main", "image": "registry.example/x:1"}]}}}})
 
     async def _pod(self, pod_name: str, owner: dict[str, Any], group: int, worker: int) -> dict[str, Any]:
-        template = members(self.here, self.name)
+        template = self.template()
         template["metadata"]["labels"].update({NAME: self.name, GROUP_INDEX: str(group), WORKER_INDEX: str(worker),
                                                "leaderworkerset.sigs.k8s.io/group-key": f"{self.name}{group}"})
         template["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/size"] = str(self.size)
@@ -87,8 +107,8 @@ class PlayedLws:
 def by_replica(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for p in pods:
-        if not p["metadata"].get("deletionTimestamp"):
-            labels = p["metadata"]["labels"]
+        labels = p["metadata"].get("labels") or {}
+        if not p["metadata"].get("deletionTimestamp") and NAME in labels:
             out.setdefault(f"{labels[NAME]}-{labels[GROUP_INDEX]}", []).append(p)
     return out
 
@@ -158,6 +178,7 @@ async def test_kai_binds_only_complete_replicas_and_podgang_alone_evicts_by_the_
             return "decode-2" in {e["name"] for e in spec["subGroups"]} and spec["minSubGroup"] == 2
         await until(leaf_added, "the leaf decode-2 in the group")
         await decode.group(2)
+        await decode.settled()
         await here.add_node()
         await until(lambda: _all_whole(here, 5), "decode-2 bound whole")
 
@@ -175,8 +196,9 @@ async def test_kai_binds_only_complete_replicas_and_podgang_alone_evicts_by_the_
 
         # every decode replica lost: the role is below its minimum, the gang is stale, the rest evicted
         for p in await here.pods(**{NAME: "decode"}):
-            await here.api.delete(f"/api/v1/namespaces/{here.namespace}/pods/{p['metadata']['name']}",
-                                  {"gracePeriodSeconds": 0})
+            with contextlib.suppress(NotFound):  # gone already: its replica was broken and evicted
+                await here.api.delete(f"/api/v1/namespaces/{here.namespace}/pods/{p['metadata']['name']}",
+                                      {"gracePeriodSeconds": 0})
         stale = await here.wait_events("GangStale", "role decode")
         assert "0 of minimum 1 complete replicas" in stale[0]["message"]
         await here.wait_events("GangEvicted")
@@ -217,3 +239,66 @@ async def test_kai_a_hand_made_groups_own_tree_is_left_as_written_and_kais_evict
         assert group["spec"] == spec  # as written: no minMember added, nothing resized
         managers = {m.get("manager") for m in group["metadata"].get("managedFields") or []}
         assert not any(m and m.startswith("podgang") for m in managers), managers
+
+
+async def test_kai_a_lone_lws_asking_for_two_complete_replicas_gets_two_whole_and_keeps_them(cluster, podgang):
+    """A lone LWS of 3 replicas × 2 pods with podgang.io/min-available: 2, room for 4 pods:
+    one group, a leaf per replica; two replicas bound whole, the third waits whole, and
+    nothing is evicted past KAI's own grace period."""
+    async with corner(cluster, "lonelws", nodes=2) as here, FakeKubelet(here):
+        serve = PlayedLws(here, "serve", 2)
+        serve.annotations = {"podgang.io/min-available": "2"}
+        serve.group_label = None
+        await serve.create(3)
+        group = f"pg-serve-{serve.lws['metadata']['uid']}"
+
+        async def the_tree():
+            try:
+                spec = (await here.api.get(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups/{group}"))["spec"]
+            except NotFound:
+                return False
+            return (spec.get("minSubGroup") == 2 and "minMember" not in spec
+                    and [e["name"] for e in spec["subGroups"]] == ["serve-0", "serve-1", "serve-2"])
+        await until(the_tree, "one group for the LWS: minSubGroup 2, a leaf per replica")
+        assert {p["metadata"]["annotations"]["pod-group-name"] for p in await here.pods()} == {group}
+
+        async def four_bound():
+            placed = await placement(here)
+            return sum(placed.values()) == 4 and placed
+        placed = await until(four_bound, "four pods bound")
+        assert len(whole(placed)) == 2, placed
+        await holds(lambda: _same_placement(here, placed), "two whole replicas kept, none evicted", 75)
+
+
+async def test_kai_an_lws_and_a_deployment_share_a_gang_and_each_role_gets_its_minimum(cluster, podgang):
+    """prefill: an LWS of 2 replicas × 2 pods; decode: a Deployment of 3 (at least 1); room
+    for 4: a whole prefill replica and decode pods, never prefill alone or a replica in part."""
+    async with corner(cluster, "lwsdeploy", nodes=2) as here, FakeKubelet(here):
+        await here.api.create(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups", {
+            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": GROUP, "namespace": here.namespace},
+            "spec": {"minMember": 1, "queue": KAI_TEAM_QUEUE}})
+        template = members(here, "decode")
+        await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/deployments", {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "decode", "namespace": here.namespace,
+                         "annotations": {"podgang.io/min-available": "1"}},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "decode"}}, "template": template}})
+        prefill = PlayedLws(here, "prefill", 2)
+        await prefill.create(2)
+
+        async def four_bound():
+            pods = [p for p in await here.pods() if not p["metadata"].get("deletionTimestamp")]
+            return len(bound(pods)) == 4 and pods
+        pods = await until(four_bound, "the room for four filled")
+        placed = await placement(here)
+        # one whole prefill replica and two decode pods: never two prefill replicas without decode, none in part
+        assert len(whole(placed)) == 1, placed
+        assert len(bound([p for p in pods if p["metadata"]["labels"].get("app") == "decode"])) == 2
+        spec = (await serve_group(here))["spec"]
+        assert spec["minSubGroup"] == 2 and {"name": "decode", "minMember": 1} in spec["subGroups"]
+        await holds(lambda: _same_placement(here, placed), "kept, none evicted", 75)
+
+
+async def _same_placement(here: Corner, placed: dict[str, int]) -> bool:
+    return await placement(here) == placed

@@ -20,7 +20,7 @@ from podgang.grouper.podgroups import desired_group, plan_writes
 from podgang.settings import DEFAULT
 from tests.grouper_support import LABEL, NS, deployment, owner_ref, pod, podgroup, template, uid
 from tests.kube_emulator import merge_patch
-from tests.test_grouper_units import feed
+from tests.test_grouper_units import feed, remove
 from tests.test_subgroups import schema
 
 SUBGROUP = KAI.subgroup_label
@@ -176,8 +176,15 @@ def test_scaling_an_lws_adds_its_new_replicas_leaf_and_removes_it_again():
     names = [e["name"] for e in write.body["spec"]["subGroups"]]
     assert "decode-2" in names and write.body["spec"]["minSubGroup"] == 2  # what was asked stays
     feed(cache, merge_patch(cache.podgroups.of(KAI, f"{NS}/shared"), write.body))
+    owners, pods = lws_pods(decode, replicas=range(2, 3))
+    feed(cache, *owners, *pods)
     decode["spec"]["replicas"] = 2
     feed(cache, decode)
+    # scaled back: decode-2's leaf stays while its pods do (KAI would ignore them without it) ...
+    assert plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT) == []
+    for p in pods:
+        remove(cache, p)
+    # ... and goes with them
     [write] = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
     assert "decode-2" not in [e["name"] for e in write.body["spec"]["subGroups"]]
 

@@ -10,6 +10,7 @@ from decimal import Decimal
 
 import jsonpatch
 import pytest
+from podgang.backends.base import Subgroup
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -481,6 +482,28 @@ ARGS = {
     "pod_phase": lambda d: (d.draw(anything),),
     "is_active": lambda d: (d.draw(anything),),
     "parse_duration": lambda d: (d.draw(json_leaf | text_value),),
+    "carries_replica_label": lambda d: (d.draw(anything),),
+    "replica_of": lambda d: (d.draw(anything),),
+    "replica_units": lambda d: (d.draw(anything),),
+    "replica_index": lambda d: (d.draw(st.sampled_from(["LeaderWorkerSet", "Deployment", "x"])), d.draw(anything)),
+    "owned_suffix": lambda d: (_ref(d), d.draw(st.none() | anything), d.draw(anything)),
+    "owned_group_suffixes": lambda d: (d.draw(anything),),
+    "whole_workload_tree": lambda d: (d.draw(anything),),
+    "replicas_not_held": lambda d: (d.draw(anything),),
+    "leaf_name": lambda d: (d.draw(st.text(max_size=90)), d.draw(st.integers(0, 10**9))),
+    "pod_leaf": lambda d: (d.draw(st.none() | st.text(max_size=70)), d.draw(st.none() | st.text(max_size=70)),
+                           d.draw(st.text(max_size=70)), d.draw(st.integers(0, 10**9))),
+    "min_replicas": lambda d: (d.draw(anything),),
+    "replica_tree": lambda d: (d.draw(anything),),
+    "owned_tree": lambda d: (d.draw(anything),),
+    "root_min_subgroup": lambda d: (d.draw(st.lists(st.builds(Subgroup, st.text(max_size=8), st.integers(0, 5),
+                                                              parent=st.none() | st.text(max_size=8),
+                                                              of_subgroups=st.booleans()), max_size=4)),
+                                    d.draw(st.none() | st.integers(0, 5))),
+    "tree_problems": lambda d: (d.draw(st.lists(st.builds(Subgroup, st.text(max_size=8), st.integers(0, 5),
+                                                          parent=st.none() | st.text(max_size=8),
+                                                          of_subgroups=st.booleans()), max_size=4)),
+                                d.draw(st.none() | st.integers(0, 5))),
     "grace_period_for": lambda d: (d.draw(st.lists(anything, max_size=3)), d.draw(st.none() | st.floats(min_value=0, max_value=1e6))),
 }
 
@@ -557,7 +580,11 @@ BACKEND_ARGS = {
                                     "value": st.dictionaries(st.text(max_size=8), st.text(max_size=8))}), max_size=2)),
                                 d.draw(st.none() | st.text(max_size=70))),
     "subgroups_of": lambda d: (d.draw(anything),),
-    "subgroups_patch": lambda d: (d.draw(anything), d.draw(st.dictionaries(st.text(max_size=70), st.integers(0, 10)))),
+    "subgroups_patch": lambda d: (d.draw(anything), d.draw(st.lists(st.builds(
+        Subgroup, st.text(max_size=70), st.integers(0, 10), parent=st.none() | st.text(max_size=8),
+        of_subgroups=st.booleans()), max_size=4)), d.draw(st.none() | st.integers(0, 5))),
+    "subgroup_tree_of": lambda d: (d.draw(anything),),
+    "is_users_tree": lambda d: (d.draw(anything),),
     "for_discovery": lambda d: (d.draw(st.none() | st.dictionaries(st.text(max_size=12), json_any)),),
     "evicts_itself": lambda d: (d.draw(anything),),
     "min_resources_for": lambda d: (d.draw(st.none() | st.lists(st.tuples(st.integers(-2, 1000), anything),

@@ -187,7 +187,7 @@ class OwnerCache:
         if not isinstance(body, dict):
             self.metrics.api_error("get_owner", 200)
             raise OwnerLookupFailed(f"{what}: the answer is not an object")
-        obj = trimmed(body, self.keep_labels, self.note)
+        obj = trimmed(body, self.keep_labels, self.note, self.keep_annotations)
         uid = obj["metadata"].get("uid")
         if ref.uid and uid != ref.uid:
             raise _Refused(f"{what}: found uid {uid}, the pod points at uid {ref.uid} (the owner was replaced)")
