@@ -867,6 +867,13 @@ class ReplicaSegments:
             return (index - 1) // self.size
         return index // self.size
 
+    def pods_in(self, segment: int) -> int:
+        """How many of the replica's pods segment ``segment`` holds (the leader counted in the first)."""
+        if (self.pods - 1) % self.size == 0:  # pods 1.., shifted by the leader
+            first, end = segment * self.size + 1, min((segment + 1) * self.size + 1, self.pods)
+            return max(end - first, 0) + (1 if segment == 0 else 0)
+        return max(min((segment + 1) * self.size, self.pods) - segment * self.size, 0)
+
     def leaf_of(self, index: int) -> str:
         if index == 0:
             return LEADER
@@ -921,9 +928,7 @@ def _lws_segments(workload: Any, settings: Settings) -> tuple[ReplicaSegments | 
     if count > MAX_SEGMENTS:
         return None, f"{kind_name(workload)}: {where} makes {count} segments, more than the {MAX_SEGMENTS} KAI allows"
     topology = backend.segment_topology([worker], workload)
-    members = [0] * count
-    for index in range(pods):
-        members[shape.segment_of(index)] += 1
+    members = [shape.pods_in(i) for i in range(count)]
     leaves: list[Subgroup] = []
     if excluded:
         members[0] -= 1  # the leader is a subgroup of its own

@@ -504,6 +504,17 @@ ARGS = {
                                                           parent=st.none() | st.text(max_size=8),
                                                           of_subgroups=st.booleans()), max_size=4)),
                                 d.draw(st.none() | st.integers(0, 5))),
+    "lws_segments": lambda d: (d.draw(anything),),
+    "lws_subgroup_policy": lambda d: (d.draw(anything),),
+    "segmented_role": lambda d: (d.draw(anything),),
+    "segment_index": lambda d: (d.draw(st.sampled_from(["PyTorchJob", "LeaderWorkerSet", "Deployment", "x"])),
+                                d.draw(anything)),
+    "pod_segment": lambda d: (d.draw(st.sampled_from(["PyTorchJob", "LeaderWorkerSet", "Deployment", "x"])),
+                              d.draw(st.none() | anything), d.draw(anything), d.draw(st.none() | st.text(max_size=8))),
+    "role_segments": lambda d: (d.draw(anything), d.draw(st.builds(
+        kinds.Role, st.sampled_from(["worker", "master", "x"]), st.integers(0, 2**31 - 1), st.text(max_size=5),
+        st.dictionaries(st.sampled_from(["metadata", "spec"]), anything), replicas=st.none() | st.integers(0, 2**31 - 1))),
+        d.draw(st.builds(Subgroup, st.text(max_size=8), st.integers(0, 2**31 - 1)))),
     "grace_period_for": lambda d: (d.draw(st.lists(anything, max_size=3)), d.draw(st.none() | st.floats(min_value=0, max_value=1e6))),
 }
 
@@ -584,6 +595,8 @@ BACKEND_ARGS = {
         Subgroup, st.text(max_size=70), st.integers(0, 10), parent=st.none() | st.text(max_size=8),
         of_subgroups=st.booleans()), max_size=4)), d.draw(st.none() | st.integers(0, 5))),
     "subgroup_tree_of": lambda d: (d.draw(anything),),
+    "segment_size": lambda d: (d.draw(st.lists(anything, max_size=3)),),
+    "segment_topology": lambda d: (d.draw(st.lists(anything, max_size=3)), d.draw(st.none() | anything)),
     "is_users_tree": lambda d: (d.draw(anything),),
     "for_discovery": lambda d: (d.draw(st.none() | st.dictionaries(st.text(max_size=12), json_any)),),
     "evicts_itself": lambda d: (d.draw(anything),),
