@@ -129,6 +129,9 @@ class WorkloadKind:
     segment_index_label: str | None = None
     #: the pod label that names the workload a replica belongs to
     replica_owner_label: str | None = None
+    #: each role's pod template may ask the scheduler to place that role together (KAI reads
+    #: a Ray head's and worker groups' topology from their templates)
+    placed_roles: bool = False
 
     @property
     def kind(self) -> str:
@@ -825,6 +828,7 @@ TRAIN_JOB = WorkloadKind(
 RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
     _slim_ray(None), aliases=("raycluster", "rayclusters"), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    placed_roles=True,
 )
 #: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
 #: own, and so is its submitter Job: the submitter starts only once the cluster is ready
@@ -832,13 +836,13 @@ RAY_JOB = WorkloadKind(
     Resource("ray.io", "v1", "rayjobs", "RayJob", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
-    status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj),
+    status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj), placed_roles=True,
 )
 #: each cluster of a RayService (the serving one, and a new one during an upgrade) is a gang of its own
 RAY_SERVICE = WorkloadKind(
     Resource("ray.io", "v1", "rayservices", "RayService", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), layout=ONE_PER_RUN, runs=("RayCluster",),
-    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), placed_roles=True,
 )
 #: a staged gang: the driver, then (once spark-operator says it runs) the driver and the
 #: executors it makes, which Spark owns by the driver pod

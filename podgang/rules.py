@@ -951,13 +951,23 @@ def _role_name_ok(name: str) -> bool:
 
 def _role_parts(workload: Any, settings: Settings) -> tuple[Subgroup, ...]:
     found = []
+    entry = workload_kind(workload)
     for role in roles(workload):
         value, _problem = min_available(role.template, settings)
         if value is not None:
-            found.append(Subgroup(role.name, value, f"{settings.min_available_annotation} on {role.path}", True))
+            part = Subgroup(role.name, value, f"{settings.min_available_annotation} on {role.path}", True)
         else:
-            found.append(Subgroup(role.name, role.size, role.reason))
+            part = Subgroup(role.name, role.size, role.reason)
+        placed = _role_topology(entry is not None and entry.placed_roles, role, settings)[0]
+        found.append(replace(part, topology=placed) if placed else part)
     return tuple(found)
+
+
+def _role_topology(placed: bool, role: Role, settings: Settings) -> tuple[tuple[tuple[str, str], ...], str | None]:
+    """Where a role's own pod template asks its scheduler to place it together (a Ray group's
+    topology, for a scheduler that holds trees), and what is wrong with that."""
+    backend = _segmenting_backend(role.template, settings) if placed else None
+    return backend.role_topology(role.template) if backend is not None else ((), None)
 
 
 def lent_metadata(workload: Any, owner: Any) -> Any:
@@ -1005,6 +1015,10 @@ def role_problems(workload: Any, settings: Settings = DEFAULT) -> tuple[str, ...
         problem = min_available(role.template, settings)[1]
         if problem:
             out.append(f"{kind_name(workload)} {role.path}: {problem.split(': ', 1)[-1]}")
+        entry = workload_kind(workload)
+        placed = _role_topology(entry is not None and entry.placed_roles, role, settings)[1]
+        if placed:
+            out.append(f"{kind_name(workload)} {role.path}: {placed}")
         segments = role_segments(workload, role, Subgroup(role.name, role.size), settings)[1]
         if segments:
             out.append(f"{kind_name(workload)} {role.path}: {segments}")

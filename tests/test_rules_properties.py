@@ -596,6 +596,7 @@ BACKEND_ARGS = {
         of_subgroups=st.booleans()), max_size=4)), d.draw(st.none() | st.integers(0, 5))),
     "subgroup_tree_of": lambda d: (d.draw(anything),),
     "segment_size": lambda d: (d.draw(st.lists(anything, max_size=3)),),
+    "role_topology": lambda d: (d.draw(anything),),
     "segment_topology": lambda d: (d.draw(st.lists(anything, max_size=3)), d.draw(st.none() | anything)),
     "is_users_tree": lambda d: (d.draw(anything),),
     "for_discovery": lambda d: (d.draw(st.none() | st.dictionaries(st.text(max_size=12), json_any)),),

@@ -361,3 +361,34 @@ def test_plan_draws_the_segments_and_their_topology():
     [group] = plan_cli.plan_as_dict(result)["podGroups"]
     assert {s["name"]: s.get("topology") for s in group["subgroups"]}["worker-0"] == {
         "topology": "dc", "requiredTopologyLevel": "rack"}
+
+
+# ---------------------------------------------------------------------------- a Ray group placed together
+
+
+def raycluster(head_annotations: dict, group_annotations: dict) -> dict:
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "ray", "namespace": NS, "uid": uid()},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": kai_template(head_annotations)},
+                     "workerGroupSpecs": [{"groupName": "gpu", "replicas": 4, "minReplicas": 0, "maxReplicas": 4,
+                                           "template": kai_template(group_annotations)}]}}
+
+
+def test_each_ray_group_carries_its_templates_topology_as_kai_writes_it():
+    """KAI's Ray grouper: a group's constraint from its template, only with a level; the head alike."""
+    cluster = raycluster({}, {TOPOLOGY: "dc", "kai.scheduler/topology-required-placement": "rack"})
+    found = {s.name: dict(s.topology) for s in rules.role_subgroups(cluster)}
+    assert found == {"headgroup": {}, "gpu": {"topology": "dc", "requiredTopologyLevel": "rack"}}
+    written = KAI.build_podgroup(GangSpec("pg", NS, 5, subgroups=rules.role_subgroups(cluster)))
+    jsonschema.validate(written, kai_schema())
+    assert {e["name"]: e.get("topologyConstraint") for e in written["spec"]["subGroups"]} == {
+        "headgroup": None, "gpu": {"topology": "dc", "requiredTopologyLevel": "rack"}}
+    alone = raycluster({TOPOLOGY: "dc"}, {})  # a topology without a level constrains nothing
+    assert all(not s.topology for s in rules.role_subgroups(alone))
+
+
+def test_a_ray_group_level_without_a_topology_is_said_and_places_anywhere():
+    cluster = raycluster({"kai.scheduler/topology-preferred-placement": "rack"}, {})
+    assert all(not s.topology for s in rules.role_subgroups(cluster))
+    [problem] = rules.role_problems(cluster)
+    assert "headGroupSpec" in problem and TOPOLOGY in problem

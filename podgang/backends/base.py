@@ -262,6 +262,12 @@ class Backend(ABC):
         empty when none is asked for."""
         return ()
 
+    def role_topology(self, template: Any) -> tuple[tuple[tuple[str, str], ...], str | None]:
+        """Where one role's pods must be placed together (:attr:`Subgroup.topology`), read
+        from the role's pod template as the scheduler reads it (KAI: a Ray head's or worker
+        group's), and what is wrong with it; ((), None) when none is asked for."""
+        return (), None
+
     #: whether the scheduler holds a tree of subgroups (a role of complete replicas, each a
     #: leaf with its own minimum): KAI. Elsewhere a role is one flat part at its pod total.
     holds_trees: bool = False

@@ -112,7 +112,7 @@ class KaiBackend(MinMemberPodGroups):
         self.pod_label_keys = (label, subgroup_label, QUEUE_LABEL, PROJECT_LABEL, NODE_POOL_LABEL, PRIORITY_LABEL,
                                PREEMPTIBILITY_LABEL)
         self.pod_annotation_keys = (annotation, SKIP_PODGROUPER_ANNOTATION, PREEMPTION_DELAY_ANNOTATION,
-                                    *SEGMENT_ANNOTATIONS)
+                                    *SEGMENT_ANNOTATIONS, *(key for key, _ in TOPOLOGY_ANNOTATIONS[1:]))
         self.default_queue = default_queue
         self.default_priority_classes = default_priority_classes
 
@@ -291,6 +291,20 @@ class KaiBackend(MinMemberPodGroups):
         if not name or not levels:
             return ()
         return (("topology", name), *levels)
+
+    def role_topology(self, template: Any) -> tuple[tuple[tuple[str, str], ...], str | None]:
+        """A role's ``topologyConstraint`` from its template's topology annotations (KAI's
+        Ray grouper): only with a required or preferred level, and then the topology is
+        required (KAI refuses the workload without it)."""
+        found = {field: value for key, field in TOPOLOGY_ANNOTATIONS
+                 if isinstance(value := annotations(template).get(key), str) and value}
+        if not found.keys() - {"topology"}:
+            return (), None
+        if "topology" not in found:
+            return (), (f"annotation {TOPOLOGY_REQUIRED_PLACEMENT_ANNOTATION} or {TOPOLOGY_PREFERRED_PLACEMENT_ANNOTATION} "
+                        f"without {TOPOLOGY_ANNOTATION}: KAI's own pod-grouper refuses it; podgang places the role "
+                        f"anywhere")
+        return tuple((field, found[field]) for _, field in TOPOLOGY_ANNOTATIONS if field in found), None
 
     # -- membership
 
