@@ -902,7 +902,8 @@ class Controller:
             return tuple(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)) for s in desired.subgroups
                          if not s.of_subgroups and s.min_member > 0)
         replicas = replica_counts(desired, active, self.settings)
-        if desired.source == rules.OWNED:  # one workload's replicas, directly under the group
+        if desired.source == rules.OWNED and not any(s.parent for s in desired.subgroups):
+            # a lone LWS: one workload's replicas, directly under the group
             role = replicas[0].role if replicas else ""
             return (stale.SubgroupCount(role, desired.min_subgroup or 1, sum(r.complete for r in replicas), True),)
         out = []

@@ -14,7 +14,8 @@ from typing import Any, Mapping
 
 from podgang import kinds, quantities, rules
 from podgang.backends import Backend, GangSpec
-from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec, tree_shape
+from podgang.backends.base import (PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec, min_pods,
+                                   tree_shape)
 from podgang.objects import OwnerRef, clip, is_active, is_terminating, pod_phase, quoted
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
 from podgang.settings import Settings
@@ -220,7 +221,7 @@ def replica_counts(desired: Desired, active: Mapping[str | None, int], settings:
     lone LWS, directly under the group) with its active pods (``active``: by subgroup)."""
     if desired.min_subgroup is None:
         return []
-    lone = desired.source == OWNED
+    lone = desired.source == OWNED and not any(s.parent for s in desired.subgroups)
     role = rules.workload_subgroup(desired.workloads[0], settings) if lone and desired.workloads else ""
     return [ReplicaCount(s.name, s.parent or role, s.min_member, active.get(s.name, 0)) for s in desired.subgroups
             if not s.of_subgroups and (s.parent is not None or lone)]
@@ -285,7 +286,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         root = rules.root_min_subgroup(subgroups, rules.min_available(actual, settings)[0] if actual else None)
         problems = _pin_problems([actual, *hand], settings) + subgroup_problems + rules.tree_problems(subgroups, root)
         if root is not None and not mm.pinned:
-            mm = MinMember(rules.min_pods(subgroups, root), mm.reason)
+            mm = MinMember(min_pods(subgroups, root), mm.reason)
         if not trees and any(rules.replica_units(w) is not None for w in hand) and backend is not None:
             problems += (replicas_unexpressed(backend, hand, settings),)
         total = sum(value for _, value in contributions)
@@ -400,6 +401,9 @@ def owned_parts(workload: Obj, mm: MinMember, backend: Backend | None, settings:
     tree, root = rules.owned_tree(workload, settings, (present or {}).get(str(_md(workload).get("name")), ()))
     if tree and backend is not None and backend.holds_trees:
         return tree, root
+    roles = rules.role_tree(workload, settings) if backend is not None and backend.holds_trees else ()
+    if roles:  # a JobSet's replicated jobs of several Jobs: a parent each, a leaf per Job, every role required
+        return roles, rules.root_min_subgroup(roles)
     segments = rules.lws_segments(workload, settings)
     if segments is not None:  # one replica's gang, split into segments as the scheduler's own grouper does
         return segments.subgroups, None

@@ -58,6 +58,9 @@ class Role:
     template: Template = field(default_factory=dict)  # its pod template: podgang.io/min-available pins the role
     path: str = ""  # where that template is
     replicas: int | None = None  # the pods it is written with, where its minimum may be fewer
+    #: pods per replica when the role is several replicas of several pods each (a JobSet's
+    #: replicated job: its Jobs), each counted whole; None: its pods are the units
+    per_replica: int | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,9 @@ class WorkloadKind:
     #: each role's pod template may ask the scheduler to place that role together (KAI reads
     #: a Ray head's and worker groups' topology from their templates)
     placed_roles: bool = False
+    #: the pod label that holds the index of the replica of its role a pod belongs to (a
+    #: JobSet pod's Job), for roles with :attr:`Role.per_replica`
+    role_replica_label: str | None = None
 
     @property
     def kind(self) -> str:
@@ -533,6 +539,7 @@ def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...],
 # JobSet (and through it Trainer v2's TrainJob): a subgroup per replicated job
 
 JOBSET_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 
 
 def _jobset_roles(obj: Any) -> list[Role]:
@@ -540,8 +547,13 @@ def _jobset_roles(obj: Any) -> list[Role]:
     for i, (rjob, size, why, left_out) in enumerate(_jobset_stages(obj)):
         if left_out is None and size > 0:
             job_spec = as_dict(as_dict(rjob.get("template")).get("spec"))
+            replicas = max(as_int(rjob.get("replicas"), 1), 1)
+            each = size // replicas
+            # several Jobs of several pods each: each Job a replica, counted whole (as KAI's own
+            # JobSet grouper makes a leaf per Job); one Job, or Jobs of one pod: its pods
             out.append(Role(str(rjob.get("name", "?")), size, why, as_dict(job_spec.get("template")),
-                            f"spec.replicatedJobs[{i}].template.spec.template"))
+                            f"spec.replicatedJobs[{i}].template.spec.template",
+                            per_replica=each if replicas >= 2 and each >= 2 else None))
     return out
 
 
@@ -805,7 +817,7 @@ JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
     _jobset_size, _jobset_templates, _slim_jobset, aliases=("jobset", "jobsets"),
     status_fields=(*_RUN_STATUS, "replicatedJobsStatus"),
-    roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,),
+    roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,), role_replica_label=JOBSET_JOB_INDEX_LABEL,
 )
 #: a scheduler that segments (KAI, by its segment size) splits a PyTorchJob's workers
 PYTORCH_JOB = _kubeflow_kind("PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", ("pytorchjob", "pytorchjobs"),
@@ -868,7 +880,8 @@ WORKLOADS: dict[str, WorkloadKind] = {
 ROLE_LABELS: tuple[str, ...] = tuple(dict.fromkeys(label for k in WORKLOADS.values() for label in k.role_labels))
 
 #: the pod labels that name a pod's multi-pod replica, of every kind
-REPLICA_LABELS: tuple[str, ...] = tuple(k.replica_label for k in WORKLOADS.values() if k.replica_label)
+REPLICA_LABELS: tuple[str, ...] = tuple(label for k in WORKLOADS.values()
+                                       for label in (k.replica_label, k.role_replica_label) if label)
 
 #: the pod labels that hold a pod's index in a role or replica a scheduler may segment, of every kind
 SEGMENT_INDEX_LABELS: tuple[str, ...] = tuple(dict.fromkeys(
@@ -1012,6 +1025,14 @@ def replica_index(top_kind: str, pod: Any) -> int | None:
     group index), from the label its controller sets; None for a kind without such replicas."""
     entry = WORKLOADS.get(top_kind)
     value = labels(pod).get(entry.replica_label) if entry is not None and entry.replica_label else None
+    return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
+
+
+def role_replica_index(top_kind: str, pod: Any) -> int | None:
+    """The index of the replica of its role a pod of a ``top_kind`` workload belongs to (a
+    JobSet pod's Job index), from the label its controller sets; None elsewhere."""
+    entry = WORKLOADS.get(top_kind)
+    value = labels(pod).get(entry.role_replica_label) if entry is not None and entry.role_replica_label else None
     return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
 
 

@@ -395,6 +395,9 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     entry = kinds.workload_kind(obj)
     assert entry is not None
     member.pods = kinds.desired_size(obj)[0]
+    units = kinds.replica_units(obj)
+    if units is not None:  # replicas of several pods (an LWS): all of them
+        member.pods = units.count * units.pods
     plan.members.append(member)
     if rules.is_skipped(obj, settings):
         member.skipped = f"labelled {settings.skip_label}=true"
@@ -430,11 +433,9 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     owned = cache.owned_group_names(cache.store_for(entry.kind)[key_of(ns, metadata(obj)['name'])])
     owner_text = rules.kind_name(obj)
     if entry.layout == kinds.ONE_PER_REPLICA and rules.whole_workload_tree(obj, settings):
-        units = kinds.replica_units(obj)
         member.group = ", ".join(shown(n) for n in owned)
         member.why = (f"one PodGroup for all its {units.count if units else '?'} groups, a leaf per group: it asks "
                       f"for {rules.min_available(obj, settings)[0]} complete ({settings.min_available_annotation})")
-        member.pods = (units.count * units.pods) if units else 0
     elif entry.layout == kinds.ONE_PER_REPLICA:
         member.group = ", ".join(shown(n) for n in owned) or "(no groups: 0 replicas)"
         member.why = f"one PodGroup per {entry.kind} group ({len(owned)})"

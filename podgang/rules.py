@@ -20,10 +20,11 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from podgang import quantities
 from podgang.backends import Backend, kai
-from podgang.backends.base import Subgroup, min_pods
+from podgang.backends.base import Subgroup
 from podgang.kinds import (LWS_LEADER_EXCLUDED, ONE_PER_REPLICA, RUN_OWNERS, Role, desired_size, lws_subgroup_policy,
-                           pod_role, pod_templates, replica_index, replica_suffix, replica_units, resource_for, roles,
-                           segment_index, segmented_role, stages, whole_roles, workload_kind)
+                           pod_role, pod_templates, replica_index, replica_suffix, replica_units, resource_for,
+                           role_replica_index, roles, segment_index, segmented_role, stages, whole_roles,
+                           workload_kind)
 from podgang.objects import (
     Denial,
     OwnerRef,
@@ -348,10 +349,13 @@ def gang_for_pod(
     top = top_owner(pod, chain)
     top_obj = next((o for o in chain if top is not None and _same(top, o)), None)
     if named is not None:
-        if subgroup is None and top is not None and top.uid and named == owned_group_name(
-                top, owned_suffix(top, top_obj, pod, settings)[0], settings):
+        own = bool(top is not None and top.uid and named == owned_group_name(
+            top, owned_suffix(top, top_obj, pod, settings)[0], settings))
+        if subgroup is None and own and top is not None:
             subgroup = pod_role(top.kind, pod)  # podgang's own name for it: its role in its workload's gang
         index = replica_index(top.kind, pod) if top is not None else None
+        if own and not (top_obj is not None and whole_workload_tree(top_obj, settings)):
+            index = None  # podgang's own group of one replica: no leaves in it
         if index is not None and top is not None:  # a replica of several pods: its leaf under its role
             role = (template_subgroup(top_obj, settings) or top.name) if top_obj is not None else None
             return Gang(named, HAND_MADE, "the pod names its PodGroup", top_owner=top,
@@ -368,6 +372,13 @@ def gang_for_pod(
         name = owned_group_name(top, suffix, settings)
         # a pod of a workload with roles (a PyTorchJob's master) is in its role's subgroup
         subgroup = subgroup or pod_role(top.kind, pod)
+        role_index = role_replica_index(top.kind, pod)
+        role_name = pod_role(top.kind, pod)
+        if role_index is not None and role_name and top_obj is not None and _keys_of(pod, settings).holds_trees \
+                and any(r.parent == role_name for r in role_tree(top_obj, settings)):
+            # a replica of several pods of its role (a JobSet's Job): its leaf under the role
+            return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=leaf_name(role_name, role_index),
+                        leaf=True)
         # (a lone LWS's one group over all its replicas has a leaf per replica, not segments)
         segment = pod_segment(top.kind, top_obj, pod, subgroup, settings) if suffix or replica_index(
             top.kind, pod) is None else None
@@ -749,6 +760,32 @@ def tree_problems(subgroups: Sequence[Subgroup], min_subgroup: int | None) -> tu
            if s.of_subgroups and s.min_member > children.get(s.name, 0)]
     if min_subgroup is not None and min_subgroup > children.get(None, 0):
         out.append(f"the group needs {min_subgroup} parts and has {children.get(None, 0)}")
+    return tuple(out)
+
+
+def role_tree(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgroup, ...]:
+    """A workload's own gang as a tree where some role is several replicas of several pods
+    each (a JobSet's replicated job of 2+ Jobs of 2+ pods): such a role a parent needing all
+    its replicas complete (as KAI's own JobSet grouper asks), a leaf ``<role>-<index>`` per
+    replica; every other role a flat part. Empty when no role is such, a role's minimum is
+    pinned (``podgang.io/min-available`` counts pods there) or the gang is pinned whole."""
+    if pinned_min_member(workload, settings)[0] is not None:
+        return ()
+    found = roles(workload)
+    parts = _role_parts(workload, settings)
+    if not any(r.per_replica for r in found) or any(p.pinned for p in parts) or any(
+            not _role_name_ok(r.name) for r in found):
+        return ()
+    out: list[Subgroup] = []
+    for role in found:
+        if not role.per_replica:
+            out.append(Subgroup(role.name, role.size, role.reason))
+            continue
+        count = role.size // role.per_replica
+        out.append(Subgroup(role.name, count, f"all {count} replicas of {role.path or role.name}",
+                            of_subgroups=True))
+        out += [Subgroup(leaf_name(role.name, i), role.per_replica, f"replica {i}: {role.per_replica} pods",
+                         parent=role.name) for i in range(count)]
     return tuple(out)
 
 

@@ -353,7 +353,8 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
         gang.changed_by = size_writers(actual)
         gang.problems.append(changed)
     lone_role = None
-    if desired.min_subgroup is not None and desired.source == rules.OWNED and desired.workloads:
+    if (desired.min_subgroup is not None and desired.source == rules.OWNED and desired.workloads
+            and not any(s.parent for s in desired.subgroups)):
         # a lone LWS's replicas sit right under the group: its root is the role
         lone_role = rules.workload_subgroup(desired.workloads[0], settings)
         gang.subgroups[lone_role] = SubgroupStatus(desired.min_subgroup, "the group's minSubGroup", replicas=0)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import jsonschema
 import yaml
-import pytest
 from hypothesis import given, settings as hsettings, strategies as st
 
 from podgang import rules
@@ -395,3 +394,89 @@ def test_plan_draws_the_tree_and_writes_it_as_kai_takes_it_and_leaves_a_users_tr
         jsonschema.validate(doc, kai_schema())
     assert docs["serve"]["spec"]["minSubGroup"] == 2 and "minMember" not in docs["serve"]["spec"]
     assert docs["mine"]["spec"] == {"minSubGroup": 1, "queue": "team", "subGroups": [{"name": "web", "minMember": 2}]}
+
+
+# ---------------------------------------------------------------------------- the grouper, on the emulator
+
+
+async def test_the_grouper_evicts_a_broken_replica_alone_and_a_role_without_its_minimum_whole():
+    from tests.grouper_support import events, running_grouper
+    from tests.kube_emulator import kube_emulator_fixture
+    from tests.test_grouper_emulator import wait_event
+
+    async for emu in kube_emulator_fixture():
+        group = podgroup("serve", 1)
+        emu.put(group)
+        for name in ("prefill", "decode"):
+            workload = emu.put(lws(name, 2, 2, group="serve"))
+            owners, pods = lws_pods(workload, group="serve")
+            for obj in (*owners, *pods):
+                if obj["kind"] == "Pod":  # in its replica's leaf, as the webhook admits it
+                    obj["metadata"]["labels"][SUBGROUP] = f"{name}-{obj['metadata']['labels'][GROUP_INDEX]}"
+                emu.put(obj)
+        async with running_grouper(emu, staleness_grace_period=0.3):
+            await emu.wait_for(lambda: (emu.get("podgroups", NS, "serve")["spec"].get("minSubGroup") == 2), 5.0)
+            emu.delete("pods", NS, "prefill-1-1")  # one worker of a replica above prefill's minimum
+            await wait_event(emu, "ReplicaBroken", "replica prefill-1 of role prefill: 1 of its 2 pods active")
+            await wait_event(emu, "ReplicaEvicted", "prefill-1")
+            await emu.wait_for(lambda: emu.get("pods", NS, "prefill-1") is None, 5.0)
+            left = {p["metadata"]["name"] for p in emu.list("pods", NS)}
+            assert left == {"prefill-0", "prefill-0-1", "decode-0", "decode-0-1", "decode-1", "decode-1-1"}
+            assert not events(emu, "GangStale")
+            for name in ("decode-0", "decode-0-1", "decode-1", "decode-1-1"):  # every decode replica lost
+                emu.delete("pods", NS, name)
+            stale = await wait_event(emu, "GangStale", "role decode: 0 of minimum 1 complete replicas")
+            assert stale
+            await emu.wait_for(lambda: not emu.list("pods", NS), 5.0)  # prefill-0 evicted with the gang
+
+
+# ---------------------------------------------------------------------------- JobSet
+
+
+def jobset(workers: int, parallelism: int) -> dict:
+    job = lambda n, p: {"name": n, "replicas": 1 if n == "driver" else workers,  # noqa: E731
+                        "template": {"spec": {"parallelism": p, "completions": p, "template": {
+                            "spec": {"schedulerName": "kai-scheduler", "restartPolicy": "Never",
+                                     "containers": [{"name": "c", "image": "x"}]}}}}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": NS, "uid": uid(), "generation": 1},
+            "spec": {"replicatedJobs": [job("driver", 1), job("workers", parallelism)]}}
+
+
+def test_a_jobsets_replicated_job_of_several_multi_pod_jobs_is_a_role_with_a_leaf_per_job():
+    cache = Cache()
+    js = jobset(workers=3, parallelism=4)
+    feed(cache, js)
+    name = rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(js)))
+    desired = desired_group(cache, f"{NS}/{name}")
+    assert tree(desired) == [("driver", 1, None, False), ("workers", 3, None, True),
+                             *((f"workers-{i}", 4, "workers", False) for i in range(3))]
+    assert desired.min_subgroup == 2 and desired.min_member.value == 13
+    [create] = plan_writes(desired, None, DEFAULT)
+    jsonschema.validate(create.body, kai_schema())
+    # a worker pod of Job 2 is in its leaf; the driver in its flat part
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train-workers-2", "namespace": NS,
+                                                                 "uid": uid(), "ownerReferences": [owner_ref(js)]}}
+    worker = pod("train-workers-2-0-x", owner=job, labels={"jobset.sigs.k8s.io/replicatedjob-name": "workers",
+                                                          "jobset.sigs.k8s.io/job-index": "2"})
+    gang = rules.gang_for_pod(rules.without_membership(worker, DEFAULT), [job, js])
+    assert (gang.name, gang.subgroup, gang.leaf) == (name, "workers-2", True)
+    # Jobs of one pod each, or one Job: the role's pods, flat, as before
+    for flat in (jobset(workers=3, parallelism=1), jobset(workers=1, parallelism=4)):
+        assert rules.role_tree(flat) == ()
+
+
+def test_a_pod_in_its_lws_replicas_own_group_gets_no_leaf():
+    """Without podgang.io/min-available each LWS replica is its own group, with no subgroups:
+    a pod that names it (as admitted) must carry no leaf, or KAI ignores it."""
+    cache = Cache()
+    workload = lws("serve", 2, 2, group=None)
+    owners, pods = lws_pods(workload, group=None)
+    feed(cache, workload, *owners, *pods)
+    base = rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(workload)))
+    for p in pods:
+        named = f"{base}-group-{p['metadata']['labels'][GROUP_INDEX]}"
+        p["metadata"]["annotations"]["pod-group-name"] = named
+        chain, _ = cache.owner_chain(p)
+        gang = rules.gang_for_pod(p, chain)
+        assert gang.name == named and not gang.leaf and gang.subgroup == "serve"  # as always: not a leaf

@@ -63,7 +63,7 @@ def trimmed(obj: dict[str, Any], keep_labels: tuple[str, ...] = (),
             kept["annotations"] = wanted
     out = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
     entry = workload_kind(obj)
-    if entry is not None and entry.replica_label and isinstance(obj.get("spec"), dict):
+    if entry is not None and (entry.replica_label or entry.role_replica_label) and isinstance(obj.get("spec"), dict):
         out["spec"] = entry.slim_spec(obj["spec"], _template_keys)
     said = note(obj) if note is not None else None
     if said:
@@ -95,7 +95,7 @@ class OwnerCache:
         clock: Callable[[], float] = time.monotonic,
         keep_labels: tuple[str, ...] = ("podgang.io/skip",),
         note: Callable[[dict[str, Any]], str | None] | None = None,
-        keep_annotations: tuple[str, ...] = ("podgang.io/min-available",),
+        keep_annotations: tuple[str, ...] = ("podgang.io/min-available", "podgang.io/min-member"),
     ):
         self.keep_labels = tuple(keep_labels)
         self.keep_annotations = tuple(keep_annotations)

@@ -95,7 +95,7 @@ class WebhookServer:
             ttl=config.owner_cache_ttl,
             keep_labels=(self.settings.skip_label,),
             note=lambda owner: rules.staged_problem(owner, self.settings),
-            keep_annotations=(self.settings.min_available_annotation,),
+            keep_annotations=(self.settings.min_available_annotation, self.settings.min_member_annotation),
         )
         self.podgroups = PodGroups(self.api, self.settings, self.metrics)
         self.events: EventSink | None = None

@@ -10,7 +10,7 @@ template or the workload, the priority class from the pod template. No I/O.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from podgang.backends.base import GangSource, Subgroup
 from podgang.backends.keyed import PRIORITY_CLASS, OneKeyBackend, first_annotation, with_templates
