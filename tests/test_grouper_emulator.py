@@ -10,6 +10,7 @@ import logging
 import pytest
 
 from podgang import rules
+from podgang.backends.kai import KAI
 from podgang.objects import OwnerRef
 from tests.grouper_support import (
     ANN,
@@ -961,7 +962,12 @@ async def test_leaderworkerset_groups_and_jobset_group(emu):
         await emu.wait_for(lambda: min_member(emu, group0) == 4, 2.0)
         assert emu.get("podgroups", NS, group0)["metadata"]["ownerReferences"][0]["kind"] == "LeaderWorkerSet"
         assert emu.get("podgroups", NS, owned_group(sts)) is None  # the LWS's StatefulSet has no group of its own
-        await emu.wait_for(lambda: min_member(emu, owned_group(jobset)) == 7, 2.0)
+        # workers: 2 Jobs of 3 pods, each a replica counted whole (issue 24): a tree of 7 pods at least
+        await emu.wait_for(lambda: KAI.min_member(emu.get("podgroups", NS, owned_group(jobset)) or {}) == 7, 2.0)
+        spec = emu.get("podgroups", NS, owned_group(jobset))["spec"]
+        assert spec["minSubGroup"] == 2 and "minMember" not in spec
+        assert {e["name"]: e.get("parent") for e in spec["subGroups"]} == {
+            "driver": None, "workers": None, "workers-0": "workers", "workers-1": "workers"}
         emu.patch_object("leaderworkersets", NS, "llm", {"spec": {"leaderWorkerTemplate": {"size": 8}}})
         await emu.wait_for(lambda: min_member(emu, group0) == 8, 2.0)
 
