@@ -353,6 +353,9 @@ def gang_for_pod(
             top, owned_suffix(top, top_obj, pod, settings)[0], settings))
         if subgroup is None and own and top is not None:
             subgroup = pod_role(top.kind, pod)  # podgang's own name for it: its role in its workload's gang
+            segment = pod_segment(top.kind, top_obj, pod, subgroup, settings)
+            if segment is not None:  # its segment's leaf in podgang's own group
+                return Gang(named, HAND_MADE, "the pod names its PodGroup", top_owner=top, subgroup=segment, leaf=True)
         index = replica_index(top.kind, pod) if top is not None else None
         if own and not (top_obj is not None and whole_workload_tree(top_obj, settings)):
             index = None  # podgang's own group of one replica: no leaves in it
@@ -379,9 +382,7 @@ def gang_for_pod(
             # a replica of several pods of its role (a JobSet's Job): its leaf under the role
             return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=leaf_name(role_name, role_index),
                         leaf=True)
-        # (a lone LWS's one group over all its replicas has a leaf per replica, not segments)
-        segment = pod_segment(top.kind, top_obj, pod, subgroup, settings) if suffix or replica_index(
-            top.kind, pod) is None else None
+        segment = pod_segment(top.kind, top_obj, pod, subgroup, settings)
         if segment is not None:  # its segment's leaf, as the scheduler's own grouper labels it
             return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=segment, leaf=True)
         index = replica_index(top.kind, pod)
@@ -879,7 +880,8 @@ def pod_segment(top_kind: str, top_obj: Any, pod: Any, role: str | None,
         template = written.template if written is not None else None
         size, _, _ = backend.segment_size([pod, *([template] if template is not None else [])])
         return leaf_name(role, index // size) if size is not None else None
-    if entry.replicas is not None and top_obj is not None:
+    if entry.replicas is not None and top_obj is not None and not whole_workload_tree(top_obj, settings):
+        # (a lone LWS's one group over all its replicas has a leaf per replica, not segments)
         shape = lws_segments(top_obj, settings)
         if shape is None:
             return None

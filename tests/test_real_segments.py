@@ -118,3 +118,59 @@ async def test_kai_places_a_segmented_gang_podgang_writes(cluster, podgang):
         group = await podgroup(here, KAI, owned_group(made))
         assert {s["name"]: s.get("minSubGroup", s.get("minMember")) for s in group["spec"]["subGroups"]} == {
             "master": 1, "worker": 2, "worker-0": 2, "worker-1": 2}
+
+
+async def test_kai_places_an_lws_replica_podgang_splits_by_its_subgroup_policy(cluster, podgang):
+    """An LWS of one replica of 5 pods, subGroupPolicy.subGroupSize 2 (the leader the first
+    segment's extra pod), its pods played as the LWS controller makes them: podgang's group
+    is the tree KAI's own pod-grouper wrote for this manifest, each pod in KAI's segment, and
+    KAI binds the replica whole."""
+    async with corner(cluster, "segments-lws", nodes=1) as here:
+        api, ns = here.api, here.namespace
+        template = {"metadata": {"labels": {"app": "serve"}},
+                    "spec": {"schedulerName": KAI.scheduler, **here.placement, "terminationGracePeriodSeconds": 0,
+                             "containers": [{"name": "main", "image": "registry.example/serve:1",
+                                             "resources": {"requests": {"cpu": "1"}}}]}}
+        lws = await api.create(f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets", {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "serve", "labels": KAI.workload_labels},
+            "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 5, "subGroupPolicy": {"subGroupSize": 2},
+                                                             "workerTemplate": template}}})
+
+        async def statefulset(name: str, owner: dict[str, Any]) -> dict[str, Any]:
+            return await api.create(f"/apis/apps/v1/namespaces/{ns}/statefulsets", {
+                "apiVersion": "apps/v1", "kind": "StatefulSet",
+                "metadata": {"name": name, "ownerReferences": [controller_ref({"apiVersion": "v1", "kind": "Pod", **owner}
+                                                                             if "kind" not in owner else owner)]},
+                "spec": {"replicas": 0, "serviceName": "serve", "selector": {"matchLabels": {"played": name}},
+                         "template": {"metadata": {"labels": {"played": name}},
+                                      "spec": {"containers": [{"name": "main", "image": "registry.example/x:1"}]}}}})
+
+        async def member(name: str, owner: dict[str, Any], worker: int) -> dict[str, Any]:
+            labels = {"app": "serve", "leaderworkerset.sigs.k8s.io/name": "serve",
+                      "leaderworkerset.sigs.k8s.io/group-index": "0", "leaderworkerset.sigs.k8s.io/worker-index": str(worker)}
+            ref = {**controller_ref(owner), "controller": False}  # the real StatefulSet controller leaves it be
+            return await api.create(f"/api/v1/namespaces/{ns}/pods", {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels, "ownerReferences": [ref]},
+                "spec": template["spec"]})
+
+        leaders = await statefulset("serve", lws)
+        leader = await member("serve-0", leaders, 0)
+        workers = await statefulset("serve-0", {"apiVersion": "v1", "kind": "Pod", **leader})
+        for worker in range(1, 5):
+            await member(f"serve-0-{worker}", workers, worker)
+
+        async def all_bound():
+            pods = await here.pods(app="serve")
+            return pods if len(pods) == 5 and len(bound(pods)) == 5 else None
+        pods = await until(all_bound, "the LWS replica's 5 pods bound")
+        by_index = {p["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/worker-index"]:
+                    p["metadata"]["labels"].get("kai.scheduler/subgroup-name") for p in pods}
+        # what KAI's own pod-grouper labelled the same pods with
+        assert by_index == {"0": "leader", "1": "workers", "2": "workers", "3": "segment-1", "4": "segment-1"}
+        group = await podgroup(here, KAI, f"{owned_group(lws)}-group-0")
+        assert shape(group) == {"minMember": 5, "minSubGroup": None, "topologyConstraint": None, "subGroups": [
+            {"name": "leader", "parent": "segment-0", "minMember": 1},
+            {"name": "segment-0", "minSubGroup": 2},
+            {"name": "segment-1", "minMember": 2},
+            {"name": "workers", "parent": "segment-0", "minMember": 2}]}

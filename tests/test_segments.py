@@ -156,6 +156,23 @@ def test_a_worker_is_in_its_replica_index_over_the_segment_size(index, leaf):
     assert master.subgroup == "master" and not master.leaf
 
 
+def test_a_pod_already_in_podgangs_group_is_still_told_its_segment():
+    """A pod admitted into its job's group (it names it) without its segment: the grouper's
+    look gives it the segment, never the parent role (a parent holds no pods in KAI)."""
+    job = pytorchjob(8, worker_annotations={SEGMENT_SIZE: "4"})
+    group = rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(job)))
+    worker = worker_pod(job, 6)
+    worker["metadata"]["annotations"] = {KAI.annotation: group}
+    gang = rules.gang_for_pod(worker, [job])
+    assert (gang.name, gang.subgroup, gang.leaf) == (group, "worker-1", True)
+    workload = lws(5, {"subGroupSize": 2}, replicas=2)
+    member = pod("serve-1-3", owner=workload, scheduler="kai-scheduler", node=None,
+                 labels={GROUP_INDEX: "1", WORKER_INDEX: "3"})
+    member["metadata"]["annotations"] = {KAI.annotation: rules.owned_group_name(
+        rules.OwnerRef.from_dict(owner_ref(workload)), "-group-1")}
+    assert rules.gang_for_pod(member, [workload]).subgroup == "segment-1"
+
+
 def test_a_worker_is_told_its_segment_from_its_template_when_it_carries_none():
     """The webhook's owner cache keeps no template annotations, the grouper's does: the
     grouper's look finds the segment from the Worker template, as KAI falls back to it."""
