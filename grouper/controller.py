@@ -812,8 +812,10 @@ class Controller:
             self._unwatch(key, contributions=actual is None and not desired.members)
             return
         assert desired.backend is not None  # it holds the group
-        if size_held(desired, actual, self.settings) and desired.min_member is not None:
-            # the live group cannot take its new size: the gang is judged by the size in force
+        if desired.min_member is not None and (desired.min_subgroup is not None
+                                               or size_held(desired, actual, self.settings)):
+            # the live group cannot take its new size: the gang is judged by the size in force;
+            # a tree's leaves come and go with its replicas' pods: judged by the whole tree's size
             min_member = desired.min_member.value
         else:
             min_member = desired.backend.min_member(actual) or 1

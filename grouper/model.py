@@ -111,6 +111,7 @@ class Slimmer:
         self.settings = settings
         self.pod_labels = (settings.skip_label, *label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, *kinds.ROLE_LABELS,
                            *kinds.SEGMENT_INDEX_LABELS,
+                           *kinds.REPLICA_LABELS,
                            rollouts.POD_TEMPLATE_HASH, rollouts.CONTROLLER_REVISION_HASH, rollouts.POD_INDEX)
         self.pod_annotations = (*annotation_keys, settings.min_member_annotation,
                                 settings.grace_period_annotation)
@@ -393,6 +394,9 @@ class Cache:
 
     def __init__(self, settings: Settings = DEFAULT):
         self.settings = settings
+        #: its pods are the cluster's (the grouper); False: only what manifests hold (``podgang
+        #: plan``), so a gang's tree is drawn as it will be, not as the pods made so far allow
+        self.pods_observed = True
         self.slim = Slimmer(settings)
         self.pods: dict[str, Obj] = {}
         self.podgroups = PodGroupStores(settings.enabled_backends)

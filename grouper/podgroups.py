@@ -251,13 +251,13 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     owner_workload = cache.group_owner_workload(group_key)
     if owner_workload is not None:
         mm = rules.min_member_for(owner_workload, actual, settings, with_owners(cache, (owner_workload,))[1:])
-        subgroups, root = owned_parts(owner_workload, mm, backend, settings, replicas_present(members))
+        subgroups, root = owned_parts(owner_workload, mm, backend, settings, replicas_present(cache, members))
         return Desired(
             namespace, name, OWNED, mm, workload_ref(owner_workload), True,
             workloads=(owner_workload,), members=tuple(members),
             contributions=((display_name(owner_workload), mm.value),),
             problems=_pin_problems([actual, owner_workload], settings) + rules.role_problems(owner_workload, settings)
-            + rules.tree_problems(subgroups, root)
+            + rules.tree_problems(owned_parts(owner_workload, mm, backend, settings)[0], root)
             + tuple(p for p in (rules.replicas_not_held(owner_workload, settings),) if p),
             subgroups=subgroups, min_subgroup=root,
         )
@@ -281,12 +281,14 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
             named = backend.subgroup_of(pod) if backend is not None else None
             by_subgroup[named or rules.STANDALONE] = by_subgroup.get(named or rules.STANDALONE, 0) + 1
         trees = backend is not None and backend.holds_trees
-        subgroups, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings, trees,
-                                                              replicas_present(members))
-        root = rules.root_min_subgroup(subgroups, rules.min_available(actual, settings)[0] if actual else None)
-        problems = _pin_problems([actual, *hand], settings) + subgroup_problems + rules.tree_problems(subgroups, root)
+        # the tree as it will be (its minimum, what can never be met), and as the pods made so far allow
+        whole, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings, trees)
+        subgroups = whole if not cache.pods_observed else rules.shared_subgroups(
+            hand, by_subgroup, settings, trees, replicas_present(cache, members))[0]
+        root = rules.root_min_subgroup(whole, rules.min_available(actual, settings)[0] if actual else None)
+        problems = _pin_problems([actual, *hand], settings) + subgroup_problems + rules.tree_problems(whole, root)
         if root is not None and not mm.pinned:
-            mm = MinMember(min_pods(subgroups, root), mm.reason)
+            mm = MinMember(min_pods(whole, root), mm.reason)
         if not trees and any(rules.replica_units(w) is not None for w in hand) and backend is not None:
             problems += (replicas_unexpressed(backend, hand, settings),)
         total = sum(value for _, value in contributions)
@@ -359,7 +361,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         problems=_pin_problems([actual, top_obj], settings)
         + tuple(p for p in (rules.replicas_not_held(top_obj, settings),) if p),
         **dict(zip(("subgroups", "min_subgroup"), owned_parts(top_obj, mm, backend, settings,
-                                                               replicas_present(members)))),
+                                                               replicas_present(cache, members)))),
     )
 
 
@@ -383,22 +385,28 @@ def owned_subgroups(workload: Obj, mm: MinMember, settings: Settings) -> tuple[r
     return found
 
 
-def replicas_present(members: Any) -> dict[str, set[int]]:
-    """Workload name -> the indices of its multi-pod replicas that still have live pods."""
-    out: dict[str, set[int]] = {}
+def replicas_present(cache: Cache, members: Any) -> dict[str, dict[int, tuple[int, int]]] | None:
+    """Workload name -> replica index -> (its live pods, those bound), of its multi-pod
+    replicas; None where the pods are not the cluster's (``podgang plan``: the whole tree)."""
+    if not cache.pods_observed:
+        return None
+    out: dict[str, dict[int, tuple[int, int]]] = {}
     for pod in _live(list(members)):
         found = kinds.replica_of(pod)
         if found is not None:
-            out.setdefault(found[1], set()).add(found[2])
+            live, placed = out.setdefault(found[1], {}).get(found[2], (0, 0))
+            out[found[1]][found[2]] = (live + 1, placed + (1 if is_active(pod) else 0))
     return out
 
 
 def owned_parts(workload: Obj, mm: MinMember, backend: Backend | None, settings: Settings,
-                present: Mapping[str, set[int]] | None = None) -> tuple[tuple[rules.Subgroup, ...], int | None]:
+                present: Mapping[str, Mapping[int, tuple[int, int]]] | None = None,
+                ) -> tuple[tuple[rules.Subgroup, ...], int | None]:
     """A workload's own gang's subgroups and its root's minimum of them: a leaf per
     replica and N of them for a lone LWS asking for N complete replicas (where the
     scheduler holds trees), else one subgroup per role."""
-    tree, root = rules.owned_tree(workload, settings, (present or {}).get(str(_md(workload).get("name")), ()))
+    tree, root = rules.owned_tree(workload, settings, None if present is None else
+                                  present.get(str(_md(workload).get("name")), {}))
     if tree and backend is not None and backend.holds_trees:
         return tree, root
     roles = rules.role_tree(workload, settings) if backend is not None and backend.holds_trees else ()

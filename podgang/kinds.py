@@ -61,6 +61,9 @@ class Role:
     #: pods per replica when the role is several replicas of several pods each (a JobSet's
     #: replicated job: its Jobs), each counted whole; None: its pods are the units
     per_replica: int | None = None
+    #: with :attr:`per_replica`: the replicas there are now (a Ray worker group's ``replicas``,
+    #: beyond its ``minReplicas``); None: as many as the role needs
+    replica_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -576,6 +579,8 @@ def _slim_trainjob(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 
 RAY_GROUP_LABEL = "ray.io/group"
 RAY_HEAD_GROUP = "headgroup"  # the head pod's ray.io/group
+#: KubeRay (1.5 and later) on each pod of a multi-host worker replica: which replica of its group
+RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"
 
 
 def _ray_cluster_spec(obj: Any) -> Mapping[str, Any]:
@@ -607,8 +612,11 @@ def _ray_roles(obj: Any) -> list[Role]:
         count, field_name = (minimum, "minReplicas") if minimum > 0 else (
             max(as_int(group.get("replicas"), 0), 0), "replicas")
         why = f"{field_name} {count}" + (f" × numOfHosts {hosts}" if hosts != 1 else "")
+        now = max(as_int(group.get("replicas"), 0), count)
+        # multi-host replicas (numOfHosts > 1): each replica's hosts only work together, counted whole
         out.append(Role(name.lower(), count * hosts, why, as_dict(group.get("template")),
-                        f"workerGroupSpecs[{i}].template"))
+                        f"workerGroupSpecs[{i}].template", per_replica=hosts if hosts >= 2 and now >= 2 else None,
+                        replica_count=now))
     return [r for r in out if r.size > 0]
 
 
@@ -840,21 +848,21 @@ TRAIN_JOB = WorkloadKind(
 RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
     _slim_ray(None), aliases=("raycluster", "rayclusters"), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
-    placed_roles=True,
+    role_replica_label=RAY_REPLICA_INDEX_LABEL, placed_roles=True,
 )
 #: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
 #: own, and so is its submitter Job: the submitter starts only once the cluster is ready
 RAY_JOB = WorkloadKind(
     Resource("ray.io", "v1", "rayjobs", "RayJob", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
-    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
+    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL,
     status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj), placed_roles=True,
 )
 #: each cluster of a RayService (the serving one, and a new one during an upgrade) is a gang of its own
 RAY_SERVICE = WorkloadKind(
     Resource("ray.io", "v1", "rayservices", "RayService", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), layout=ONE_PER_RUN, runs=("RayCluster",),
-    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), placed_roles=True,
+    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL, placed_roles=True,
 )
 #: a staged gang: the driver, then (once spark-operator says it runs) the driver and the
 #: executors it makes, which Spark owns by the driver pod

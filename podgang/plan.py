@@ -273,6 +273,7 @@ def build_plan(
     plan = Plan()
     objects = _Objects(manifests, default_namespace)
     cache = Cache(settings)
+    cache.pods_observed = False
     cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
     defined: dict[str, Manifest] = {}  # group key -> its PodGroup as written
     named_by_pods: dict[str, Source] = {}  # hand-made group key -> first pod naming it

@@ -709,19 +709,29 @@ def min_replicas(workload: Any, settings: Settings = DEFAULT) -> tuple[int, str,
     return 1, f"1 complete replica of {kind_name(workload)} (the default)", False
 
 
-def replica_tree(workload: Any, settings: Settings = DEFAULT, present: Iterable[int] = ()) -> tuple[Subgroup, ...]:
+def replica_tree(workload: Any, settings: Settings = DEFAULT,
+                 present: Mapping[int, tuple[int, int]] | None = None) -> tuple[Subgroup, ...]:
     """A workload's part of a gang when its replicas are several pods each: its role, a
     parent needing its minimum of complete replicas (:func:`min_replicas`), and one leaf
     per replica (``<role>-<index>``, needing the replica's pods); empty for any other.
-    ``present``: the replica indices that still have pods — a replica scaled away keeps its
-    leaf until they are gone (KAI ignores a pod whose subgroup its group does not list)."""
+
+    ``present``: replica index -> (its live pods, those bound), as the cluster has them;
+    None: the tree as it will be (``podgang plan``). A replica's leaf is listed once all its
+    pods exist — KAI places the pods of a leaf beyond its role's minimum one by one, and
+    ignores a pod whose leaf the group does not list, so a replica whose workers are not
+    made yet is never started in part — and kept while any of its pods is bound (a replica
+    scaled away keeps it until they are gone)."""
     replicas = min_replicas(workload, settings)
     unit = replica_units(workload)
     if replicas is None or unit is None:
         return ()
     count, why, pinned = replicas
     role = workload_subgroup(workload, settings)
-    indices = sorted(set(range(unit.count)) | {i for i in present if isinstance(i, int) and 0 <= i < 10**6})
+    if present is None:
+        indices = list(range(unit.count))
+    else:
+        indices = sorted(i for i, (live, placed) in present.items() if isinstance(i, int) and 0 <= i < 10**6
+                         and ((i < unit.count and live >= unit.pods) or placed > 0))
     leaves = tuple(Subgroup(leaf_name(role, i), unit.pods, f"replica {i}: {unit.reason}" if i < unit.count else
                             f"replica {i}: scaled away, kept while its pods are", parent=role)
                    for i in indices)
@@ -729,7 +739,7 @@ def replica_tree(workload: Any, settings: Settings = DEFAULT, present: Iterable[
 
 
 def owned_tree(workload: Any, settings: Settings = DEFAULT,
-               present: Iterable[int] = ()) -> tuple[tuple[Subgroup, ...], int | None]:
+               present: Mapping[int, tuple[int, int]] | None = None) -> tuple[tuple[Subgroup, ...], int | None]:
     """The tree of a workload's own gang over all its replicas (a lone LWS with
     ``podgang.io/min-available: N``): a leaf per replica directly under the group, and the
     root needing N of them; ((), None) for any other workload."""
@@ -778,15 +788,17 @@ def role_tree(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgroup, ..
             not _role_name_ok(r.name) for r in found):
         return ()
     out: list[Subgroup] = []
+    placed = {p.name: p.topology for p in parts}  # a role's own placement (a Ray group's topology)
     for role in found:
         if not role.per_replica:
-            out.append(Subgroup(role.name, role.size, role.reason))
+            out.append(Subgroup(role.name, role.size, role.reason, topology=placed.get(role.name, ())))
             continue
         count = role.size // role.per_replica
-        out.append(Subgroup(role.name, count, f"all {count} replicas of {role.path or role.name}",
-                            of_subgroups=True))
+        now = max(role.replica_count or 0, count)
+        out.append(Subgroup(role.name, count, f"{count} of its {now} replicas complete ({role.reason})",
+                            of_subgroups=True, topology=placed.get(role.name, ())))
         out += [Subgroup(leaf_name(role.name, i), role.per_replica, f"replica {i}: {role.per_replica} pods",
-                         parent=role.name) for i in range(count)]
+                         parent=role.name) for i in range(now)]
     return tuple(out)
 
 
@@ -1076,7 +1088,7 @@ def shared_subgroups(
     standalone: Mapping[str, int] | None = None,
     settings: Settings = DEFAULT,
     holds_trees: bool = True,
-    present: Mapping[str, Iterable[int]] | None = None,
+    present: Mapping[str, Mapping[int, tuple[int, int]]] | None = None,
 ) -> tuple[tuple[Subgroup, ...], tuple[str, ...]]:
     """The subgroups of a hand-made group the ``workloads`` name, and what a user
     should fix; none unless there are several parts or a workload of multi-pod replicas.
@@ -1096,8 +1108,8 @@ def shared_subgroups(
         own = subgroup_min_member(workload, settings)
         owners.setdefault(name, []).append(kind_name(workload))
         found[name] = Subgroup(name, own.value, own.reason, own.pinned)
-        tree = replica_tree(workload, settings, (present or {}).get(str(metadata(workload).get("name")), ())) \
-            if holds_trees else ()
+        tree = replica_tree(workload, settings, None if present is None else
+                            present.get(str(metadata(workload).get("name")), {})) if holds_trees else ()
         if tree:
             trees[name] = tree
             found[name] = tree[0]

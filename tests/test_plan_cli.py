@@ -291,8 +291,11 @@ def test_jobset_and_cronjob_sizes(tmp_path):
               template: {spec: {schedulerName: kai-scheduler, restartPolicy: Never}}
     """)
     out = plan(path).stdout
-    assert "minMember 7  jobset/train replicatedJobs driver 1×1 + workers 2×3" in group_line(out, "default/pg-train-<uid>")
-    assert "minMember 3  cronjob/nightly per run: jobTemplate parallelism 3" in group_line(out, "default/pg-nightly-<run>-<uid>")
+    # workers: 2 Jobs of 3 pods, each counted whole (issue 24): a tree whose root needs both roles
+    assert "minSubGroup 2 (≥ 7 pods)  jobset/train replicatedJobs driver 1×1 + workers 2×3" in group_line(
+        out, "default/pg-train-<uid>")
+    assert " ".join(group_line(out, "default/pg-nightly-<run>-<uid>").split()).startswith(
+        "default/pg-nightly-<run>-<uid> minMember 3 cronjob/nightly per run: jobTemplate parallelism 3")
     assert "one PodGroup per Job it starts" in out
 
 

@@ -77,7 +77,17 @@ def tree(desired) -> list[tuple]:
 
 def test_two_lws_roles_are_a_tree_of_complete_replicas_in_their_shared_group():
     cache = Cache()
-    feed(cache, lws("prefill", 2, 2), lws("decode", 2, 2), podgroup("shared", 1))
+    prefill, decode = lws("prefill", 2, 2), lws("decode", 2, 2)
+    feed(cache, prefill, decode, podgroup("shared", 1))
+    # no pods made yet: the roles, no leaf (KAI would place a replica's first pods alone)
+    assert tree(desired_group(cache, f"{NS}/shared")) == [("decode", 1, None, True), ("prefill", 1, None, True)]
+    for workload in (prefill, decode):
+        owners, pods = lws_pods(workload)
+        waiting = [{**p, "spec": {k: v for k, v in p["spec"].items() if k != "nodeName"}, "status": {"phase": "Pending"}}
+                   for p in pods[:-1]]
+        feed(cache, *owners, *waiting)
+        assert f"{workload['metadata']['name']}-1" not in [s.name for s in desired_group(cache, f"{NS}/shared").subgroups]
+        feed(cache, *pods)  # its last worker made (and the pods placed since): replica 1 is listed
     desired = desired_group(cache, f"{NS}/shared")
     assert tree(desired) == [("decode", 1, None, True), ("decode-0", 2, "decode", False), ("decode-1", 2, "decode", False),
                              ("prefill", 1, None, True), ("prefill-0", 2, "prefill", False),
@@ -103,7 +113,8 @@ def test_two_lws_roles_are_a_tree_of_complete_replicas_in_their_shared_group():
 def test_lws_and_deployment_share_a_group_as_a_role_of_replicas_and_a_flat_part():
     cache = Cache()
     dep = deployment("decode", 3, group="shared", annotations={MIN_AVAILABLE: "2"})
-    feed(cache, lws("prefill", 3, 4, min_available="2"), dep, podgroup("shared", 1))
+    prefill = lws("prefill", 3, 4, min_available="2")
+    feed(cache, prefill, dep, podgroup("shared", 1), *(obj for part in lws_pods(prefill) for obj in part))
     desired = desired_group(cache, f"{NS}/shared")
     assert tree(desired) == [("decode", 2, None, False), ("prefill", 2, None, True),
                              *((f"prefill-{i}", 4, "prefill", False) for i in range(3))]
@@ -114,9 +125,9 @@ def test_lws_and_deployment_share_a_group_as_a_role_of_replicas_and_a_flat_part(
 def test_a_lone_lws_asking_for_complete_replicas_is_one_group_with_a_leaf_per_replica():
     cache = Cache()
     workload = lws("serve", 3, 2, group=None, min_available="2")
-    owners, pods = lws_pods(workload, group=None)
-    feed(cache, workload, *owners, *pods)
     name = rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(workload)))  # no -group-N: one gang
+    owners, pods = lws_pods(workload, group=name)  # as admitted
+    feed(cache, workload, *owners, *pods)
     assert cache.group_owner_workload(f"{NS}/{name}") is not None
     desired = desired_group(cache, f"{NS}/{name}")
     assert tree(desired) == [(f"serve-{i}", 2, None, False) for i in range(3)]
@@ -165,18 +176,19 @@ def test_a_pod_of_a_shared_lws_carries_its_replica_leaf_whatever_its_template_sa
 def test_scaling_an_lws_adds_its_new_replicas_leaf_and_removes_it_again():
     cache = Cache()
     prefill, decode = lws("prefill", 2, 2), lws("decode", 2, 2)
-    feed(cache, prefill, decode, podgroup("shared", 1))
+    feed(cache, prefill, decode, podgroup("shared", 1), *(obj for w in (prefill, decode) for part in lws_pods(w)
+                                                          for obj in part))
     [write] = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
     feed(cache, merge_patch(cache.podgroups.of(KAI, f"{NS}/shared"), write.body))
     decode["spec"]["replicas"] = 3
     feed(cache, decode)
+    feed(cache, *(obj for part in lws_pods(decode, replicas=range(2, 3)) for obj in part))  # its pods, as made
     desired = desired_group(cache, f"{NS}/shared")
     [write] = plan_writes(desired, cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
     names = [e["name"] for e in write.body["spec"]["subGroups"]]
     assert "decode-2" in names and write.body["spec"]["minSubGroup"] == 2  # what was asked stays
     feed(cache, merge_patch(cache.podgroups.of(KAI, f"{NS}/shared"), write.body))
-    owners, pods = lws_pods(decode, replicas=range(2, 3))
-    feed(cache, *owners, *pods)
+    pods = [p for p in cache.pods.values() if p["metadata"]["name"].startswith("decode-2")]
     decode["spec"]["replicas"] = 2
     feed(cache, decode)
     # scaled back: decode-2's leaf stays while its pods do (KAI would ignore them without it) ...
@@ -480,3 +492,23 @@ def test_a_pod_in_its_lws_replicas_own_group_gets_no_leaf():
         chain, _ = cache.owner_chain(p)
         gang = rules.gang_for_pod(p, chain)
         assert gang.name == named and not gang.leaf and gang.subgroup == "serve"  # as always: not a leaf
+
+
+def test_a_ray_worker_group_of_multi_host_replicas_is_a_role_with_a_leaf_per_replica():
+    spec = {"spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}}
+    ray = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+           "metadata": {"name": "tpu", "namespace": NS, "uid": uid(), "generation": 1},
+           "spec": {"headGroupSpec": {"template": spec}, "workerGroupSpecs": [
+               {"groupName": "hosts", "replicas": 3, "minReplicas": 2, "maxReplicas": 4, "numOfHosts": 2,
+                "template": spec}]}}
+    cache = Cache()
+    feed(cache, ray)
+    name = rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(ray)))
+    desired = desired_group(cache, f"{NS}/{name}")
+    assert tree(desired) == [("headgroup", 1, None, False), ("hosts", 2, None, True),
+                             *((f"hosts-{i}", 2, "hosts", False) for i in range(3))]
+    assert desired.min_subgroup == 2 and desired.min_member.value == 5  # the head and 2 whole replicas
+    host = pod("tpu-hosts-worker-x", owner=ray, labels={"ray.io/group": "hosts",
+                                                       "ray.io/worker-group-replica-index": "2"})
+    gang = rules.gang_for_pod(rules.without_membership(host, DEFAULT), [ray])
+    assert (gang.name, gang.subgroup, gang.leaf) == (name, "hosts-2", True)

@@ -409,3 +409,12 @@ def test_a_ray_group_level_without_a_topology_is_said_and_places_anywhere():
     assert all(not s.topology for s in rules.role_subgroups(cluster))
     [problem] = rules.role_problems(cluster)
     assert "headGroupSpec" in problem and TOPOLOGY in problem
+
+
+def test_a_multi_host_ray_group_keeps_its_topology_on_its_parent():
+    """A worker group of several hosts per replica is a parent of its replicas: the group's
+    placement stays on the group, where KAI's Ray grouper puts it."""
+    cluster = raycluster({}, {TOPOLOGY: "dc", "kai.scheduler/topology-required-placement": "rack"})
+    cluster["spec"]["workerGroupSpecs"][0]["numOfHosts"] = 2
+    tree = {s.name: dict(s.topology) for s in rules.role_tree(cluster)}
+    assert tree["gpu"] == {"topology": "dc", "requiredTopologyLevel": "rack"} and tree["headgroup"] == {}
