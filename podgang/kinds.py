@@ -75,6 +75,9 @@ class Replicas:
     count: int  # replicas wanted now
     pods: int  # pods per replica
     reason: str  # where ``pods`` comes from
+    #: its controller makes a replica's first pod, and the others only once that one is Ready
+    #: (LWS ``startupPolicy: LeaderReady``)
+    leader_first: bool = False
 
 
 @dataclass(frozen=True)
@@ -219,7 +222,8 @@ def _lws_size(obj: Any) -> tuple[int, str]:
 
 def _lws_replicas(obj: Any) -> Replicas:
     size, why = _lws_size(obj)
-    return Replicas(max(as_int(spec(obj).get("replicas"), 1), 0), size, why)
+    return Replicas(max(as_int(spec(obj).get("replicas"), 1), 0), size, why,
+                    leader_first=spec(obj).get("startupPolicy") == "LeaderReady")
 
 
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"  # 0: the leader
@@ -378,7 +382,7 @@ def _slim_cronjob(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 
 
 def _slim_lws(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
-    out: Obj = {"replicas": s["replicas"]} if "replicas" in s else {}
+    out: Obj = {k: s[k] for k in ("replicas", "startupPolicy") if k in s}
     lwt = as_dict(s.get("leaderWorkerTemplate"))
     slim_lwt: Obj = {"size": lwt["size"]} if "size" in lwt else {}
     for k in ("leaderTemplate", "workerTemplate"):

@@ -732,9 +732,16 @@ def replica_tree(workload: Any, settings: Settings = DEFAULT,
     else:
         indices = sorted(i for i, (live, placed) in present.items() if isinstance(i, int) and 0 <= i < 10**6
                          and ((i < unit.count and live >= unit.pods) or placed > 0))
-    leaves = tuple(Subgroup(leaf_name(role, i), unit.pods, f"replica {i}: {unit.reason}" if i < unit.count else
-                            f"replica {i}: scaled away, kept while its pods are", parent=role)
-                   for i in indices)
+    if present is None or not unit.leader_first:
+        waiting: dict[int, int] = {}
+    else:  # LeaderReady: a replica's leader alone, placed first (its workers come once it is Ready)
+        waiting = {i: live for i, (live, placed) in present.items() if i not in indices and i < unit.count
+                   and 0 < live < unit.pods and placed == 0}
+    leaves = tuple(Subgroup(leaf_name(role, i), waiting.get(i, unit.pods),
+                            (f"replica {i}: its leader first (startupPolicy LeaderReady)" if i in waiting else
+                             f"replica {i}: {unit.reason}" if i < unit.count else
+                             f"replica {i}: scaled away, kept while its pods are"), parent=role)
+                   for i in sorted({*indices, *waiting}))
     return (Subgroup(role, count, why, pinned, of_subgroups=True), *leaves)
 
 

@@ -170,14 +170,15 @@ async def test_kai_binds_only_complete_replicas_and_podgang_alone_evicts_by_the_
         await here.add_node()
         await until(lambda: _all_whole(here, 4), "all four replicas bound whole")
 
-        # decode scaled 2 -> 3: its leaf is added, the new replica placed whole once there is room
+        # decode scaled 2 -> 3: its leaf is added with its pods (once all are made: KAI would place a
+        # leader alone), the new replica placed whole once there is room
         await decode.scale(3)
+        await decode.group(2)
 
         async def leaf_added():
             spec = (await serve_group(here))["spec"]
             return "decode-2" in {e["name"] for e in spec["subGroups"]} and spec["minSubGroup"] == 2
         await until(leaf_added, "the leaf decode-2 in the group")
-        await decode.group(2)
         await decode.settled()
         await here.add_node()
         await until(lambda: _all_whole(here, 5), "decode-2 bound whole")

@@ -8,7 +8,7 @@ import jsonschema
 import yaml
 from hypothesis import given, settings as hsettings, strategies as st
 
-from podgang import rules
+from podgang import kinds, rules
 from podgang.backends import GangSpec
 from podgang.backends.base import min_pods, tree_shape
 from podgang.backends.kai import KAI
@@ -512,3 +512,24 @@ def test_a_ray_worker_group_of_multi_host_replicas_is_a_role_with_a_leaf_per_rep
                                                        "ray.io/worker-group-replica-index": "2"})
     gang = rules.gang_for_pod(rules.without_membership(host, DEFAULT), [ray])
     assert (gang.name, gang.subgroup, gang.leaf) == (name, "hosts-2", True)
+
+
+def test_a_leader_ready_lws_replica_lists_its_leader_alone_first():
+    """LWS startupPolicy LeaderReady makes a replica's workers only once its leader is
+    Ready: until then the leaf needs the leader alone, then the whole replica."""
+    workload = lws("serve", 2, 3, min_available="1")
+    workload["spec"]["startupPolicy"] = "LeaderReady"
+    leaves = {s.name: s.min_member for s in rules.replica_tree(workload, DEFAULT, {0: (1, 0), 1: (3, 1)})[1:]}
+    assert leaves == {"serve-0": 1, "serve-1": 3}
+    leaves = {s.name: s.min_member for s in rules.replica_tree(workload, DEFAULT, {0: (2, 1)})[1:]}
+    assert leaves == {"serve-0": 3}  # the leader placed, its workers being made: the whole replica
+    workload["spec"]["startupPolicy"] = "LeaderCreated"
+    assert [s.name for s in rules.replica_tree(workload, DEFAULT, {0: (1, 0)})[1:]] == []
+
+
+def test_the_grouper_keeps_what_the_tree_is_made_of():
+    workload = lws("serve", 2, 3, min_available="1")
+    workload["spec"]["startupPolicy"] = "LeaderReady"
+    cache = feed(Cache(), workload)
+    [kept] = cache.store_for("LeaderWorkerSet").values()
+    assert kinds.replica_units(kept).leader_first and rules.whole_workload_tree(kept)
