@@ -1018,8 +1018,9 @@ class Controller:
         if not tree and len(desired.subgroups) < 2:
             return ()
         active = self._active_by_subgroup(desired, members)
-        if not tree:
-            return tuple(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)) for s in desired.subgroups)
+        if not tree:  # roles, segments of a role or of a replica: each leaf that needs pods (a parent holds none)
+            return tuple(stale.SubgroupCount(s.name, s.min_member, active.get(s.name, 0)) for s in desired.subgroups
+                         if not s.of_subgroups and s.min_member > 0)
         replicas = replica_counts(desired, active, self.settings)
         if desired.source == rules.OWNED and not any(s.parent for s in desired.subgroups):
             # a lone LWS: one workload's replicas, directly under the group

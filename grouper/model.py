@@ -123,7 +123,7 @@ class Slimmer:
         annotation_keys = tuple(dict.fromkeys(k for b in backends for k in b.pod_annotation_keys))
         self.settings = settings
         self.pod_labels = (settings.skip_label, *label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL,
-                           LWS_WORKER_INDEX_LABEL, *kinds.ROLE_LABELS, *kinds.REPLICA_LABELS,
+                           LWS_WORKER_INDEX_LABEL, *kinds.ROLE_LABELS, *kinds.SEGMENT_INDEX_LABELS, *kinds.REPLICA_LABELS,
                            rollouts.POD_TEMPLATE_HASH, rollouts.CONTROLLER_REVISION_HASH, rollouts.POD_INDEX)
         self.pod_annotations = (*annotation_keys, settings.min_member_annotation,
                                 settings.grace_period_annotation)

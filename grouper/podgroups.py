@@ -453,8 +453,13 @@ def _missing(cache: Cache, group_key: str, backend: Backend | None) -> str:
 
 def owned_subgroups(workload: Obj, mm: MinMember, settings: Settings) -> tuple[rules.Subgroup, ...]:
     """The subgroups of a workload's own gang, one per role (a PyTorchJob's master and
-    workers); none when ``podgang.io/min-member`` pins the whole gang (the pin is the gang)."""
-    return () if mm.pinned else rules.role_subgroups(workload, settings)
+    workers); none when ``podgang.io/min-member`` pins the whole gang (the pin is the gang)
+    — unless the scheduler splits a role into segments, which its pods are labelled with
+    whatever the size (a pod naming a subgroup its group does not list is ignored)."""
+    found = rules.role_subgroups(workload, settings)
+    if mm.pinned and not any(s.parent for s in found):
+        return ()
+    return found
 
 
 def replicas_present(cache: Cache, members: Any) -> dict[str, dict[int, tuple[int, int]]] | None:
@@ -484,6 +489,9 @@ def owned_parts(workload: Obj, mm: MinMember, backend: Backend | None, settings:
     roles = rules.role_tree(workload, settings) if backend is not None and backend.holds_trees else ()
     if roles:  # a JobSet's replicated jobs of several Jobs: a parent each, a leaf per Job, every role required
         return roles, rules.root_min_subgroup(roles)
+    segments = rules.lws_segments(workload, settings)
+    if segments is not None:  # one replica's gang, split into segments as the scheduler's own grouper does
+        return segments.subgroups, None
     return owned_subgroups(workload, mm, settings), None
 
 

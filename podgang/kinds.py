@@ -70,6 +70,7 @@ class Role:
     #: size annotation there sizes each copy (KAI's batch-min-member)
     replicas: int = 1
     owner_template: Template = field(default_factory=dict)
+    written: int | None = None  # the pods it is written with, where its minimum may be fewer
     #: pods per replica when the role is several replicas of several pods each (a JobSet's
     #: replicated job: its Jobs), each counted whole; None: its pods are the units
     per_replica: int | None = None
@@ -180,8 +181,16 @@ class WorkloadKind:
     replicas: Callable[[Any], Replicas | None] = lambda obj: None
     #: the pod label that holds the index of the replica a pod belongs to
     replica_label: str | None = None
+    #: the role a gang scheduler may split into segments of consecutive pods (a PyTorchJob's
+    #: workers, by KAI's segment size); with :attr:`replicas`, each replica is split instead
+    segmented_role: str | None = None
+    #: the pod label that holds a pod's index in its role or replica (what its segment is told by)
+    segment_index_label: str | None = None
     #: the pod label that names the workload a replica belongs to
     replica_owner_label: str | None = None
+    #: each role's pod template may ask the scheduler to place that role together (KAI reads
+    #: a Ray head's and worker groups' topology from their templates)
+    placed_roles: bool = False
     #: the pod label that holds the index of the replica of its role a pod belongs to (a
     #: JobSet pod's Job), for roles with :attr:`Role.per_replica`
     role_replica_label: str | None = None
@@ -289,6 +298,20 @@ def _lws_replicas(obj: Any) -> Replicas:
     size, why = _lws_size(obj)
     return Replicas(max(as_int(spec(obj).get("replicas"), 1), 0), size, why,
                     leader_first=spec(obj).get("startupPolicy") == LWS_LEADER_READY)
+
+
+LWS_LEADER_WORKER = "LeaderWorker"  # subGroupPolicyType: the leader is in the first subgroup
+LWS_LEADER_EXCLUDED = "LeaderExcluded"  # the leader is a subgroup of its own
+
+
+def lws_subgroup_policy(obj: Any) -> tuple[int | None, str]:
+    """An LWS's ``leaderWorkerTemplate.subGroupPolicy``: (``subGroupSize`` or None,
+    ``subGroupPolicyType``, LeaderWorker by default as its CRD says)."""
+    policy = as_dict(as_dict(spec(obj).get("leaderWorkerTemplate")).get("subGroupPolicy"))
+    size = policy.get("subGroupSize")
+    kind = policy.get("subGroupPolicyType")
+    return (size if isinstance(size, int) and not isinstance(size, bool) else None,
+            kind if isinstance(kind, str) and kind else LWS_LEADER_WORKER)
 
 
 #: JobSet's startupPolicy that makes each replicated job only once the one before is Ready
@@ -438,6 +461,8 @@ def _slim_lws(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     for k in ("leaderTemplate", "workerTemplate"):
         if k in lwt:
             slim_lwt[k] = slim_template(lwt.get(k))
+    if isinstance(lwt.get("subGroupPolicy"), Mapping):
+        slim_lwt["subGroupPolicy"] = dict(lwt["subGroupPolicy"])
     out["leaderWorkerTemplate"] = slim_lwt
     return out
 
@@ -536,7 +561,7 @@ def _kubeflow(field: str, elastic: bool = False, launcher_waits: bool = False) -
             if waiting(obj) and str(rtype).lower() == "launcher":
                 replicas = 0  # not there to count: it joins once it exists
             parts.append(Role(str(rtype).lower(), replicas, f"{rtype} replicas {replicas}",
-                              as_dict(rspec.get("template")), f"spec.{field}.{rtype}.template"))
+                              as_dict(rspec.get("template")), f"spec.{field}.{rtype}.template", written=replicas))
         whole, why = _kubeflow_whole(obj, elastic)
         if whole is not None:
             parts = _fit(parts, max(whole - 1, 0) if waiting(obj) else whole, why)
@@ -585,9 +610,13 @@ def _run_policy_suspended(obj: Any) -> bool:
     return as_dict(spec(obj).get("runPolicy")).get("suspend") is True
 
 
+#: read on a Kubeflow training job's pod: its index among its replica type's pods (a PyTorch worker's segment is index // segment size)
+KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+
 def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...], doc: KindDoc, *,
                    version: str = "v1", also: tuple[str, ...] = (), elastic: bool = False,
-                   launcher_waits: bool = False) -> WorkloadKind:
+                   launcher_waits: bool = False, segmented_role: str | None = None) -> WorkloadKind:
     roles, size, templates = _kubeflow(field, elastic, launcher_waits)
     return WorkloadKind(
         Resource("kubeflow.org", version, plural, kind, optional=True, also=also), size, templates,
@@ -596,6 +625,7 @@ def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...],
                                  for rtype in as_dict(spec(obj).get(field))},
         default_scale_part=lambda obj: SCALING_ROLE,
         role_labels=(KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_JOB_ROLE_LABEL), suspended=_run_policy_suspended, doc=doc,
+        segmented_role=segmented_role, segment_index_label=KUBEFLOW_REPLICA_INDEX_LABEL if segmented_role else None,
     )
 
 
@@ -1059,6 +1089,7 @@ LEADER_WORKER_SET = WorkloadKind(
     doc=KindDoc("`leaderWorkerTemplate.size` per group (one PodGroup per LWS group, `…-group-<index>`)",
                 staging="with `startupPolicy: LeaderReady` a group's gang is its leader alone until the leader is "
                         "bound (LWS makes the workers once it is Ready), then the whole group"),
+    segment_index_label=LWS_WORKER_INDEX_LABEL,
 )
 JOB_SET = WorkloadKind(
     Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", optional=True),
@@ -1078,7 +1109,8 @@ JOB_SET = WorkloadKind(
 PYTORCH_JOB = _kubeflow_kind(
     "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", ("pytorchjob", "pytorchjobs"),
     KindDoc("`runPolicy.schedulingPolicy.minAvailable`, else `elasticPolicy.minReplicas`, else Σ replica specs' "
-            "`replicas` (unset: 1)", roles="one per replica type: `master`, `worker`"), elastic=True)
+            "`replicas` (unset: 1)", roles="one per replica type: `master`, `worker`"), elastic=True,
+    segmented_role="worker")  # a scheduler that segments (KAI, by its segment size) splits its workers
 TF_JOB = _kubeflow_kind("TFJob", "tfjobs", "tfReplicaSpecs", ("tfjob", "tfjobs"), KindDoc(
     "`minAvailable`, else Σ `replicas`", roles="one per replica type: `chief`, `ps`, `worker`, `evaluator`, …"))
 XGBOOST_JOB = _kubeflow_kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("xgboostjob", "xgboostjobs"), KindDoc(
@@ -1111,7 +1143,7 @@ RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
     _slim_ray(None), aliases=("raycluster", "rayclusters"), scale_parts=_ray_scale_parts,
     default_scale_part=lambda obj: _only_part(RAY_CLUSTER, obj), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
-    own_gang=_ray_own_gang, role_replica_label=RAY_REPLICA_INDEX_LABEL,
+    own_gang=_ray_own_gang, role_replica_label=RAY_REPLICA_INDEX_LABEL, placed_roles=True,
     doc=KindDoc(RAY_SIZE_RULE, roles="`headgroup` + one per worker group (`groupName`, pods by label `ray.io/group`)"),
 )
 #: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
@@ -1121,7 +1153,7 @@ RAY_JOB = WorkloadKind(
     _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), scale_parts=_ray_scale_parts,
     default_scale_part=lambda obj: _only_part(RAY_JOB, obj), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL,
-    status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj),
+    status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj), placed_roles=True,
     doc=KindDoc("its cluster (the one `status.rayClusterName` names, made from `spec.rayClusterSpec`) is a gang of "
                 "its own, sized as a RayCluster; the submitter Job, made once the cluster is ready, is a gang of its "
                 "own too", roles="as the RayCluster"),
@@ -1131,7 +1163,7 @@ RAY_SERVICE = WorkloadKind(
     Resource("ray.io", "v1", "rayservices", "RayService", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), scale_parts=_ray_scale_parts,
     default_scale_part=lambda obj: _only_part(RAY_SERVICE, obj), layout=ONE_PER_RUN, runs=("RayCluster",),
-    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL,
+    roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL, placed_roles=True,
     doc=KindDoc("each cluster it makes (the serving one, and a new one during an upgrade) is a gang of its own, "
                 "sized as a RayCluster", roles="as the RayCluster"),
 )
@@ -1180,6 +1212,10 @@ ROLE_LABELS: tuple[str, ...] = tuple(dict.fromkeys(label for k in WORKLOADS.valu
 #: the pod labels that name a pod's multi-pod replica, of every kind
 REPLICA_LABELS: tuple[str, ...] = tuple(label for k in WORKLOADS.values()
                                        for label in (k.replica_label, k.role_replica_label) if label)
+
+#: the pod labels that hold a pod's index in a role or replica a scheduler may segment, of every kind
+SEGMENT_INDEX_LABELS: tuple[str, ...] = tuple(dict.fromkeys(
+    k.segment_index_label for k in WORKLOADS.values() if k.segment_index_label))
 
 #: the workloads whose size the grouper follows (it watches these)
 FOLLOWED: tuple[WorkloadKind, ...] = tuple(k for k in WORKLOADS.values() if k.followed)
@@ -1347,6 +1383,27 @@ def roles(obj: Any) -> list[Role]:
     return entry.roles(obj) if entry is not None else []
 
 
+def segmented_role(obj: Any) -> Role | None:
+    """The role of a workload a scheduler may split into segments (a PyTorchJob's workers),
+    as it is written: with its minimum, or, where the job's own minimum leaves it none (a
+    ``minAvailable`` the master alone meets), with a minimum of 0 — its pods still exist and
+    are still in their segments. None for another kind, or a workload without that role."""
+    entry = workload_kind(obj)
+    if entry is None or entry.segmented_role is None:
+        return None
+    found = next((r for r in entry.roles(obj) if r.name == entry.segmented_role), None)
+    if found is not None:
+        return found
+    for path, template in entry.templates(obj):
+        parts = path.split(".")
+        if len(parts) == 4 and parts[2].lower() == entry.segmented_role:
+            replicas = max(as_int(as_dict(as_dict(spec(obj).get(parts[1])).get(parts[2])).get("replicas"), 1), 0)
+            if replicas:
+                return Role(entry.segmented_role, 0, f"{parts[2]} replicas {replicas}, none within the job's minimum",
+                            template, path, written=replicas)
+    return None
+
+
 def pod_role(top: Any, pod: Any) -> str | None:
     """The role a pod of the ``top`` workload (a reference or a kind name) plays (its
     subgroup), from the labels the kind's operator sets on it; None for a kind without roles."""
@@ -1389,6 +1446,15 @@ def replica_of(pod: Any) -> tuple[str, str, int] | None:
             if index is not None:
                 return entry.kind, found[entry.replica_owner_label], index
     return None
+
+
+def segment_index(top: Any, pod: Any) -> int | None:
+    """A pod's index in the role or replica its ``top`` workload's (a reference or a kind name) scheduler may split
+    into segments (a PyTorchJob worker's replica index, an LWS pod's worker index), from the
+    label its controller sets; None for another kind or a pod without it."""
+    entry = workload_kind(top)
+    value = labels(pod).get(entry.segment_index_label) if entry is not None and entry.segment_index_label else None
+    return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
 
 
 def carries_replica_label(pod: Any) -> bool:

@@ -15,7 +15,7 @@ import asyncio
 import os
 import re
 import sys
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Mapping, TextIO
 
 import orjson
 import yaml
@@ -264,6 +264,8 @@ def write_text(plan, out: TextIO) -> None:
             if g.users_tree:
                 out.write("    subgroups as written by its user: podgang changes none of them\n")
             for setting, value, where in _settings(g.options):
+                if isinstance(value, Mapping):
+                    value = placement_text(value)
                 out.write(f"    {setting} {value}" + (f"  [{where}]" if where else "") + "\n")
     out.write("\n")
     for title, findings in (("Denied", plan.denials), ("Warnings", plan.warnings), ("Notes", plan.notes)):
@@ -301,14 +303,21 @@ def tree_lines(subgroups) -> list[str]:
         for i, s in enumerate(nodes):
             last = i == len(nodes) - 1
             label = f"{prefix}{'└' if last else '├'} {s.name}"
-            need = (f"{s.min_member} of {len(children.get(s.name, []))} complete replicas" if s.of_subgroups
-                    else f"minimum {s.min_member}")
-            lines.append(f"{label.ljust(width + len(prefix) + 2)}  {need}  [{s.reason}]")
+            need = (f"{s.min_member} of {len(children.get(s.name, []))} {s.counts}"
+                    if s.of_subgroups else f"minimum {s.min_member}")
+            placed = f"  topology {placement_text(s.topology)}" if s.topology else ""
+            lines.append(f"{label.ljust(width + len(prefix) + 2)}  {need}{placed}  [{s.reason}]")
             if s.of_subgroups:
                 draw(s.name, prefix + ("  " if last else "│ "))
 
     draw(None, "")
     return lines
+
+
+def placement_text(value: Any) -> str:
+    """A placement constraint as ``field=value, …`` (a topology constraint, say)."""
+    pairs = value.items() if isinstance(value, Mapping) else value
+    return ", ".join(f"{k}={v}" for k, v in pairs)
 
 
 def _origin_text(g, backends: set[str]) -> str:
@@ -356,7 +365,8 @@ def plan_as_dict(plan) -> dict[str, Any]:
              "queue": g.options.get("queue"), "priorityClassName": g.options.get("priority_class"),
              "minSubGroup": g.min_subgroup,
              "subgroups": [{"name": s.name, **({"parent": s.parent} if s.parent else {}),
-                            ("minSubGroup" if s.of_subgroups else "minMember"): s.min_member, "reason": s.reason}
+                            ("minSubGroup" if s.of_subgroups else "minMember"): s.min_member, "reason": s.reason,
+                            **({"topology": dict(s.topology)} if s.topology else {})}
                            for s in g.subgroups]}
             for g in (plan.groups[k] for k in sorted(plan.groups))
         ],

@@ -158,6 +158,11 @@ class Subgroup:
     pinned: bool = False  # set by podgang.io/min-available, not the workload's size
     parent: str | None = None  # None: directly under the group
     of_subgroups: bool = False  # its minimum counts child subgroups (KAI's minSubGroup)
+    #: what its minimum of child subgroups counts, for people (``podgang plan``)
+    counts: str = "complete replicas"
+    #: where the scheduler must place its pods, as ``(field, value)`` pairs its backend
+    #: spells (KAI's segment topology constraint); empty: anywhere the gang's own allows
+    topology: tuple[tuple[str, str], ...] = ()
 
     @property
     def shape(self) -> tuple[str, int, str | None, bool]:
@@ -300,6 +305,25 @@ class Backend(ABC):
         """The subgroups a PodGroup holds (name -> minimum); None when the scheduler
         cannot express subgroups (its gang has only the summed minimum)."""
         return None
+
+    def segment_size(self, objs: Sequence[Any]) -> tuple[int | None, str, str | None]:
+        """The size of the segments the scheduler splits a role into (consecutive pods by
+        index, each segment a leaf of its own), read from ``objs`` in the scheduler's order
+        (a pod, its pod template, its workload): (size, where it is written, None), or
+        (None, "", what is wrong with it), or (None, "", None) when none is asked for."""
+        return None, "", None
+
+    def segment_topology(self, objs: Sequence[Any], top: Any = None) -> tuple[tuple[str, str], ...]:
+        """Where each segment's pods must be placed (:attr:`Subgroup.topology`), read from
+        ``objs`` (a pod, its template) and the workload ``top``, as the scheduler reads it;
+        empty when none is asked for."""
+        return ()
+
+    def role_topology(self, template: Any) -> tuple[tuple[tuple[str, str], ...], str | None]:
+        """Where one role's pods must be placed together (:attr:`Subgroup.topology`), read
+        from the role's pod template as the scheduler reads it (KAI: a Ray head's or worker
+        group's), and what is wrong with it; ((), None) when none is asked for."""
+        return (), None
 
     #: whether the scheduler holds a tree of subgroups (a role of complete replicas, each a
     #: leaf with its own minimum): KAI. Elsewhere a role is one flat part at its pod total.

@@ -69,10 +69,29 @@ PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 PREEMPTIBILITY_VALUES = ("preemptible", "non-preemptible")
 #: read on the top owner or pod: the KAI gang's `spec.preemptionDelay`
 PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
-#: read on the top owner: the KAI gang's `spec.topologyConstraint`
-TOPOLOGY_ANNOTATIONS = (("kai.scheduler/topology", "topology"),
-                        ("kai.scheduler/topology-required-placement", "requiredTopologyLevel"),
-                        ("kai.scheduler/topology-preferred-placement", "preferredTopologyLevel"))
+#: on a workload (KAI reads its top owner): the KAI Topology its gang is placed in; with a
+#: required or preferred level it becomes the PodGroup's ``spec.topologyConstraint``, and it
+#: also names the topology of the segments below
+TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
+#: on a workload: the topology level (a node label) all of its gang's pods must share
+TOPOLOGY_REQUIRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-required-placement"
+#: on a workload: the topology level its gang's pods should share where they can
+TOPOLOGY_PREFERRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-preferred-placement"
+TOPOLOGY_FIELD = "topologyConstraint"
+TOPOLOGY_ANNOTATIONS = ((TOPOLOGY_ANNOTATION, "topology"),
+                        (TOPOLOGY_REQUIRED_PLACEMENT_ANNOTATION, "requiredTopologyLevel"),
+                        (TOPOLOGY_PREFERRED_PLACEMENT_ANNOTATION, "preferredTopologyLevel"))
+#: on a PyTorchJob's Worker pod template (or its pods), on a LeaderWorkerSet or its worker
+#: template: KAI splits the workers into segments of this many consecutive pods, each a
+#: subgroup that is placed whole (an LWS's ``subGroupPolicy.subGroupSize`` comes first)
+SEGMENT_SIZE_ANNOTATION = "kai.scheduler/segment-size"
+#: beside the segment size, on the worker template (or its pods): the topology level each
+#: segment's pods must share (the topology is ``kai.scheduler/topology``)
+SEGMENT_REQUIRED_PLACEMENT_ANNOTATION = "kai.scheduler/segment-topology-required-placement"
+#: beside the segment size: the topology level each segment's pods should share where they can
+SEGMENT_PREFERRED_PLACEMENT_ANNOTATION = "kai.scheduler/segment-topology-preferred-placement"
+SEGMENT_ANNOTATIONS = (SEGMENT_SIZE_ANNOTATION, SEGMENT_REQUIRED_PLACEMENT_ANNOTATION,
+                       SEGMENT_PREFERRED_PLACEMENT_ANNOTATION, TOPOLOGY_ANNOTATION)
 #: written on a KAI PodGroup podgang makes: the top owner's metadata, as KAI's own pod-grouper writes it
 TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
 #: KAI's own gang size: on a batch/v1 Job (its grouper's minMember), on a JobSet replicated
@@ -161,7 +180,7 @@ class KaiBackend(MinMemberPodGroups):
                                PREEMPTIBILITY_LABEL)
         self.pod_annotation_keys = (annotation, SKIP_PODGROUPER_ANNOTATION, PREEMPTION_DELAY_ANNOTATION,
                                     GPU_FRACTION_ANNOTATION, GPU_FRACTION_DEVICES_ANNOTATION, GPU_MEMORY_ANNOTATION,
-                                    BATCH_MIN_MEMBER)
+                                    BATCH_MIN_MEMBER, *SEGMENT_ANNOTATIONS, *(key for key, _ in TOPOLOGY_ANNOTATIONS[1:]))
         self.default_queue = default_queue
         self.default_priority_classes = default_priority_classes
 
@@ -331,7 +350,9 @@ class KaiBackend(MinMemberPodGroups):
             topology = {field: value for key, field in TOPOLOGY_ANNOTATIONS
                         if isinstance(value := annotations(top).get(key), str) and value}
             if topology:
-                extra["topologyConstraint"] = topology
+                extra[TOPOLOGY_FIELD] = topology
+                origins.append((TOPOLOGY_FIELD, f"annotations {', '.join(k for k, f in TOPOLOGY_ANNOTATIONS if f in topology)} "
+                                                f"on {_kind_name(top)}"))
             options["labels"] = {k: v for k, v in labels(top).items() if isinstance(v, str)}
             md = metadata(top)
             api_version = str(top.get("apiVersion") or "")
@@ -416,6 +437,50 @@ class KaiBackend(MinMemberPodGroups):
         kind = str(as_dict(source.top_owner).get("kind") or "Pod")
         value = dict(self.default_priority_classes).get(kind, TRAIN)
         return value, f"the default for a {kind} (--default-priority-class)"
+
+    # -- segments: KAI's grouper splits a PyTorchJob's workers (pytorch_grouper.go) and each
+    # LWS replica (lws_grouper.go) into segments, each a leaf with its own topology
+
+    def segment_size(self, objs: Sequence[Any]) -> tuple[int | None, str, str | None]:
+        """``kai.scheduler/segment-size``: the first of ``objs`` that carries it decides."""
+        found = [o for o in objs if isinstance(o, Mapping) and isinstance(annotations(o).get(SEGMENT_SIZE_ANNOTATION), str)
+                 and annotations(o)[SEGMENT_SIZE_ANNOTATION]]
+        if not found:
+            return None, "", None
+        value = annotations(found[0])[SEGMENT_SIZE_ANNOTATION]
+        who = (_kind_name(found[0]) if as_dict(found[0]).get("kind") else
+               "the pod" if metadata(found[0]).get("name") else "its pod template")
+        text = value.strip()
+        if text.isdigit() and 0 < int(text) <= 2**31 - 1:
+            return int(text), f"annotation {SEGMENT_SIZE_ANNOTATION}={text} on {who}", None
+        return None, "", (f"annotation {SEGMENT_SIZE_ANNOTATION}={quoted(value)} on {who} is not a whole number "
+                          f"above 0: KAI's own pod-grouper refuses the workload; podgang gives it no segments")
+
+    def segment_topology(self, objs: Sequence[Any], top: Any = None) -> tuple[tuple[str, str], ...]:
+        """A segment's ``topologyConstraint``: the topology from ``objs`` or the workload,
+        the levels from ``objs`` — nothing unless a topology and a level are both set."""
+        near = [o for o in objs if isinstance(o, Mapping)]
+        name, _ = _first([*near, *([top] if isinstance(top, Mapping) else [])], "annotations", TOPOLOGY_ANNOTATION)
+        levels = [(field, value) for key, field in ((SEGMENT_REQUIRED_PLACEMENT_ANNOTATION, "requiredTopologyLevel"),
+                                                    (SEGMENT_PREFERRED_PLACEMENT_ANNOTATION, "preferredTopologyLevel"))
+                  if (value := _first(near, "annotations", key)[0]) is not None]
+        if not name or not levels:
+            return ()
+        return (("topology", name), *levels)
+
+    def role_topology(self, template: Any) -> tuple[tuple[tuple[str, str], ...], str | None]:
+        """A role's ``topologyConstraint`` from its template's topology annotations (KAI's
+        Ray grouper): only with a required or preferred level, and then the topology is
+        required (KAI refuses the workload without it)."""
+        found = {field: value for key, field in TOPOLOGY_ANNOTATIONS
+                 if isinstance(value := annotations(template).get(key), str) and value}
+        if not found.keys() - {"topology"}:
+            return (), None
+        if "topology" not in found:
+            return (), (f"annotation {TOPOLOGY_REQUIRED_PLACEMENT_ANNOTATION} or {TOPOLOGY_PREFERRED_PLACEMENT_ANNOTATION} "
+                        f"without {TOPOLOGY_ANNOTATION}: KAI's own pod-grouper refuses it; podgang places the role "
+                        f"anywhere")
+        return tuple((field, found[field]) for _, field in TOPOLOGY_ANNOTATIONS if field in found), None
 
     # -- membership
 
@@ -625,6 +690,8 @@ def _entry(s: Subgroup) -> dict[str, Any]:
     if s.parent:
         out["parent"] = s.parent
     out[MIN_SUBGROUP if s.of_subgroups else MIN_MEMBER] = max(int(s.min_member), 0)
+    if s.topology:
+        out[TOPOLOGY_FIELD] = dict(s.topology)
     return out
 
 
