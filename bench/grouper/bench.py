@@ -28,6 +28,7 @@ import gc
 import json
 import os
 import shutil
+import signal
 import platform
 import statistics
 import subprocess
@@ -211,7 +212,10 @@ async def measure(args: argparse.Namespace, size: int) -> dict:
             burst_patches -= before
             peak = vm_hwm_mb(proc.pid)
         finally:
-            proc.terminate()
+            if args.py_spy:
+                proc.send_signal(signal.SIGINT)  # py-spy writes its samples on SIGINT only
+            else:
+                proc.terminate()
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
