@@ -240,7 +240,7 @@ def controller_ref(obj: Any) -> OwnerRef | None:
 
 
 _OWNER_REFS: dict[tuple[str, str, str, str, bool], OwnerRef] = {}
-_MAX_OWNER_REFS = 100_000
+_MAX_OWNER_REFS = 4096  # the owners of the pods being looked at; a bigger memo only costs memory
 
 
 def _owner_ref(ref: Mapping[str, Any]) -> OwnerRef:
