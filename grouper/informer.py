@@ -214,34 +214,51 @@ class Informer:
     def _mine(self, key: str) -> bool:
         return self.namespace is None or key.startswith(self.namespace + "/")
 
+    async def _page(self, cont: str | None) -> Any:
+        return await self.api.get(self.path, limit=str(self.page_size), **self.query,
+                                  **({"continue": cont} if cont else {}))
+
+    def _fold_page(self, body: Mapping[str, Any], fresh: dict[str, Obj]) -> None:
+        """Slim one page's items into ``fresh``."""
+        for raw in body.get("items") or ():
+            if not raw.get("kind"):
+                raw["kind"] = self.resource.kind
+                raw["apiVersion"] = self.resource.api_version
+            slim = self.slim(raw)
+            if slim is not None and self.keep(slim):
+                md = slim["metadata"]
+                fresh[key_of(md.get("namespace") or "", md.get("name") or "")] = slim
+        if not self.synced.is_set():
+            # While the first list fills the cache, every full collection walked the
+            # whole cache again: 3 of the 5 s it took to load 100,000 pods. Everything
+            # that exists now is exempted from collection: it is still freed by
+            # reference counting (the cache holds no cycles); only cycles alive at
+            # start-up are never collected, once.
+            gc.freeze()
+
     async def _relist(self) -> None:
         self.lists += 1
         fresh: dict[str, Obj] = {}
-        cont: str | None = None
         list_rv = ""
-        while True:
-            body = await self.api.get(self.path, limit=str(self.page_size), **self.query,
-                                      **({"continue": cont} if cont else {}))
-            meta = body.get("metadata") or {}
-            list_rv = str(meta.get("resourceVersion") or list_rv)
-            for raw in body.get("items") or ():
-                if not raw.get("kind"):
-                    raw["kind"] = self.resource.kind
-                    raw["apiVersion"] = self.resource.api_version
-                slim = self.slim(raw)
-                if slim is not None and self.keep(slim):
-                    md = slim["metadata"]
-                    fresh[key_of(md.get("namespace") or "", md.get("name") or "")] = slim
-            if not self.synced.is_set():
-                # While the first list fills the cache, every full collection walked the
-                # whole cache again: 3 of the 5 s it took to load 100,000 pods. Everything
-                # that exists now is exempted from collection: it is still freed by
-                # reference counting (the cache holds no cycles); only cycles alive at
-                # start-up are never collected, once.
-                gc.freeze()
-            cont = meta.get("continue")
-            if not cont:
-                break
+        page = asyncio.ensure_future(self._page(None))
+        try:
+            while True:
+                body = await page
+                meta = body.get("metadata") or {}
+                list_rv = str(meta.get("resourceVersion") or list_rv)
+                cont = meta.get("continue")
+                if cont:
+                    # ask for the next page before slimming this one: the server encodes it
+                    # meanwhile (a list of 100,000 pods is 200 pages, each a wait otherwise)
+                    page = asyncio.ensure_future(self._page(cont))
+                self._fold_page(body, fresh)
+                if not cont:
+                    break
+        finally:
+            if not page.done():
+                page.cancel()  # cancelled or failed while a page was on its way
+            elif not page.cancelled():
+                page.exception()  # looked at: a failed page nobody awaited is not logged as lost
         # diff against what we had: adds, changes and deletions since the last watch
         for key in [k for k in self.store if self._mine(k) and k not in fresh]:
             old = self.store.pop(key)

@@ -555,14 +555,14 @@ class Cache:
         may be None) and say what needs a look. The store itself is already updated."""
         if kind == "Pod":
             return self._apply_pod(old, new)
-        self._walks.clear()
         backend = self._podgroup_backend(kind)
-        if backend is not None:
+        if backend is not None:  # a PodGroup is no pod's owner: the owner walks still hold
             changes = Changes(urgent=True)
             for obj in (old, new):
                 if obj is not None:
                     changes.groups.update(self.podgroups.keys_of(backend, obj))
             return changes
+        self._walks.clear()
         return self._apply_workload(kind, old, new)
 
     def _apply_pod(self, old: Obj | None, new: Obj | None) -> Changes:

@@ -62,6 +62,8 @@ NO_PODS = WorkloadPods()
 
 
 def _d(value: Any) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, and much cheaper than an ABC check
+        return value
     return value if isinstance(value, Mapping) else {}
 
 

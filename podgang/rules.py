@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Mapping as AbcMapping
 from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -216,13 +217,38 @@ def generated_suffix(seed: str, length: int = 5) -> str:
 
 
 def controller_ref(obj: Any) -> OwnerRef | None:
-    """The ownerReference marked ``controller: true``, else the first one, else None."""
-    refs = [r for r in _list(metadata(obj).get("ownerReferences")) if isinstance(r, Mapping)]
-    refs = [r for r in refs if r.get("kind") and r.get("name")]
-    if not refs:
-        return None
-    chosen = next((r for r in refs if r.get("controller") is True), refs[0])
-    return OwnerRef.from_dict(chosen)
+    """The ownerReference marked ``controller: true``, else the first one, else None
+    (of those naming a kind and a name)."""
+    chosen = None
+    for r in _list(metadata(obj).get("ownerReferences")):
+        if type(r) is not dict and not isinstance(r, AbcMapping):
+            continue
+        if not (r.get("kind") and r.get("name")):
+            continue
+        if r.get("controller") is True:
+            chosen = r
+            break
+        if chosen is None:
+            chosen = r
+    return None if chosen is None else _owner_ref(chosen)
+
+
+_OWNER_REFS: dict[tuple[str, str, str, str, bool], OwnerRef] = {}
+_MAX_OWNER_REFS = 4096  # the owners of the pods being looked at; a bigger memo only costs memory
+
+
+def _owner_ref(ref: Mapping[str, Any]) -> OwnerRef:
+    """``OwnerRef.from_dict(ref)``, one shared (frozen) object per owner: the grouper asks
+    for every pod's owner many times per reconcile."""
+    key = (ref.get("apiVersion"), ref.get("kind"), ref.get("name"), ref.get("uid"), ref.get("controller", False))
+    if not all(type(v) is str for v in key[:4]) or type(key[4]) is not bool:
+        return OwnerRef.from_dict(ref)  # a field missing or not of its type: not worth remembering
+    found = _OWNER_REFS.get(key)  # type: ignore[arg-type]
+    if found is None:
+        if len(_OWNER_REFS) >= _MAX_OWNER_REFS:
+            _OWNER_REFS.clear()  # owners come and go: start over rather than grow
+        found = _OWNER_REFS[key] = OwnerRef.from_dict(ref)  # type: ignore[index]
+    return found
 
 
 def next_owner(obj: Any) -> OwnerRef | None:

@@ -28,6 +28,7 @@ import gc
 import json
 import os
 import shutil
+import signal
 import platform
 import statistics
 import subprocess
@@ -35,6 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,6 +139,7 @@ async def measure(args: argparse.Namespace, size: int) -> dict:
     loop = asyncio.get_running_loop()
     with open(log_path, "w") as log:
         started = loop.time()
+        started_wall = time.time()
         spy_bin = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
         spy = ([spy_bin, "record", "--nonblocking", "--rate", "200", "--format", "raw", "--output",
                 f"{args.py_spy}.{size}.txt", "--"] if args.py_spy else [])
@@ -154,20 +157,25 @@ async def measure(args: argparse.Namespace, size: int) -> dict:
             first_cpu = cpu_seconds(proc.pid)
             print(f"first complete reconcile: {first:.2f}s ({first_cpu}s CPU)", file=sys.stderr)
             # the grouper's own view (from cache sync start, without interpreter start-up)
-            own = synced = None
+            own = synced = synced_at = None
             for _ in range(100):
                 for line in log_path.read_text().splitlines():
                     if "first complete reconcile done" in line:
                         own = json.loads(line).get("duration_ms")
                     elif "caches synced" in line:
-                        synced = json.loads(line).get("duration_ms")
+                        record = json.loads(line)
+                        synced = record.get("duration_ms")
+                        synced_at = datetime.fromisoformat(record["ts"].replace("Z", "+00:00")).timestamp()
                 if own is not None:
                     break
                 await asyncio.sleep(0.05)
-            # where the time went: interpreter and client start-up (and the moment until the
-            # bench saw the groups), the lists until the caches synced, the reconcile
-            phases = {"start-up": first - (own or 0) / 1000, "list and sync": (synced or 0) / 1000,
-                      "reconcile": ((own or 0) - (synced or 0)) / 1000}
+            # where the time went, until the bench saw the groups right: interpreter and client
+            # start-up (until the grouper's clock started), the lists until the caches synced, the
+            # reconcile. (The grouper's own "first complete reconcile done" waits for its queue to
+            # be idle: it may come after the groups are right.)
+            list_s = (synced or 0) / 1000
+            startup_s = (synced_at - list_s - started_wall) if synced_at is not None else first - (own or 0) / 1000
+            phases = {"start-up": startup_s, "list and sync": list_s, "reconcile": first - startup_s - list_s}
             print("phases: " + ", ".join(f"{name} {value:.2f}s ({value / first:.0%})" for name, value in phases.items()),
                   file=sys.stderr)
             rss_after_sync = vm_hwm_mb(proc.pid)
@@ -211,7 +219,10 @@ async def measure(args: argparse.Namespace, size: int) -> dict:
             burst_patches -= before
             peak = vm_hwm_mb(proc.pid)
         finally:
-            proc.terminate()
+            if args.py_spy:
+                proc.send_signal(signal.SIGINT)  # py-spy writes its samples on SIGINT only
+            else:
+                proc.terminate()
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:

@@ -307,7 +307,7 @@ class KaiBackend(MinMemberPodGroups):
         in its order — and where each value comes from (``origins``) and what is wrong
         with them (``problems``)."""
         top = source.top_owner if isinstance(source.top_owner, Mapping) else None
-        pods = [p for p in source.pod_like if isinstance(p, Mapping)]
+        pods = [p for p in source.pod_like if _is_mapping(p)]
         origins: list[tuple[str, str]] = []
         problems: list[str] = []
         options: dict[str, Any] = {}
@@ -320,7 +320,7 @@ class KaiBackend(MinMemberPodGroups):
         # podgang evicts what is left of a stale gang it made, knowing a rollout from a loss;
         # KAI (v0.17 and later) would evict it too, after its own grace period, unless told not to
         extra: dict[str, Any] = {STALENESS_GRACE_PERIOD: DISABLED_STALENESS}
-        owners = [o for o in source.owners if isinstance(o, Mapping)]
+        owners = [o for o in source.owners if _is_mapping(o)]
         value, who = _first([*owners, *pods], "labels", PREEMPTIBILITY_LABEL)
         if value is not None:
             if value in PREEMPTIBILITY_VALUES:
@@ -428,7 +428,7 @@ class KaiBackend(MinMemberPodGroups):
         exists = source.facts.priority_classes
         pods = source.pod_like[:1]
         candidates = [(labels(o).get(PRIORITY_LABEL), f"label {PRIORITY_LABEL} on {_kind_name(o)}")
-                      for o in source.owners if isinstance(o, Mapping)]
+                      for o in source.owners if _is_mapping(o)]
         candidates += [(labels(p).get(PRIORITY_LABEL), f"label {PRIORITY_LABEL} on the pod") for p in pods]
         candidates += [(spec(p).get("priorityClassName"), "the pod's spec.priorityClassName") for p in pods]
         for value, where in candidates:
@@ -789,6 +789,10 @@ def _batch_min_member(notes: Mapping[str, Any], where: str) -> tuple[int | None,
 
 def _kind_name(obj: Any) -> str:
     return f"{str(as_dict(obj).get('kind') or 'object').lower()}/{metadata(obj).get('name') or '?'}"
+
+
+def _is_mapping(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)  # the common case first: an ABC check is slow
 
 
 def _first(objs: list[Any], section: str, key: str) -> tuple[str | None, str]:
