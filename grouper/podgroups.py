@@ -410,6 +410,9 @@ def operator_named(cache: Cache, workload: Obj, name: str) -> str | None:
     every one names another PodGroup podgang does not manage — its operator's own gang
     integration, turned on in the operator (KubeRay's batch scheduler, LWS's
     gangSchedulingManagement), which the workload does not show."""
+    entry = kinds.workload_kind(workload)
+    if entry is None or not entry.operator_gangs:
+        return None
     pods = [p for p in cache.pods_under(workload) if not is_terminating(p)]
     named = {rules.group_of(p, cache.settings) for p in pods}
     if not pods or None in named or named & set(cache.owned_group_names(workload)):

@@ -162,6 +162,11 @@ class WorkloadKind:
     #: its operator's own gang integration, when the workload turns it on: (the PodGroup the
     #: operator makes and names on its pods, why); None when podgang makes its gang
     own_gang: Callable[[Any], "tuple[str, str] | None"] = lambda obj: None
+    #: its operator can make its gang when switched on in the operator, not in the workload
+    #: (KubeRay's batch scheduler, LWS's gangSchedulingManagement): its pods all naming a group
+    #: podgang does not manage are that gang. False for every other kind, whose pods naming
+    #: such a group were labelled by another grouper (KAI's own, with no webhook in front)
+    operator_gangs: bool = False
     #: the parts of its gang, each with its own minimum (their sum is :attr:`size`); none:
     #: the gang is one part
     roles: Callable[[Any], list[Role]] = lambda obj: []
@@ -1084,7 +1089,7 @@ LEADER_WORKER_SET = WorkloadKind(
     _lws_size, _lws_templates, _slim_lws,
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
-    replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL, replica_owner_label=LWS_NAME_LABEL,
+    replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL, replica_owner_label=LWS_NAME_LABEL, operator_gangs=True,
     replica_stage=_lws_replica_stage,
     doc=KindDoc("`leaderWorkerTemplate.size` per group (one PodGroup per LWS group, `…-group-<index>`)",
                 staging="with `startupPolicy: LeaderReady` a group's gang is its leader alone until the leader is "
@@ -1143,7 +1148,7 @@ RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
     _slim_ray(None), aliases=("raycluster", "rayclusters"), scale_parts=_ray_scale_parts,
     default_scale_part=lambda obj: _only_part(RAY_CLUSTER, obj), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
-    own_gang=_ray_own_gang, role_replica_label=RAY_REPLICA_INDEX_LABEL, placed_roles=True,
+    own_gang=_ray_own_gang, role_replica_label=RAY_REPLICA_INDEX_LABEL, placed_roles=True, operator_gangs=True,
     doc=KindDoc(RAY_SIZE_RULE, roles="`headgroup` + one per worker group (`groupName`, pods by label `ray.io/group`)"),
 )
 #: a RayJob's cluster (sized from the spec it is made from, rayClusterSpec) is a gang of its
@@ -1164,6 +1169,7 @@ RAY_SERVICE = WorkloadKind(
     _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), scale_parts=_ray_scale_parts,
     default_scale_part=lambda obj: _only_part(RAY_SERVICE, obj), layout=ONE_PER_RUN, runs=("RayCluster",),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL, placed_roles=True,
+    operator_gangs=True,
     doc=KindDoc("each cluster it makes (the serving one, and a new one during an upgrade) is a gang of its own, "
                 "sized as a RayCluster", roles="as the RayCluster"),
 )

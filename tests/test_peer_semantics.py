@@ -472,6 +472,20 @@ def test_pods_naming_their_operators_group_are_that_gang_and_podgangs_own_is_ret
     assert plan_writes(operator, cache.podgroups.of(VOLCANO, f"{NS}/ray-raycluster-pg"), VOLCANO_SETTINGS) == []
 
 
+def test_pods_of_a_kind_without_an_operator_gang_naming_another_group_keep_podgangs():
+    """A ReplicaSet has no operator that gangs it: its pods naming a group podgang does not
+    manage were labelled by another grouper (KAI's own, with no webhook in front), and
+    podgang still makes the ReplicaSet's gang (the real-apiserver test caught this)."""
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web", "namespace": NS, "uid": "rs-1"},
+          "spec": {"replicas": 3, "template": {"spec": {"schedulerName": "volcano",
+                                                          "containers": [{"name": "c", "image": "nginx"}]}}}}
+    pods = [operator_pod(f"web-{i}", "pg-web-from-another-grouper", rs) for i in range(3)]
+    cache = feed(Cache(VOLCANO_SETTINGS), rs, *pods)
+    (own_name,) = cache.owned_group_names(cache.store_for("ReplicaSet")[f"{NS}/web"])
+    own = desired_group(cache, f"{NS}/{own_name}")
+    assert own.operator is None and own.source == rules.OWNED and own.min_member.value == 3
+
+
 async def test_the_grouper_says_once_that_a_gang_is_its_operators_and_makes_no_second_one():
     """The grouper on a RayCluster whose KubeRay (batchScheduler volcano) made ray-<name>-pg:
     its pods name that group, podgang's own, made when the cluster came, is retired, and one
