@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from podgang import rollouts
+from podgang.backends.coscheduling import GROUP_LABEL as COSCHEDULING_GROUP_LABEL
+from podgang.backends.volcano import GROUP_ANNOTATION as VOLCANO_GROUP_ANNOTATION
 from podgang.objects import (
     EMPTY,
     POD,
@@ -670,8 +672,8 @@ TRAINER_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER_RUNTIME_KINDS = ("ClusterTrainingRuntime", "TrainingRuntime")
 _TRAINER_ONE_REPLICA = ("dataset-initializer", "model-initializer", "trainer")  # the Trainer makes 1 of each
 #: the Trainer's podGroupPolicy: the pod key it names the TrainJob's own PodGroup with, by scheduler
-_TRAINER_POD_GROUP_KEYS = {"coscheduling": ("labels", "scheduling.x-k8s.io/pod-group"),
-                           "volcano": ("annotations", "scheduling.k8s.io/group-name")}
+_TRAINER_POD_GROUP_KEYS = {"coscheduling": ("labels", COSCHEDULING_GROUP_LABEL),
+                           "volcano": ("annotations", VOLCANO_GROUP_ANNOTATION)}
 
 
 def trainjob_runtime(trainjob: Any) -> tuple[str, str]:
