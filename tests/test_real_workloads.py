@@ -395,7 +395,8 @@ async def test_suspension_completion_and_an_elastic_scale_down_are_not_stale_but
         async def workers_evicted():
             return not await here.pods(app="lost")
         await until(workers_evicted, "the workers of the job that lost its master evicted")
-        evicted = {e["involvedObject"]["name"] for e in await here.events("GangEvicted")}
+        # the event is written after the evictions, by the event writers: wait for it, not for the pods
+        evicted = {e["involvedObject"]["name"] for e in await here.wait_events("GangEvicted")}
         assert evicted and evicted <= lost, f"GangEvicted for {evicted - lost}"
         # the grace period ran out for the lost master after the others' losses were judged: no other
         # gang was stale then (the pods' deletion may reach the grouper before the suspension or the
