@@ -73,7 +73,7 @@ POD_KEY = "p"
 #: the events of a never-placed verdict (podgang.feasibility), and of its end
 NEVER_PLACED = "GangNeverPlaced"
 PLACEABLE = "GangNoLongerNeverPlaced"
-NEWS = "b"  # say what the grouper did for a gang (created its group, backfilled its pods): one event
+NEWS = "b"  # say what the grouper did for gangs (created groups, backfilled pods): one event per namespace
 
 
 @dataclass
@@ -128,7 +128,8 @@ class Controller:
         # pod backfills wait behind group writes: the group (and the subgroups a pod is
         # labelled with) first, and a catching-up backfill never holds up a scale
         self.queue = WorkQueue(behind=lambda item: item[0] == POD_KEY)
-        self._news: dict[str, _GangNews] = {}  # gang key -> its group created, pods backfilled: not said yet
+        # namespace -> gang key -> its group created, pods backfilled: not said yet (said per namespace)
+        self._news: dict[str, dict[str, _GangNews]] = {}
         self._backfilling = 0  # backfills being written now
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
         self.replicas = stale.BrokenReplicaTracker(clock=clock)
@@ -1163,7 +1164,8 @@ class Controller:
     async def _backfill_pod(self, key: str) -> None:
         """One merge patch gives a pod admitted without the webhook everything it lacks:
         membership, subgroup, the scheduler's own keys; what it already carries is not
-        written again. The event is said per gang, with the count (:meth:`_say_news`)."""
+        written again. The event is said per gang — per namespace when many settle at once — with the count
+        (:meth:`_say_news`)."""
         started = time.perf_counter()
         pod = self.cache.pods.get(key)
         if pod is None or is_terminating(pod) or self.being_deleted(split_key(key)[0]):
@@ -1238,27 +1240,62 @@ class Controller:
 
     def _news_of(self, gang_key: str) -> "_GangNews":
         """What is to be said about a gang, said once the grouper's work on it has settled."""
-        news = self._news.get(gang_key)
+        namespace = split_key(gang_key)[0]
+        news = self._news.setdefault(namespace, {}).get(gang_key)
         if news is None:
-            news = self._news[gang_key] = _GangNews(self.clock())
+            news = self._news[namespace][gang_key] = _GangNews(self.clock())
         self.queue.add((NEWS, gang_key), self.options.backfill_event_delay)
         return news
 
+    def _news_waits(self, gang_key: str, news: "_GangNews") -> bool:
+        """Whether a gang's news should wait: backfill still going on, or a group made before
+        its pods came (a job's controller makes them next: said with them) — for at most
+        backfill_event_max_wait."""
+        if self.clock() - news.since >= self.options.backfill_event_max_wait:
+            return False
+        return bool(self.queue.waiting_behind or self._backfilling
+                    or (news.created is not None and not news.pods and not self.cache.members(gang_key)))
+
     def _say_news(self, gang_key: str) -> None:
-        """ONE event per gang for what the grouper did to it: its group created, its pods
-        backfilled (with the count), or both in one — once no backfill is left to do and a
-        group it made has pods (or the first news is backfill_event_max_wait old). On the
-        group, else on a pod that was backfilled."""
-        news = self._news.get(gang_key)
+        """What the grouper did to its gangs — groups created, pods backfilled with their count —
+        said once that work has settled, in ONE event per namespace for every gang of it settled
+        then: a gang or a few as the webhook's pods come, hundreds in one when a grouper catches
+        up (an event per gang would be an etcd write per gang, as many as the groups). On the
+        first gang's group, else on a pod of it that was backfilled."""
+        namespace = split_key(gang_key)[0]
+        pending = self._news.get(namespace) or {}
+        news = pending.get(gang_key)
         if news is None:
             return
-        waiting = (self.queue.waiting_behind or self._backfilling
-                   # a group made before its pods came (a job's controller makes them next): said with them
-                   or (news.created is not None and not news.pods and not self.cache.members(gang_key)))
-        if waiting and self.clock() - news.since < self.options.backfill_event_max_wait:
+        if self._news_waits(gang_key, news):
             self.queue.add((NEWS, gang_key), self.options.backfill_event_delay)
             return
-        del self._news[gang_key]
+        settled = [(gang_key, pending.pop(gang_key))]
+        settled += [(key, pending.pop(key)) for key, other in list(pending.items()) if not self._news_waits(key, other)]
+        if not pending:
+            del self._news[namespace]
+        said = [self._news_text(key, each) for key, each in settled]
+        said = [(key, each, text) for (key, each), text in zip(settled, said) if text]
+        if not said:
+            return
+        said.sort(key=lambda t: t[1].created is None)  # a group created first: the event goes on it
+        key, first, text = said[0]
+        created = [each for _, each, _ in said if each.created is not None]
+        if len(said) > 1:
+            pods = sum(each.pods for _, each, _ in said)
+            names = [split_key(k)[1] for k, _, _ in said]
+            shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            parts = [f"{len(created)} PodGroup{'s' if len(created) != 1 else ''} created"] if created else []
+            parts += [f"{pods} pod{'s' if pods != 1 else ''} backfilled"] if pods else []
+            text = f"{' and '.join(parts)} for {len(said)} gangs ({shown}); the first: {text}"
+        if first.created is not None:
+            self.events.emit(first.created[0], "PodGroupCreated", text)
+        elif first.backend is not None:
+            actual = self.cache.podgroups.of(first.backend, key)
+            self.events.emit(actual if actual is not None else first.example, "Backfilled", text)
+
+    def _news_text(self, gang_key: str, news: "_GangNews") -> str:
+        """One gang's news, as said (and its backfill logged)."""
         said = []
         if news.created is not None:
             said.append(news.created[1])
@@ -1270,11 +1307,7 @@ class Controller:
             said.append(backfilled)
             log.info(f"backfill: {backfilled}", extra={"fields": {"group": gang_key, "action": "backfill",
                                                                   "reason": backfilled, "pods": news.pods}})
-        if news.created is not None:
-            self.events.emit(news.created[0], "PodGroupCreated", "; ".join(said))
-        elif said and news.backend is not None:
-            actual = self.cache.podgroups.of(news.backend, gang_key)
-            self.events.emit(actual if actual is not None else news.example, "Backfilled", "; ".join(said))
+        return "; ".join(said)
 
 
 @dataclass

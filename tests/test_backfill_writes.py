@@ -73,21 +73,24 @@ async def test_each_backfilled_pod_is_written_once_with_membership_subgroup_and_
                 assert body["metadata"]["labels"] == {LABEL: owned_group(job), SUBGROUP: name.split("-")[2]}
 
 
-async def test_a_backfill_is_one_event_per_gang_with_the_count(emu):
-    """The grouper creates each job's group and backfills its pods: one event says both."""
+async def test_a_backfill_is_one_event_per_namespace_with_the_counts(emu):
+    """The grouper creates each job's group and backfills its pods: one event says both, for
+    every gang of the namespace settled at once — not an etcd write per gang."""
     jobs = [pytorchjob_admitted_unseen(emu, f"train-{n}", 3) for n in range(2)]
     async with running_grouper(emu) as g:
-        for job, _ in jobs:
-            group = owned_group(job)
-            found = await emu.wait_for(lambda group=group: [e for e in events(emu) if group in e["message"]],
-                                       5.0, f"an event for {group}")
-            assert found[0]["reason"] == "PodGroupCreated" and found[0]["involvedObject"]["name"] == group
-            assert f"created for pytorchjob {job['metadata']['name']}: minMember 4" in found[0]["message"]
-            assert "; 4 pods backfilled: " in found[0]["message"], found[0]["message"]
+        (said,) = await emu.wait_for(lambda: events(emu, "PodGroupCreated"), 5.0, "a PodGroupCreated event")
+        assert said["involvedObject"]["kind"] == "PodGroup", said
+        first = said["involvedObject"]["name"]
+        assert first in {owned_group(job) for job, _ in jobs}
+        assert said["message"].startswith("2 PodGroups created and 8 pods backfilled for 2 gangs ("), said["message"]
+        assert all(owned_group(job) in said["message"] for job, _ in jobs), said["message"]
+        name = next(job["metadata"]["name"] for job, _ in jobs if owned_group(job) == first)
+        assert f"the first: created for pytorchjob {name}: minMember 4" in said["message"], said["message"]
+        assert "; 4 pods backfilled: " in said["message"], said["message"]
         await g.wait_ready(emu)
         assert g.controller.metrics.backfilled._value.get() == 8
         said = [e for e in events(emu) if e["type"] == "Normal"]
-        assert len(said) == 2, [(e["reason"], e["message"]) for e in said]
+        assert len(said) == 1, [(e["reason"], e["message"]) for e in said]
         # a gang whose group was there already: its backfill is said alone, with the count
         emu.put(pod("train-0-worker-3", owner=jobs[0][0], phase="Pending", node=None, labels={
             "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "3",
