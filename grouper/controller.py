@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable, Mapping
+from typing import Any, Awaitable, Callable, Hashable, Iterable, Mapping
 
 from kubernetes_asyncio.client import ApiClient
 
@@ -35,7 +35,7 @@ from podgang.settings import Settings
 
 from podgang.grouper import eviction, stale
 from podgang.grouper.informer import Informer
-from podgang.grouper.model import Cache, Obj, key_of, obj_key, split_key
+from podgang.grouper.model import Cache, Obj, key_of, obj_key, resource_version, split_key
 from podgang.grouper.podgroups import (
     Desired,
     Write,
@@ -130,6 +130,9 @@ class Controller:
         self.queue = WorkQueue(behind=lambda item: item[0] == POD_KEY)
         # namespace -> gang key -> its group created, pods backfilled: not said yet (said per namespace)
         self._news: dict[str, dict[str, _GangNews]] = {}
+        self._own_write: str | None = None  # the gang whose reconcile is putting its own write in the cache
+        # gang key -> the resourceVersion of its group the watch brought while its reconcile wrote it ("": none)
+        self._writing: dict[str, str] = {}
         self._backfilling = 0  # backfills being written now
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
         self.replicas = stale.BrokenReplicaTracker(clock=clock)
@@ -314,7 +317,14 @@ class Controller:
                 if problem or (old is not None and (tag, old["metadata"].get("uid")) in self._warned):
                     self._warn_once((tag, new["metadata"].get("uid")), (problem,) if problem else (), [new], reason)
         delay = 0.0 if changes.urgent else self.options.pod_debounce
+        group_changed = bool(changes.groups) and self.cache.is_podgroup_kind(kind)
         for key in changes.groups:
+            if group_changed and key == self._own_write:
+                continue  # its reconcile goes on from the answer
+            if group_changed and key in self._writing:
+                # while its reconcile writes it: the echo of that write, unless the answer says otherwise
+                self._writing[key] = resource_version(new) if new is not None else "gone"
+                continue
             self.queue.add((GROUP, key), delay)
         for key in changes.pods:
             self.queue.add((POD_KEY, key), delay)
@@ -338,13 +348,19 @@ class Controller:
         for key in list(self.cache.unlabelled):
             self.queue.add((POD_KEY, key))
 
-    def _upsert(self, kind: str | Backend, raw: dict[str, Any]) -> None:
+    def _upsert(self, kind: str | Backend, raw: dict[str, Any], own_group: str | None = None) -> None:
         """Put what the grouper just wrote in the cache. A write that worked is also word that
         the resource is served: a scheduler (its PodGroup CRD) installed after the grouper
-        started is watched from its first group on, not from the next probe."""
+        started is watched from its first group on, not from the next probe. ``own_group``: the
+        gang whose reconcile wrote it, which goes on from the answer — not queued again for
+        its own write (a created group was otherwise planned once more for nothing)."""
         informers = self._informers_of(kind)
         if informers:
-            informers[0].upsert(raw)
+            self._own_write = own_group
+            try:
+                informers[0].upsert(raw)
+            finally:
+                self._own_write = None
             for informer in informers:
                 informer.probe_soon()
 
@@ -398,7 +414,7 @@ class Controller:
             took = self.clock() - self.started_at
             self.metrics.initial_reconcile_seconds.set(took)
             log.info("first complete reconcile done", extra={"fields": {
-                "groups": len(self.cache.podgroups), "writes": self.writes, "duration_ms": round(took * 1000, 1)}})
+                "groups": len(self.cache.podgroups), "writes": self.writes, "reconciles": self.reconciles, "duration_ms": round(took * 1000, 1)}})
             await asyncio.gather(*self._tasks)
         finally:
             for task in [*self._tasks, *self._evicting.values()]:
@@ -519,6 +535,8 @@ class Controller:
             try:
                 if not await self._write(key, writes[0], desired, actual, started):
                     continue  # the cache was refreshed: plan again
+                if len(writes) == 1:
+                    break  # the group is as planned: the answer is in the cache
             except NamespaceTerminating:
                 self._unwatch(key, contributions=True)  # as above: the namespace is being deleted
                 raise
@@ -738,12 +756,29 @@ class Controller:
         for kind, count in feasibility.counts(self._never.values()).items():
             self.metrics.never_placed_gangs.labels(verdict=kind).set(count)
 
-    async def _patch(self, backend: Backend, path: str, body: Any) -> Obj:
+    async def _patch(self, backend: Backend, path: str, body: Any, own_group: str | None = None) -> Obj:
         """Merge-patch a PodGroup and keep the answer in the cache."""
-        patched = await self.api.merge_patch(path, body)
+        patched = await self._own(own_group, self.api.merge_patch(path, body))
         self.writes += 1
-        self._upsert(backend, patched)
+        self._upsert(backend, patched, own_group)
         return patched
+
+    async def _own(self, key: str | None, call: Awaitable[Obj]) -> Obj:
+        """A gang's reconcile writing its own group: the watch's echo of the write, if it comes
+        before the answer, is not queued as a change (the pass goes on from the answer, and a
+        created group was otherwise planned once more for nothing); a change of another
+        resourceVersion seen meanwhile is."""
+        if key is None:
+            return await call
+        self._writing[key] = ""
+        answer: Obj | None = None
+        try:
+            answer = await call
+            return answer
+        finally:
+            seen = self._writing.pop(key, "")
+            if seen and (answer is None or seen != resource_version(answer)):
+                self.queue.add((GROUP, key))
 
     def _min_resources_changed(self, podgroup: Obj, resources: str) -> None:
         if resources:
@@ -758,9 +793,9 @@ class Controller:
         path = d.path(namespace, backend.holder_name(name))  # a 1.35 Workload holds its gangs by pod group
         try:
             if write.action == "create":
-                created = await self.api.create(d.path(namespace), write.body)
+                created = await self._own(key, self.api.create(d.path(namespace), write.body))
                 self.writes += 1
-                self._upsert(backend, created)
+                self._upsert(backend, created, key)
                 self.metrics.podgroups_created.labels(source=desired.source or "unknown").inc()
                 mm = desired.min_member
                 assert mm is not None
@@ -774,7 +809,7 @@ class Controller:
                 self._observed_min[key] = mm.value
                 return True
             if write.action == "patch-min-member":
-                patched = await self._patch(backend, path, write.body)
+                patched = await self._patch(backend, path, write.body, key)
                 old, new = write.old, write.new
                 mm = desired.min_member
                 assert mm is not None and new is not None
@@ -796,25 +831,25 @@ class Controller:
                 self._min_resources_changed(patched, write.resources)
                 return True
             if write.action == "patch-subgroups":
-                patched = await self._patch(backend, path, write.body)
+                patched = await self._patch(backend, path, write.body, key)
                 message = f"subgroups set: {write.note}"
                 self.events.emit(patched, "SubgroupsChanged", message)
                 self._decision(key, "patch-subgroups", message, started)
                 self._min_resources_changed(patched, write.resources)
                 return True
             if write.action == "patch-min-resources":
-                patched = await self._patch(backend, path, write.body)
+                patched = await self._patch(backend, path, write.body, key)
                 self._min_resources_changed(patched, write.note)
                 self._decision(key, "patch-min-resources", f"minResources set: {write.note}", started)
                 return True
             if write.action == "adopt":
-                patched = await self._patch(backend, path, write.body)
+                patched = await self._patch(backend, path, write.body, key)
                 self.metrics.adopted.inc()
                 message = f"adopted by {write.note}: it is deleted with it"
                 self._decision(key, "adopt", message, started)
                 return True
             if write.action == "record-size":
-                patched = await self._patch(backend, path, write.body)
+                patched = await self._patch(backend, path, write.body, key)
                 if write.new is not None:
                     self._decision(key, "record-size", f"{self.settings.desired_size_annotation}={write.new}: "
                                    f"minMember stays {write.old} on the live group", started)

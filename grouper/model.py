@@ -151,8 +151,9 @@ class Slimmer:
             "resourceVersion": md.get("resourceVersion"),
         }
         for k in ("generation", "creationTimestamp", "deletionTimestamp"):
-            if md.get(k) is not None:
-                out[k] = md[k]
+            value = md.get(k)
+            if value is not None:  # a timestamp interned: the pods made in one second share it
+                out[k] = _intern(value) if isinstance(value, str) else value
         picked = _pick(md.get("labels"), labels)
         if picked:
             out["labels"] = self._share(picked)
@@ -441,6 +442,9 @@ class Cache:
         self._facts: dict[str, tuple[int, ClusterFacts]] = {}
 
     # -- stores
+
+    def is_podgroup_kind(self, kind: str | Backend) -> bool:
+        return self._podgroup_backend(kind) is not None
 
     def _podgroup_backend(self, kind: str | Backend) -> Backend | None:
         """``kind`` as a backend's PodGroups: a backend, or the kind of the first
