@@ -414,7 +414,8 @@ class Controller:
             took = self.clock() - self.started_at
             self.metrics.initial_reconcile_seconds.set(took)
             log.info("first complete reconcile done", extra={"fields": {
-                "groups": len(self.cache.podgroups), "writes": self.writes, "reconciles": self.reconciles, "duration_ms": round(took * 1000, 1)}})
+                "groups": len(self.cache.podgroups), "writes": self.writes, "reconciles": self.reconciles,
+                "duration_ms": round(took * 1000, 1)}})
             await asyncio.gather(*self._tasks)
         finally:
             for task in [*self._tasks, *self._evicting.values()]:
@@ -1199,8 +1200,8 @@ class Controller:
     async def _backfill_pod(self, key: str) -> None:
         """One merge patch gives a pod admitted without the webhook everything it lacks:
         membership, subgroup, the scheduler's own keys; what it already carries is not
-        written again. The event is said per gang — per namespace when many settle at once — with the count
-        (:meth:`_say_news`)."""
+        written again. The event says the count, per gang — per namespace when many settle
+        at once (:meth:`_say_news`)."""
         started = time.perf_counter()
         pod = self.cache.pods.get(key)
         if pod is None or is_terminating(pod) or self.being_deleted(split_key(key)[0]):
@@ -1309,8 +1310,7 @@ class Controller:
         settled += [(key, pending.pop(key)) for key, other in list(pending.items()) if not self._news_waits(key, other)]
         if not pending:
             del self._news[namespace]
-        said = [self._news_text(key, each) for key, each in settled]
-        said = [(key, each, text) for (key, each), text in zip(settled, said) if text]
+        said = [(key, each, text) for key, each in settled if (text := self._news_text(key, each))]
         if not said:
             return
         said.sort(key=lambda t: t[1].created is None)  # a group created first: the event goes on it
