@@ -70,13 +70,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--metrics-bind-address", default="0.0.0.0", help="address the metrics server binds")
     add_flag(parser, "--log-format", default="json", choices=["json", "text"], help="json (one object per line) or text")
     add_flag(parser, "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
-    add_flag(parser, "--workers", type=int, default=8, help="PodGroups reconciled concurrently")
+    add_flag(parser, "--workers", type=int, default=32,
+             help="PodGroups reconciled and pods backfilled concurrently")
     add_flag(parser, "--request-timeout", type=duration, default=10.0, help="timeout of every API call")
     add_flag(parser, "--kube-api-qps", type=rate, default=DEFAULT_API_QPS, dest="api_qps",
              help="the grouper's API calls a second on average, as client-go's QPS (0: no limit); pod "
                   "backfills wait behind PodGroup writes")
     add_flag(parser, "--kube-api-burst", type=positive, default=DEFAULT_API_BURST, dest="api_burst",
              help="API calls the grouper may make at once after a quiet spell, as client-go's burst")
+    add_flag(parser, "--backfill-yield-rate", type=rate, default=20.0,
+             help="hold pod backfills while pods are created faster than this a second (a workload's controller "
+                  "making a job's pods), so as not to slow it; for at most 30s at a time (0: never hold)")
     add_flag(parser, "--watch-timeout", type=duration, default=300.0, help="server-side timeout of each watch request")
     add_flag(parser, "--resync-period", type=duration, default=300.0,
              help="re-check every PodGroup this often even without events")
@@ -103,6 +107,7 @@ def options_from(args: argparse.Namespace) -> Options:
         workers=max(1, int(args.workers)),
         api_qps=float(args.api_qps),
         api_burst=int(args.api_burst),
+        backfill_yield_rate=float(args.backfill_yield_rate),
         request_timeout=float(args.request_timeout),
         watch_timeout=max(1, int(args.watch_timeout)),
         resync_period=float(args.resync_period),

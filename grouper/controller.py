@@ -16,6 +16,7 @@ import asyncio
 import calendar
 import contextlib
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Hashable, Iterable, Mapping
@@ -65,8 +66,8 @@ log = logging.getLogger("podgang.grouper")
 
 #: the grouper's client-side limit by default (``--kube-api-qps``, ``--kube-api-burst``),
 #: from bench/vs-kai: see bench/README.md
-DEFAULT_API_QPS = 100.0
-DEFAULT_API_BURST = 200
+DEFAULT_API_QPS = 500.0
+DEFAULT_API_BURST = 1000
 
 GROUP = "g"
 POD_KEY = "p"
@@ -81,12 +82,13 @@ class Options:
     namespaces: tuple[str, ...] = ()  # empty: all namespaces
     namespace_selector: str = ""  # a label selector: touch only the namespaces it selects ("": all)
     selector_backends: tuple[str, ...] = ()  # the backends it applies to (empty: every backend)
-    workers: int = 8
+    workers: int = 32
     request_timeout: float = 10.0
     watch_timeout: int = 300
     resync_period: float = 300.0
     page_size: int = 500
     pod_debounce: float = 0.05  # coalesce a burst of pod events for one gang
+    backfill_settle: float = 1.0  # a gang looked at once its pods' backfill is done, not after each pod
     pending_retry: float = 1.0  # an owner not in the cache yet: look again after
     settle_window: float = 30.0  # minMember lowered this recently: the gang is scaling down
     eviction_timeout: float = 10.0
@@ -98,6 +100,11 @@ class Options:
     # the client-side limit of the grouper's API calls (client-go's QPS and burst; qps <= 0: none)
     api_qps: float = DEFAULT_API_QPS
     api_burst: int = DEFAULT_API_BURST
+    # pod backfills wait while pods are created faster than this a second (a workload's controller
+    # making a job's pods), until none came for yield_quiet, for at most yield_max at a time (0: never)
+    backfill_yield_rate: float = 20.0
+    yield_quiet: float = 0.5
+    yield_max: float = 30.0
     backfill_event_delay: float = 1.0  # a gang's backfill is said once no backfill has waited this long
     backfill_event_max_wait: float = 60.0  # ... or once the first of its pods was backfilled this long ago
 
@@ -133,6 +140,11 @@ class Controller:
         self._own_write: str | None = None  # the gang whose reconcile is putting its own write in the cache
         # gang key -> the resourceVersion of its group the watch brought while its reconcile wrote it ("": none)
         self._writing: dict[str, str] = {}
+        self._patching_pods: set[str] = set()  # pods whose backfill is being written now
+        # pods created a second (a decaying average over about a second), when the last came, and
+        # since when the backfills have been held for them (None: not held)
+        self._creation_rate, self._created_at, self._yield_since = 0.0, float("-inf"), None
+        self._pods_synced = False
         self._backfilling = 0  # backfills being written now
         self.tracker = stale.StaleGangTracker(clock=clock, settings=settings)
         self.replicas = stale.BrokenReplicaTracker(clock=clock)
@@ -295,6 +307,8 @@ class Controller:
 
     def _on_change(self, kind: str, old: Obj | None, new: Obj | None) -> None:
         changes = self.cache.apply(kind, old, new)
+        if kind == "Pod" and old is None and new is not None and self._pods_listed():
+            self._pod_created()
         if new is not None and old is None:
             self._probe_unserved_owners(new)
         if new is None and old is not None:
@@ -317,6 +331,9 @@ class Controller:
                 if problem or (old is not None and (tag, old["metadata"].get("uid")) in self._warned):
                     self._warn_once((tag, new["metadata"].get("uid")), (problem,) if problem else (), [new], reason)
         delay = 0.0 if changes.urgent else self.options.pod_debounce
+        if kind == "Pod" and (self._own_write is not None or obj_key(new or old or {}) in self._patching_pods):
+            # the grouper's own backfill of the gang's pods (its answer, or the watch's echo of it first)
+            delay = max(delay, self.options.backfill_settle)
         group_changed = bool(changes.groups) and self.cache.is_podgroup_kind(kind)
         for key in changes.groups:
             if group_changed and key == self._own_write:
@@ -328,6 +345,34 @@ class Controller:
             self.queue.add((GROUP, key), delay)
         for key in changes.pods:
             self.queue.add((POD_KEY, key), delay)
+
+    def _pods_listed(self) -> bool:
+        """The pods' first list is in: a pod new to the cache from now on was created (the
+        list's own pods are not a burst of creations)."""
+        if not self._pods_synced:
+            self._pods_synced = all(i.synced.is_set() for i in self.informers.get("Pod", ()))
+        return self._pods_synced
+
+    def _pod_created(self) -> None:
+        """While pods are created faster than backfill_yield_rate a second — a workload's
+        controller making a job's pods — the backfills are held until none came for
+        yield_quiet: the grouper's pod writes do not compete with the controller's creates
+        at the API server, and the pods are backfilled right after, at full speed. Held for
+        at most yield_max at a time, then left to run as long before the next hold, so a
+        controller that never stops creating does not starve them."""
+        now = self.clock()
+        since = now - self._created_at
+        if since > self.options.yield_quiet:
+            self._yield_since = None  # a quiet gap: a new burst starts a new hold
+        self._creation_rate = self._creation_rate * math.exp(-since) + 1.0  # per second, over about a second
+        self._created_at = now
+        if self.options.backfill_yield_rate <= 0 or self._creation_rate < self.options.backfill_yield_rate:
+            return
+        if self._yield_since is None or now - self._yield_since >= 2 * self.options.yield_max:
+            self._yield_since = now
+            self.metrics.backfill_yields.inc()
+        if now - self._yield_since < self.options.yield_max:
+            self.queue.hold_back_lane(self.options.yield_quiet)
 
     def _probe_unserved_owners(self, obj: Obj) -> None:
         """A new object owned by a kind podgang follows but found not served: its operator
@@ -352,8 +397,9 @@ class Controller:
         """Put what the grouper just wrote in the cache. A write that worked is also word that
         the resource is served: a scheduler (its PodGroup CRD) installed after the grouper
         started is watched from its first group on, not from the next probe. ``own_group``: the
-        gang whose reconcile wrote it, which goes on from the answer — not queued again for
-        its own write (a created group was otherwise planned once more for nothing)."""
+        gang it was written for. Its own group's reconcile goes on from the answer: not queued
+        again for it (a created group was otherwise planned once more for nothing); a pod it
+        backfilled queues it after ``backfill_settle`` (once for the gang's pods, not per pod)."""
         informers = self._informers_of(kind)
         if informers:
             self._own_write = own_group
@@ -1231,6 +1277,7 @@ class Controller:
             return
         if not patch:
             return
+        self._patching_pods.add(key)
         try:
             patched = await self.api.merge_patch(POD.path(namespace, name), patch)
         except ApiError as exc:
@@ -1240,8 +1287,10 @@ class Controller:
             self._warn_once((POD_KEY, key), (f"cannot set the PodGroup of pod {name}: {exc}",),
                             [pod], "BackfillFailed")
             raise
+        finally:
+            self._patching_pods.discard(key)
         self.writes += 1
-        self._upsert("Pod", patched)
+        self._upsert("Pod", patched, gang_key)
         self._warned.pop((POD_KEY, key), None)
         self.metrics.backfilled.inc()
         news = self._news_of(gang_key)

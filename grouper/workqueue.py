@@ -9,7 +9,8 @@ one reconcile, not a thousand.
 Keys ``behind`` says are handed out only when no other key waits: the grouper queues
 its pod backfills behind its group writes, so a gang's PodGroup (and the subgroups its
 pods are labelled with) comes before the pods, and a catching-up backfill never holds
-up a scale.
+up a scale. ``hold_back_lane(seconds)`` keeps that lane shut for a while: the grouper
+holds its backfills while a workload's controller creates pods in a burst.
 """
 
 from __future__ import annotations
@@ -37,12 +38,28 @@ class WorkQueue:
         self._timer: asyncio.TimerHandle | None = None
         self._idle = asyncio.Event()
         self._idle.set()
+        self._held_until = float("-inf")  # the back lane is shut until then
+        self._reopen: asyncio.TimerHandle | None = None
 
     def _now(self) -> float:
         return self._clock() if self._clock else asyncio.get_running_loop().time()
 
     def __len__(self) -> int:
         return len(self._queue) + len(self._later)
+
+    def hold_back_lane(self, seconds: float) -> None:
+        """Hand out no key of the back lane for ``seconds`` from now (a hold only grows)."""
+        until = self._now() + seconds
+        if until <= self._held_until:
+            return
+        self._held_until = until
+        if self._reopen is not None:
+            self._reopen.cancel()
+        self._reopen = asyncio.get_running_loop().call_later(seconds, self._wakeup.set)
+
+    @property
+    def back_lane_held(self) -> bool:
+        return self._now() < self._held_until
 
     @property
     def waiting_behind(self) -> int:
@@ -104,7 +121,7 @@ class WorkQueue:
         self._check_idle()
 
     async def get(self) -> Hashable:
-        while not self._queue and not self._later:
+        while not self._queue and not (self._later and not self.back_lane_held):
             self._wakeup.clear()
             await self._wakeup.wait()
         key = self._queue.popleft() if self._queue else self._later.popleft()
@@ -136,3 +153,6 @@ class WorkQueue:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._reopen is not None:
+            self._reopen.cancel()
+            self._reopen = None

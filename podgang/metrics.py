@@ -205,6 +205,11 @@ class GrouperMetrics(ProcessMetrics):
         self.backfilled = Counter(
             "podgang_grouper_backfilled_pods_total", "Pods given their PodGroup membership by the grouper.", registry=r,
         )
+        self.backfill_yields = Counter(
+            "podgang_grouper_backfill_yields_total",
+            "Times the grouper held its pod backfills while pods were created faster than --backfill-yield-rate "
+            "a second (a workload's controller making a job's pods), so as not to slow it.", registry=r,
+        )
         self.backfill_impossible = Counter(
             "podgang_grouper_backfill_impossible_total",
             "Pods admitted without their PodGroup whose backend cannot set it on a created pod.", registry=r,

@@ -534,7 +534,7 @@ def test_grouper_deployment(defaults):
     assert flag_values(args, "--metrics-port") == ["8080"]
     assert flag_values(args, "--log-format") == ["json"]
     assert flag_values(args, "--watch-namespace") == [], "default: watch all namespaces"
-    assert flag_values(args, "--kube-api-qps") == ["100"] and flag_values(args, "--kube-api-burst") == ["200"]
+    assert flag_values(args, "--kube-api-qps") == ["500"] and flag_values(args, "--kube-api-burst") == ["1000"]
     assert c["ports"] == [{"name": "http-metrics", "containerPort": 8080, "protocol": "TCP"}]
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         assert c[probe]["httpGet"] == {"path": path, "port": "http-metrics"}

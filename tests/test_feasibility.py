@@ -4,16 +4,25 @@ and nodes are written as KAI's own chart and the kit's cluster make them."""
 
 from __future__ import annotations
 
+import io
+from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
 import pytest
+import yaml
+from hypothesis import given, settings, strategies as st
 
-from podgang import feasibility
+from podgang import cli, feasibility, plan_cli
 from podgang.backends import KAI
 from podgang.backends.base import GangSource
 from podgang.backends.coscheduling import COSCHEDULING
+from podgang.backends.volcano import VOLCANO
+from podgang.grouper.podgroups import judged_settings
 from podgang.nodes import node_facts, placement, may_use, slim_node
+from podgang.settings import DEFAULT
+from podgang.status import Snapshot, build_report, explain_pod
+from tests import grouper_support
 
 UNLIMITED = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
 PRIORITIES = {"train": 50, "build-preemptible": 75, "build": 100, "inference": 125}
@@ -314,17 +323,13 @@ def test_kai_counts_cpu_memory_and_gpus():
 
 
 def quickstart_snapshot(facts_listed: bool = True):
-    from datetime import datetime, timezone
-
-    from podgang.status import Snapshot
-    from tests.grouper_support import deployment as gdeployment, owned_group, pod, podgroup, replicaset
-
-    dep = gdeployment("web", 2)
+    dep = grouper_support.deployment("web", 2)
     dep["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
-    rs = replicaset(dep)
-    group = owned_group(dep)
-    pods = [pod(f"web-{i}", owner=rs, phase="Pending", group=group, labels={"app": "web"}) for i in range(2)]
-    pg = podgroup(group, 2, managed=True, owner=dep)
+    rs = grouper_support.replicaset(dep)
+    group = grouper_support.owned_group(dep)
+    pods = [grouper_support.pod(f"web-{i}", owner=rs, phase="Pending", group=group, labels={"app": "web"})
+            for i in range(2)]
+    pg = grouper_support.podgroup(group, 2, managed=True, owner=dep)
     pg["status"] = {"schedulingConditions": [{
         "type": "UnschedulableOnNodePool", "nodePool": "default", "status": "True", "transitionID": "0",
         "lastTransitionTime": "2026-11-23T09:42:57Z",
@@ -338,9 +343,6 @@ def quickstart_snapshot(facts_listed: bool = True):
 
 
 def test_status_says_never_beside_the_schedulers_verdict_and_explain_gives_the_fix():
-    from podgang.settings import DEFAULT
-    from podgang.status import build_report, explain_pod
-
     snapshot, group = quickstart_snapshot()
     gang = next(g for g in build_report(snapshot, DEFAULT).gangs if g.name == group)
     assert gang.state == feasibility.NEVER and "over quota" in str(gang.scheduler)  # KAI's own, beside
@@ -352,9 +354,6 @@ def test_status_says_never_beside_the_schedulers_verdict_and_explain_gives_the_f
 
 
 def test_status_without_the_facts_says_waiting():
-    from podgang.settings import DEFAULT
-    from podgang.status import build_report
-
     snapshot, group = quickstart_snapshot(facts_listed=False)
     gang = next(g for g in build_report(snapshot, DEFAULT).gangs if g.name == group)
     assert gang.state == "waiting" and gang.never == []
@@ -364,12 +363,6 @@ def test_status_without_the_facts_says_waiting():
 
 
 def test_plan_says_never_placed_when_the_manifests_give_the_queues_and_nodes(tmp_path):
-    import io
-
-    import yaml
-
-    from podgang import cli, plan_cli
-
     dep = {**deployment(3, template("8")), "metadata": {"name": "web", "namespace": "team"}}
     dep["spec"]["selector"] = {"matchLabels": {"app": "web"}}
     dep["spec"]["template"]["metadata"]["labels"] = {"app": "web"}
@@ -393,15 +386,9 @@ def test_plan_says_never_placed_when_the_manifests_give_the_queues_and_nodes(tmp
 
 def test_a_hand_made_group_is_judged_by_the_settings_it_holds():
     """Seed 003's shape: standalone pods naming a group a user wrote, in queue "test"."""
-    from datetime import datetime, timezone
-
-    from podgang.settings import DEFAULT
-    from podgang.status import Snapshot, build_report
-    from tests.grouper_support import pod, podgroup
-
-    group = podgroup("app-with-models", 3)
+    group = grouper_support.podgroup("app-with-models", 3)
     group["spec"].update(queue="test", priorityClassName="inference")
-    pods = [pod(f"m-{i}", phase="Pending", group="app-with-models") for i in range(3)]
+    pods = [grouper_support.pod(f"m-{i}", phase="Pending", group="app-with-models") for i in range(3)]
     known = {"priorityclasses.scheduling.k8s.io": [{"metadata": {"name": n}, "value": v}
                                                    for n, v in PRIORITIES.items()],
              "queues.scheduling.run.ai": QUICKSTART, "nodes": [node("n1")]}
@@ -437,8 +424,6 @@ def test_the_least_a_gang_of_standalone_pods_counts_is_its_smallest_minimum():
 
 
 def test_a_volcano_gang_over_its_queues_capability_or_a_parents_is_never_placed():
-    from podgang.backends.volcano import VOLCANO
-
     def vqueue(name: str, capability: dict | None = None, parent: str | None = None) -> dict:
         spec: dict[str, Any] = {"capability": capability} if capability else {}
         if parent:
@@ -461,8 +446,6 @@ def test_a_volcano_gang_over_its_queues_capability_or_a_parents_is_never_placed(
 
 
 def test_the_verdicts_never_raise_on_odd_objects():
-    from hypothesis import given, settings, strategies as st
-
     json_any = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
                             lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
                                                                                       max_size=3), max_leaves=12)
@@ -482,8 +465,6 @@ def test_the_verdicts_never_raise_on_odd_objects():
 
 
 def test_a_live_kai_group_is_judged_by_its_own_preemptibility_not_the_workloads_new_label():
-    from podgang.grouper.podgroups import judged_settings
-
     options = {"queue": "default-queue", "priority_class": "inference",
                "extra_spec": {"preemptibility": "preemptible"}}  # labelled after its group was made
     live = {"spec": {"queue": "default-queue", "priorityClassName": "inference"}}

@@ -17,9 +17,11 @@ from podgang.grouper import stale
 from podgang.grouper.model import Cache
 from podgang.grouper.podgroups import desired_group, plan_writes
 from podgang.settings import DEFAULT
-from tests.grouper_support import LABEL, NS, deployment, owner_ref, pod, podgroup, template, uid
-from tests.kube_emulator import merge_patch
+from tests.grouper_support import NS, deployment, events, owner_ref, pod, podgroup, running_grouper, template, uid
+from tests.kube_emulator import kube_emulator_fixture, merge_patch
+from tests.test_grouper_emulator import wait_event
 from tests.test_grouper_units import feed, remove
+from tests.test_plan_cli import plan, write
 from tests.test_subgroups import schema
 
 SUBGROUP = KAI.subgroup_label
@@ -390,8 +392,6 @@ spec:
 
 
 def test_plan_draws_the_tree_and_writes_it_as_kai_takes_it_and_leaves_a_users_tree(tmp_path):
-    from tests.test_plan_cli import plan, write
-
     path = write(tmp_path, "serve.yaml", SERVE)
     text = plan(path).stdout
     assert "llm/serve  minSubGroup 2 (≥ 10 pods)" in text
@@ -412,10 +412,6 @@ def test_plan_draws_the_tree_and_writes_it_as_kai_takes_it_and_leaves_a_users_tr
 
 
 async def test_the_grouper_evicts_a_broken_replica_alone_and_a_role_without_its_minimum_whole():
-    from tests.grouper_support import events, running_grouper
-    from tests.kube_emulator import kube_emulator_fixture
-    from tests.test_grouper_emulator import wait_event
-
     async for emu in kube_emulator_fixture():
         group = podgroup("serve", 1)
         emu.put(group)

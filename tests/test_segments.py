@@ -18,15 +18,22 @@ from hypothesis import given, settings as hsettings, strategies as st
 
 from podgang import plan_cli, rules
 from podgang.backends import GangSpec
+from podgang.backends.base import GangSource
 from podgang.backends.kai import KAI
 from podgang.grouper.model import Cache
 from podgang.grouper.podgroups import desired_group, plan_writes, pod_gang
 from podgang.manifests import Manifest, Source
+from podgang.metrics import WebhookMetrics
 from podgang.plan import build_plan
 from podgang.settings import DEFAULT
+from podgang.webhook.admission import Admission
+from podgang.webhook.owners import OwnerCache
+from podgang.webhook.podgroups import PodGroups
 from tests.grouper_support import NS, owner_ref, pod, uid
 from tests.test_grouper_units import feed
 from tests.test_replica_tree import kai_schema
+from tests.test_webhook_admission import parsed
+from tests.webhook_support import TEST_SETTINGS, review
 
 SEGMENT_SIZE = "kai.scheduler/segment-size"
 TOPOLOGY = "kai.scheduler/topology"
@@ -118,7 +125,6 @@ def test_the_last_segment_takes_the_rest_and_topology_is_carried():
 
 
 def rules_source(job: dict):
-    from podgang.backends.base import GangSource
     return GangSource((), (), (job,))
 
 
@@ -205,13 +211,6 @@ def test_the_grouper_writes_kais_tree_and_backfills_each_pod_into_its_segment():
 
 
 async def test_the_webhook_admits_a_worker_into_its_segment():
-    from podgang.metrics import WebhookMetrics
-    from podgang.webhook.admission import Admission
-    from podgang.webhook.owners import OwnerCache
-    from podgang.webhook.podgroups import PodGroups
-    from tests.test_webhook_admission import parsed
-    from tests.webhook_support import TEST_SETTINGS, review
-
     job = pytorchjob(8, worker_annotations={SEGMENT_SIZE: "4"})
     metrics = WebhookMetrics()
     owners = OwnerCache(None, metrics)

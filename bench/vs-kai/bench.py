@@ -41,11 +41,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -159,9 +161,13 @@ def grouper_writes(window: dict[str, float]) -> float:
 # ------------------------------------------------------------------ the groupers
 
 
+#: --py-spy PREFIX: podgang's grouper runs under py-spy, its samples to PREFIX.<side>.<n>.txt
+PY_SPY = {"prefix": "", "runs": 0}
+
+
 class Process:
-    def __init__(self, popen: subprocess.Popen, log: Path):
-        self.popen, self.log = popen, log
+    def __init__(self, popen: subprocess.Popen, log: Path, spied: bool = False):
+        self.popen, self.log, self.spied = popen, log, spied
 
     def cpu_seconds(self) -> float:
         fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -177,6 +183,10 @@ class Process:
         return self.popen.poll() is None
 
     def stop(self) -> None:
+        if self.popen.poll() is None and self.spied:
+            self.popen.send_signal(signal.SIGINT)  # py-spy writes its samples on SIGINT only
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.popen.wait(60)
         if self.popen.poll() is None:
             self.popen.terminate()
             try:
@@ -244,9 +254,16 @@ class Side:
         assert self.podgang is not None
         args = realcluster._without(realcluster._container_args(self.podgang.docs, "grouper"), "--metrics-port",
                                     "--metrics-bind-address", "--log-format", "--leader-elect")
-        return spawn([sys.executable, "-m", "podgang.cli", *args, f"--metrics-port={free_port()}",
-                      "--metrics-bind-address=127.0.0.1", "--log-format=text", "--log-level=WARNING",
-                      f"--kubeconfig={self.podgang.kubeconfigs['grouper']}"], self.work / f"{self.name}.log")
+        spy: list[str] = []
+        if PY_SPY["prefix"]:
+            PY_SPY["runs"] += 1
+            spy = [shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy", "record", "--format",
+                   "raw", "-r", "100", "-o", f"{PY_SPY['prefix']}.{self.name}.{PY_SPY['runs']}.txt", "--"]
+        process = spawn([*spy, sys.executable, "-m", "podgang.cli", *args, f"--metrics-port={free_port()}",
+                         "--metrics-bind-address=127.0.0.1", "--log-format=text", "--log-level=WARNING",
+                         f"--kubeconfig={self.podgang.kubeconfigs['grouper']}"], self.work / f"{self.name}.log")
+        process.spied = bool(spy)
+        return process
 
 
 # ------------------------------------------------------------------ the workload
@@ -538,7 +555,11 @@ if __name__ == "__main__":
     parser.add_argument("--qps", type=float, default=None, help="podgang's grouper.kubeApi.qps (default: the chart's)")
     parser.add_argument("--burst", type=int, default=None, help="with --qps: grouper.kubeApi.burst")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "vs-kai.json"))
+    parser.add_argument("--py-spy", metavar="PREFIX", default="",
+                        help="run podgang's grouper under py-spy (pip install py-spy into the venv), its samples to "
+                             "PREFIX.<side>.<n>.txt (collapsed stacks); its CPU and RSS figures are then py-spy's")
     options = parser.parse_args()
+    PY_SPY["prefix"] = options.py_spy
     found = asyncio.run(main(options))
     Path(options.out).parent.mkdir(parents=True, exist_ok=True)
     Path(options.out).write_text(json.dumps(found, indent=1))
