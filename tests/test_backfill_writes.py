@@ -6,13 +6,14 @@ pod, and each group the grouper makes is planned once."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from tests.crd_support import crd_valid
-from tests.grouper_support import (ANN, LABEL, NS, deploy_with_pods, events, kai_subgroups, min_member, owned_group, pod,
-                                   running_grouper, scale)
+from tests.grouper_support import (ANN, LABEL, NS, deploy_with_pods, deployment, events, kai_subgroups, min_member,
+                                   owned_group, pod, replicaset, running_grouper, scale)
 from tests.kube_emulator import kube_emulator_fixture
 from tests.test_kinds_training import template
 
@@ -175,3 +176,20 @@ async def test_each_group_the_first_reconcile_makes_is_planned_once(emu):
         # a change to a group by someone else is still seen, and the group put back
         emu.patch_object("podgroups", NS, owned_group(deps[0]), {"spec": {"minMember": 7}})
         await emu.wait_for(lambda: min_member(emu, owned_group(deps[0])) == 3, 5.0, "the size written back")
+
+
+async def test_backfills_wait_while_a_controller_creates_pods_in_a_burst_and_then_all_run(emu):
+    """A ReplicaSet's 60 pods made at about 100 a second with no webhook in front: the grouper
+    holds their backfills while they come (its writes would compete with the controller's
+    creates), and backfills them all once the burst is over."""
+    dep = emu.put(deployment("burst", 60))
+    rs = emu.put(replicaset(dep))
+    async with running_grouper(emu, backfill_yield_rate=5.0) as g:
+        controller = await g.wait_ready(emu)
+        for i in range(60):  # paced as a controller makes them, not a synchronisation
+            emu.put(pod(f"burst-{i}", owner=rs, phase="Pending", node=None, labels={"app": "burst"}))
+            await asyncio.sleep(0.01)
+        during = len(pod_patches(emu))
+        await emu.wait_for(lambda: len(pod_patches(emu)) == 60, 10.0, "every pod backfilled after the burst")
+        assert during <= 10, f"{during} pods backfilled while the burst went on"
+        assert controller.metrics.backfill_yields._value.get() >= 1

@@ -538,3 +538,19 @@ async def test_keys_behind_are_handed_out_only_when_nothing_else_waits():
     for key in (("p", "1"), ("g", "a"), ("p", "2")):
         q.done(key)
     await asyncio.wait_for(q.wait_idle(), 1)
+
+
+async def test_a_held_back_lane_hands_out_only_the_front_lane_until_the_hold_ends():
+    q = WorkQueue(behind=lambda key: key[0] == "p")
+    q.hold_back_lane(1.0)
+    q.hold_back_lane(0.05)  # a hold only grows
+    q.add(("p", "1"))
+    q.add(("g", "a"))
+    assert await asyncio.wait_for(q.get(), 1) == ("g", "a")
+    assert q.back_lane_held
+    waiting = asyncio.ensure_future(q.get())
+    await asyncio.sleep(0.2)  # past the shorter hold, well before the longer one ends
+    assert not waiting.done()
+    assert await asyncio.wait_for(waiting, 1) == ("p", "1")  # handed out once the hold ends, with no new key
+    assert not q.back_lane_held
+    q.close()
