@@ -6,7 +6,6 @@ pod, and each group the grouper makes is planned once."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -179,16 +178,16 @@ async def test_each_group_the_first_reconcile_makes_is_planned_once(emu):
 
 
 async def test_backfills_wait_while_a_controller_creates_pods_in_a_burst_and_then_all_run(emu):
-    """A ReplicaSet's 60 pods made at about 100 a second with no webhook in front: the grouper
+    """A ReplicaSet's 60 pods made one after the other with no webhook in front: the grouper
     holds their backfills while they come (its writes would compete with the controller's
     creates), and backfills them all once the burst is over."""
     dep = emu.put(deployment("burst", 60))
     rs = emu.put(replicaset(dep))
     async with running_grouper(emu, backfill_yield_rate=5.0) as g:
         controller = await g.wait_ready(emu)
-        for i in range(60):  # paced as a controller makes them, not a synchronisation
+        for i in range(60):  # each made once the grouper has seen the one before: a controller's pace
             emu.put(pod(f"burst-{i}", owner=rs, phase="Pending", node=None, labels={"app": "burst"}))
-            await asyncio.sleep(0.01)
+            await emu.wait_for(lambda i=i: f"{NS}/burst-{i}" in controller.cache.pods, 5.0, f"pod burst-{i} seen")
         during = len(pod_patches(emu))
         await emu.wait_for(lambda: len(pod_patches(emu)) == 60, 10.0, "every pod backfilled after the burst")
         assert during <= 10, f"{during} pods backfilled while the burst went on"

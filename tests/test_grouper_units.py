@@ -549,8 +549,8 @@ async def test_a_held_back_lane_hands_out_only_the_front_lane_until_the_hold_end
     assert await asyncio.wait_for(q.get(), 1) == ("g", "a")
     assert q.back_lane_held
     waiting = asyncio.ensure_future(q.get())
-    await asyncio.sleep(0.2)  # past the shorter hold, well before the longer one ends
-    assert not waiting.done()
+    done, _ = await asyncio.wait({waiting}, timeout=0.2)  # past the shorter hold, well before the longer one ends
+    assert not done
     assert await asyncio.wait_for(waiting, 1) == ("p", "1")  # handed out once the hold ends, with no new key
     assert not q.back_lane_held
     q.close()
