@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tests import realcluster
+from tests.kube_emulator import kube_emulator_fixture
 
 CLUSTER_FIXTURES = {"cluster", "cluster_135", "podgang", "podgang_135"}
 _started: list[realcluster.Cluster] = []
@@ -88,3 +89,10 @@ def podgang_135(cluster_135, tmp_path_factory):
         "grouper": {"stalenessGracePeriod": "5s"}}).install()
     yield installed
     installed.stop()
+
+
+@pytest.fixture
+async def emu():
+    """A fresh HTTP API emulator (tests/kube_emulator.py) for one test."""
+    async for e in kube_emulator_fixture():
+        yield e

@@ -18,12 +18,12 @@ Typical use::
             emu.fail("GET", r"/pods$", 500)                # next matching request -> 500
             await emu.wait_for(lambda: emu.get("pods", "ns", "p") is None)
 
-A fixture others can wrap (conftest.py is not ours)::
+The suite's ``emu`` fixture (``tests/conftest.py``) is::
 
     @pytest.fixture
-    async def kube():
-        async for emu in kube_emulator_fixture():
-            yield emu
+    async def emu():
+        async for e in kube_emulator_fixture():
+            yield e
 
 What it emulates: discovery (/api, /apis, /version), CRUD on the registered resources
 (``DEFAULT_RESOURCES``; optional CRDs can be removed so their endpoints 404), label and

@@ -10,7 +10,7 @@ import asyncio
 import jsonpatch
 import pytest
 
-from podgang.backends.base import Backend, GangSpec
+from podgang.backends.base import GangSpec
 from podgang.events import EventRecorder, EventSink
 from podgang.grouper.controller import Controller, Options
 from tests.backend_support import NS, SCHEDULERS, grouper, member, podgroup_of, resource, settings_for

@@ -8,22 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.crd_support import crd_valid
 from tests.grouper_support import (ANN, LABEL, NS, deploy_with_pods, deployment, events, kai_subgroups, min_member,
                                    owned_group, pod, replicaset, running_grouper, scale)
-from tests.kube_emulator import kube_emulator_fixture
 from tests.test_kinds_training import template
 
 SUBGROUP = "kai.scheduler/subgroup-name"
 SKIP = "kai.scheduler/skip-podgrouper"
-
-
-@pytest.fixture
-async def emu():
-    async for e in kube_emulator_fixture():
-        yield e
 
 
 def pytorchjob_admitted_unseen(emu, name: str, workers: int, *, labelled: bool = False) -> tuple[dict[str, Any], list[str]]:

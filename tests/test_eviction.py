@@ -12,18 +12,12 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 from podgang.api import TooManyRequests, parse_status
 from podgang.grouper.eviction import EvictionResult, evict_pods
-from tests.kube_emulator import KubeEmulator, kube_emulator_fixture
+from tests.kube_emulator import KubeEmulator
 
 NS = "team-a"
 EVICTION = r"/api/v1/namespaces/team-a/pods/[^/]+/eviction$"
 PDB_MESSAGE = "Cannot evict pod as it would violate the pod's disruption budget."
 FIXTURES = Path(__file__).parent / "fixtures" / "api"
-
-
-@pytest.fixture
-async def emu():
-    async for e in kube_emulator_fixture():
-        yield e
 
 
 class Client(ApiClient):

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import pytest
-
 from podgang import rules
 from podgang.backends.kai import KAI
 from podgang.objects import OwnerRef
@@ -33,16 +31,10 @@ from tests.grouper_support import (
     scale,
     settle_status,
 )
-from tests.kube_emulator import KubeEmulator, kube_emulator_fixture
+from tests.kube_emulator import KubeEmulator
 from tests.webhook_support import eventually
 
 SHARED = "shared-app-podgroup"
-
-
-@pytest.fixture
-async def emu():
-    async for e in kube_emulator_fixture():
-        yield e
 
 
 def three_deployments(emu, sizes=(1, 1, 1)):

@@ -13,7 +13,6 @@ from podgang import kinds, rules
 from podgang.grouper.podgroups import pod_subgroup
 from tests.crd_support import crd_valid, gang_and_parts
 from tests.grouper_support import NS, kai_subgroups, min_member, owned_group, pod, running_grouper
-from tests.kube_emulator import kube_emulator_fixture
 
 
 def spark(executor: dict[str, Any] | None = None, *, state: str | None = None, **spec: Any) -> dict[str, Any]:
@@ -82,12 +81,6 @@ def test_the_executors_template_is_its_scope():
     other = copy.deepcopy(app)
     other["spec"]["executor"]["schedulerName"] = "default-scheduler"
     assert rules.partial_scope_problem(other) is not None  # its gang could never be complete
-
-
-@pytest.fixture
-async def emu():
-    async for e in kube_emulator_fixture():
-        yield e
 
 
 async def test_the_grouper_grows_a_spark_gang_once_the_driver_runs(emu):

@@ -8,15 +8,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-import pytest
-
 from podgang import kinds, rules
 from podgang.grouper.podgroups import owned_subgroups
 from podgang.manifests import read_manifests
 from podgang.plan import build_plan
 from tests.crd_support import crd_valid
 from tests.grouper_support import NS, kai_subgroups, min_member, owned_group, owner_ref, running_grouper
-from tests.kube_emulator import kube_emulator_fixture
 from tests.realcluster import ROOT
 
 
@@ -101,12 +98,6 @@ def test_the_trainjob_example_plans_its_jobsets_gang_with_a_subgroup_per_replica
     (group,) = plan.groups.values()
     assert group.min_member.value == 3
     assert [(s.name, s.min_member) for s in group.subgroups] == [("launcher", 1), ("node", 2)]
-
-
-@pytest.fixture
-async def emu():
-    async for e in kube_emulator_fixture():
-        yield e
 
 
 async def test_the_grouper_gives_a_trainjobs_jobset_its_gang_and_grows_it_in_stages(emu):

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.kube_emulator import (
-    KubeEmulator, kube_emulator_fixture, merge_patch, parse_label_selector,
+    KubeEmulator, merge_patch, parse_label_selector,
 )
 
 FIXTURES = Path(__file__).parent / "fixtures" / "api"
@@ -54,12 +54,6 @@ def podgroup(name: str, min_member: int = 2, ns: str = NS) -> dict:
 
 def error_body(exc: ApiException) -> dict:
     return json.loads(exc.body)
-
-
-@pytest.fixture
-async def emu():
-    async for e in kube_emulator_fixture():
-        yield e
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ from podgang.backends.kai import KAI
 from podgang.manifests import Manifest, Source, read_manifests
 from podgang.plan import build_plan
 from tests.grouper_support import owned_group, running_grouper, uid
-from tests.kube_emulator import kube_emulator_fixture
 from tests.webhook_support import eventually, patched, review, running_webhook
 
 EXPORTED_KINDS = ("pods", "deployments", "replicasets", "statefulsets", "jobs", "cronjobs", "leaderworkersets",
@@ -24,12 +23,6 @@ EXPORTED_KINDS = ("pods", "deployments", "replicasets", "statefulsets", "jobs", 
 #: 03-gpu-conflict.yaml holds a pod the webhook denies: it never exists in a cluster
 EXAMPLES = ["examples/01-app-with-models.yaml", "examples/02-shared-podgroup-deployments.yaml",
             "examples/04-leaderworkerset.yaml", "examples/05-plain-deployment.yaml"]
-
-
-@pytest.fixture
-async def emu():
-    async for e in kube_emulator_fixture():
-        yield e
 
 
 def exported(emu) -> list[Manifest]:

@@ -7,18 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from tests.crd_support import crd_valid
 from tests.grouper_support import NS, events, kai_subgroups, min_member, owned_group, owner_ref, pod, running_grouper
-from tests.kube_emulator import kube_emulator_fixture
 from tests.test_kinds_ray import cluster_spec, worker_group
-
-
-@pytest.fixture
-async def emu():
-    async for e in kube_emulator_fixture():
-        yield e
 
 
 def kuberay_pods(emu, cluster: dict[str, Any], group: str, count: int) -> list[str]:

@@ -18,7 +18,7 @@ from podgang.grouper.model import Cache
 from podgang.grouper.podgroups import desired_group, plan_writes
 from podgang.settings import DEFAULT
 from tests.grouper_support import NS, deployment, events, owner_ref, pod, podgroup, running_grouper, template, uid
-from tests.kube_emulator import kube_emulator_fixture, merge_patch
+from tests.kube_emulator import merge_patch
 from tests.test_grouper_emulator import wait_event
 from tests.test_grouper_units import feed, remove
 from tests.test_plan_cli import plan, write
@@ -411,31 +411,30 @@ def test_plan_draws_the_tree_and_writes_it_as_kai_takes_it_and_leaves_a_users_tr
 # ---------------------------------------------------------------------------- the grouper, on the emulator
 
 
-async def test_the_grouper_evicts_a_broken_replica_alone_and_a_role_without_its_minimum_whole():
-    async for emu in kube_emulator_fixture():
-        group = podgroup("serve", 1)
-        emu.put(group)
-        for name in ("prefill", "decode"):
-            workload = emu.put(lws(name, 2, 2, group="serve"))
-            owners, pods = lws_pods(workload, group="serve")
-            for obj in (*owners, *pods):
-                if obj["kind"] == "Pod":  # in its replica's leaf, as the webhook admits it
-                    obj["metadata"]["labels"][SUBGROUP] = f"{name}-{obj['metadata']['labels'][GROUP_INDEX]}"
-                emu.put(obj)
-        async with running_grouper(emu, staleness_grace_period=0.3):
-            await emu.wait_for(lambda: (emu.get("podgroups", NS, "serve")["spec"].get("minSubGroup") == 2), 5.0)
-            emu.delete("pods", NS, "prefill-1-1")  # one worker of a replica above prefill's minimum
-            await wait_event(emu, "ReplicaBroken", "replica prefill-1 of role prefill: 1 of its 2 pods active")
-            await wait_event(emu, "ReplicaEvicted", "prefill-1")
-            await emu.wait_for(lambda: emu.get("pods", NS, "prefill-1") is None, 5.0)
-            left = {p["metadata"]["name"] for p in emu.list("pods", NS)}
-            assert left == {"prefill-0", "prefill-0-1", "decode-0", "decode-0-1", "decode-1", "decode-1-1"}
-            assert not events(emu, "GangStale")
-            for name in ("decode-0", "decode-0-1", "decode-1", "decode-1-1"):  # every decode replica lost
-                emu.delete("pods", NS, name)
-            stale = await wait_event(emu, "GangStale", "role decode: 0 of minimum 1 complete replicas")
-            assert stale
-            await emu.wait_for(lambda: not emu.list("pods", NS), 5.0)  # prefill-0 evicted with the gang
+async def test_the_grouper_evicts_a_broken_replica_alone_and_a_role_without_its_minimum_whole(emu):
+    group = podgroup("serve", 1)
+    emu.put(group)
+    for name in ("prefill", "decode"):
+        workload = emu.put(lws(name, 2, 2, group="serve"))
+        owners, pods = lws_pods(workload, group="serve")
+        for obj in (*owners, *pods):
+            if obj["kind"] == "Pod":  # in its replica's leaf, as the webhook admits it
+                obj["metadata"]["labels"][SUBGROUP] = f"{name}-{obj['metadata']['labels'][GROUP_INDEX]}"
+            emu.put(obj)
+    async with running_grouper(emu, staleness_grace_period=0.3):
+        await emu.wait_for(lambda: (emu.get("podgroups", NS, "serve")["spec"].get("minSubGroup") == 2), 5.0)
+        emu.delete("pods", NS, "prefill-1-1")  # one worker of a replica above prefill's minimum
+        await wait_event(emu, "ReplicaBroken", "replica prefill-1 of role prefill: 1 of its 2 pods active")
+        await wait_event(emu, "ReplicaEvicted", "prefill-1")
+        await emu.wait_for(lambda: emu.get("pods", NS, "prefill-1") is None, 5.0)
+        left = {p["metadata"]["name"] for p in emu.list("pods", NS)}
+        assert left == {"prefill-0", "prefill-0-1", "decode-0", "decode-0-1", "decode-1", "decode-1-1"}
+        assert not events(emu, "GangStale")
+        for name in ("decode-0", "decode-0-1", "decode-1", "decode-1-1"):  # every decode replica lost
+            emu.delete("pods", NS, name)
+        stale = await wait_event(emu, "GangStale", "role decode: 0 of minimum 1 complete replicas")
+        assert stale
+        await emu.wait_for(lambda: not emu.list("pods", NS), 5.0)  # prefill-0 evicted with the gang
 
 
 # ---------------------------------------------------------------------------- JobSet

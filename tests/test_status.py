@@ -32,19 +32,12 @@ from tests.grouper_support import (
     podgroup,
     running_grouper,
 )
-from tests.kube_emulator import kube_emulator_fixture
 from tests.test_chart import render
 from tests.webhook_support import eventually
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PIN = "podgang.io/min-member"
 GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
-
-
-@pytest.fixture
-async def emu():
-    async for e in kube_emulator_fixture():
-        yield e
 
 
 @pytest.fixture

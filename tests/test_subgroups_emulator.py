@@ -7,19 +7,10 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from tests.grouper_support import NS, deploy_with_pods, events, min_member, podgroup, running_grouper, scale
-from tests.kube_emulator import kube_emulator_fixture
 
 GROUP = "prefill-decode"
 MIN_AVAILABLE = {"podgang.io/min-available": "1"}
-
-
-@pytest.fixture
-async def emu():
-    async for e in kube_emulator_fixture():
-        yield e
 
 
 def subgroups(emu) -> list | None:

@@ -13,15 +13,9 @@ import pytest
 
 from tests.crd_support import crd_valid
 from tests.grouper_support import NS, events, kai_subgroups, min_member, owned_group, owner_ref, pod, running_grouper
-from tests.kube_emulator import ResourceType, kube_emulator_fixture
+from tests.kube_emulator import ResourceType
 from tests.test_kinds_training import template
 from tests.webhook_support import patched, review, running_webhook
-
-
-@pytest.fixture
-async def emu():
-    async for e in kube_emulator_fixture():
-        yield e
 
 
 def pytorchjob(emu, name: str, master: int, workers: int, **spec: Any) -> dict[str, Any]:
