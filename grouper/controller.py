@@ -137,7 +137,6 @@ class Controller:
         self.queue = WorkQueue(behind=lambda item: item[0] == POD_KEY)
         # namespace -> gang key -> its group created, pods backfilled: not said yet (said per namespace)
         self._news: dict[str, dict[str, _GangNews]] = {}
-        self._own_write: str | None = None  # the gang whose reconcile is putting its own write in the cache
         # gang key -> the resourceVersion of its group the watch brought while its reconcile wrote it ("": none)
         self._writing: dict[str, str] = {}
         self._patching_pods: set[str] = set()  # pods whose backfill is being written now
@@ -331,15 +330,13 @@ class Controller:
                 if problem or (old is not None and (tag, old["metadata"].get("uid")) in self._warned):
                     self._warn_once((tag, new["metadata"].get("uid")), (problem,) if problem else (), [new], reason)
         delay = 0.0 if changes.urgent else self.options.pod_debounce
-        if kind == "Pod" and (self._own_write is not None or obj_key(new or old or {}) in self._patching_pods):
+        if kind == "Pod" and obj_key(new or old or {}) in self._patching_pods:
             # the grouper's own backfill of the gang's pods (its answer, or the watch's echo of it first)
             delay = max(delay, self.options.backfill_settle)
         group_changed = bool(changes.groups) and self.cache.is_podgroup_kind(kind)
         for key in changes.groups:
-            if group_changed and key == self._own_write:
-                continue  # its reconcile goes on from the answer
             if group_changed and key in self._writing:
-                # while its reconcile writes it: the echo of that write, unless the answer says otherwise
+                # while its reconcile writes it: its own write, unless the answer says otherwise
                 self._writing[key] = resource_version(new) if new is not None else "gone"
                 continue
             self.queue.add((GROUP, key), delay)
@@ -393,20 +390,13 @@ class Controller:
         for key in list(self.cache.unlabelled):
             self.queue.add((POD_KEY, key))
 
-    def _upsert(self, kind: str | Backend, raw: dict[str, Any], own_group: str | None = None) -> None:
+    def _upsert(self, kind: str | Backend, raw: dict[str, Any]) -> None:
         """Put what the grouper just wrote in the cache. A write that worked is also word that
         the resource is served: a scheduler (its PodGroup CRD) installed after the grouper
-        started is watched from its first group on, not from the next probe. ``own_group``: the
-        gang it was written for. Its own group's reconcile goes on from the answer: not queued
-        again for it (a created group was otherwise planned once more for nothing); a pod it
-        backfilled queues it after ``backfill_settle`` (once for the gang's pods, not per pod)."""
+        started is watched from its first group on, not from the next probe."""
         informers = self._informers_of(kind)
         if informers:
-            self._own_write = own_group
-            try:
-                informers[0].upsert(raw)
-            finally:
-                self._own_write = None
+            informers[0].upsert(raw)
             for informer in informers:
                 informer.probe_soon()
 
@@ -803,24 +793,21 @@ class Controller:
         for kind, count in feasibility.counts(self._never.values()).items():
             self.metrics.never_placed_gangs.labels(verdict=kind).set(count)
 
-    async def _patch(self, backend: Backend, path: str, body: Any, own_group: str | None = None) -> Obj:
-        """Merge-patch a PodGroup and keep the answer in the cache."""
-        patched = await self._own(own_group, self.api.merge_patch(path, body))
-        self.writes += 1
-        self._upsert(backend, patched, own_group)
-        return patched
+    async def _patch(self, key: str, backend: Backend, path: str, body: Any) -> Obj:
+        """Merge-patch a gang's PodGroup, by its reconcile, and keep the answer in the cache."""
+        return await self._own(key, backend, self.api.merge_patch(path, body))
 
-    async def _own(self, key: str | None, call: Awaitable[Obj]) -> Obj:
-        """A gang's reconcile writing its own group: the watch's echo of the write, if it comes
-        before the answer, is not queued as a change (the pass goes on from the answer, and a
-        created group was otherwise planned once more for nothing); a change of another
-        resourceVersion seen meanwhile is."""
-        if key is None:
-            return await call
+    async def _own(self, key: str, backend: Backend, call: Awaitable[Obj]) -> Obj:
+        """A gang's reconcile writing its own group, the answer kept in the cache. Neither the
+        answer nor the watch's echo of the write (which may come first) queues the gang again:
+        the pass goes on from the answer (a created group was otherwise planned twice more for
+        nothing). A change of another resourceVersion seen meanwhile does."""
         self._writing[key] = ""
         answer: Obj | None = None
         try:
             answer = await call
+            self.writes += 1
+            self._upsert(backend, answer)
             return answer
         finally:
             seen = self._writing.pop(key, "")
@@ -840,9 +827,7 @@ class Controller:
         path = d.path(namespace, backend.holder_name(name))  # a 1.35 Workload holds its gangs by pod group
         try:
             if write.action == "create":
-                created = await self._own(key, self.api.create(d.path(namespace), write.body))
-                self.writes += 1
-                self._upsert(backend, created, key)
+                created = await self._own(key, backend, self.api.create(d.path(namespace), write.body))
                 self.metrics.podgroups_created.labels(source=desired.source or "unknown").inc()
                 mm = desired.min_member
                 assert mm is not None
@@ -856,7 +841,7 @@ class Controller:
                 self._observed_min[key] = mm.value
                 return True
             if write.action == "patch-min-member":
-                patched = await self._patch(backend, path, write.body, key)
+                patched = await self._patch(key, backend, path, write.body)
                 old, new = write.old, write.new
                 mm = desired.min_member
                 assert mm is not None and new is not None
@@ -878,25 +863,25 @@ class Controller:
                 self._min_resources_changed(patched, write.resources)
                 return True
             if write.action == "patch-subgroups":
-                patched = await self._patch(backend, path, write.body, key)
+                patched = await self._patch(key, backend, path, write.body)
                 message = f"subgroups set: {write.note}"
                 self.events.emit(patched, "SubgroupsChanged", message)
                 self._decision(key, "patch-subgroups", message, started)
                 self._min_resources_changed(patched, write.resources)
                 return True
             if write.action == "patch-min-resources":
-                patched = await self._patch(backend, path, write.body, key)
+                patched = await self._patch(key, backend, path, write.body)
                 self._min_resources_changed(patched, write.note)
                 self._decision(key, "patch-min-resources", f"minResources set: {write.note}", started)
                 return True
             if write.action == "adopt":
-                patched = await self._patch(backend, path, write.body, key)
+                patched = await self._patch(key, backend, path, write.body)
                 self.metrics.adopted.inc()
                 message = f"adopted by {write.note}: it is deleted with it"
                 self._decision(key, "adopt", message, started)
                 return True
             if write.action == "record-size":
-                patched = await self._patch(backend, path, write.body, key)
+                patched = await self._patch(key, backend, path, write.body)
                 if write.new is not None:
                     self._decision(key, "record-size", f"{self.settings.desired_size_annotation}={write.new}: "
                                    f"minMember stays {write.old} on the live group", started)
@@ -1277,9 +1262,11 @@ class Controller:
             return
         if not patch:
             return
-        self._patching_pods.add(key)
+        self._patching_pods.add(key)  # its answer and its echo queue the gang once its pods are done
         try:
             patched = await self.api.merge_patch(POD.path(namespace, name), patch)
+            self.writes += 1
+            self._upsert("Pod", patched)
         except ApiError as exc:
             if exc.status == 404:
                 return
@@ -1289,8 +1276,6 @@ class Controller:
             raise
         finally:
             self._patching_pods.discard(key)
-        self.writes += 1
-        self._upsert("Pod", patched, gang_key)
         self._warned.pop((POD_KEY, key), None)
         self.metrics.backfilled.inc()
         news = self._news_of(gang_key)
