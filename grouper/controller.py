@@ -880,6 +880,15 @@ class Controller:
                 message = f"adopted by {write.note}: it is deleted with it"
                 self._decision(key, "adopt", message, started)
                 return True
+            if write.action == "record-elastic":
+                patched = await self._patch(key, backend, path, write.body)
+                total = sum(value for _, value in desired.contributions)
+                message = (f"minMember {write.old} kept as written, of its members' {total}: {write.note}. podgang "
+                           f"does not follow their scales; set minMember to their total to have it followed, or "
+                           f"annotate the group {self.settings.min_member_annotation}=\"{write.old}\" to pin it")
+                self.events.emit(patched, "ElasticGang", message)
+                self._decision(key, "record-elastic", message, started)
+                return True
             if write.action == "record-size":
                 patched = await self._patch(key, backend, path, write.body)
                 if write.new is not None:

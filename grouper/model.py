@@ -135,6 +135,7 @@ class Slimmer:
                                    settings.grace_period_annotation,
                                    settings.desired_size_annotation, settings.subgroups_annotation,
                                    settings.min_resources_annotation, settings.followed_size_annotation,
+                                   settings.elastic_size_annotation,
                                    rollouts.REVISION_ANNOTATION,
                                    *annotation_keys)  # a backend's per-gang settings may sit on the workload
         self.template_labels = (settings.skip_label, *label_keys)
@@ -285,6 +286,12 @@ class Slimmer:
                 out_status.setdefault("conditions", []).append(
                     {k: _intern(found[k]) for k in rollouts.CONDITION_FIELDS if isinstance(found.get(k), str)})
         meta = self._metadata(md, self.object_labels, self.object_annotations)
+        if isinstance(md.get("generation"), int) and md["generation"] > 1:
+            # when its size was written, never the managedFields themselves: a hand-made
+            # group's first look asks whether a member was scaled after the group was written
+            writes = kinds.size_writes(raw)
+            if writes:
+                meta[kinds.SIZE_WRITES] = writes
         if self.all_owner_metadata:
             for section in ("labels", "annotations"):
                 every = {k: v for k, v in _d(md.get(section)).items()

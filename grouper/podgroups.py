@@ -10,7 +10,7 @@ the controller does the I/O. The same state twice plans no writes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from podgang import feasibility, kinds, quantities, rules
 from podgang.backends import Backend
@@ -65,6 +65,8 @@ class Desired:
     #: why the workload's operator makes its gang's PodGroup itself (its own gang integration):
     #: podgang makes none for it and leaves that one's size (None: not so)
     operator: str | None = None
+    #: a hand-made group's: whose number its written minMember is, and on what evidence
+    size_rule: rules.SizeRule | None = None
 
     @property
     def key(self) -> str:
@@ -319,9 +321,13 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         # the user's own minimum below the total: theirs, whole (no subgroups) — but never over a
         # tree of complete replicas, counted in replicas (podgang.io/min-available), where a
         # written minMember is what KAI refuses beside minSubGroup
-        elastic = elastic_size(backend, actual, mm, settings) if root is None else None
-        if elastic is not None:
-            mm, subgroups = elastic, ()
+        rule = size_rule(backend, actual, mm, hand, settings) if root is None else None
+        if rule is not None and not rule.follows:
+            mm, subgroups = MinMember(rule.written, f"as written: {rule.written} (its members: {mm.reason}): "
+                                                    f"{rule.why}, podgang neither raises it nor follows scales",
+                                      True), ()
+        elif rule is not None and rule.first_look:
+            mm = replace(mm, reason=f"{rule.why}; its members: {mm.reason}")
         # the gang the scheduler waits for is the size in force (a StatefulSet's own gang is
         # sized for OrderedReady by its kind: issue 18)
         in_force = (backend.min_member(actual) if backend is not None and actual is not None else None) or mm.value
@@ -342,7 +348,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
             namespace, name, HAND_MADE, None if users else mm, None, False,
             workloads=tuple(hand), members=tuple(members), contributions=tuple(contributions), problems=problems,
             pinned=frozenset(pinned), subgroups=() if users else subgroups, min_subgroup=None if users else root,
-            users_tree=users,
+            users_tree=users, size_rule=None if users else rule,
         )
 
     # 3. Only pods name it: what would the rules give them from their owners?
@@ -426,23 +432,16 @@ def operator_named(cache: Cache, workload: Obj, name: str) -> str | None:
             f"podgang makes no second one")
 
 
-def elastic_size(backend: Backend | None, actual: Obj | None, mm: MinMember, settings: Settings) -> MinMember | None:
-    """A hand-made group's written minMember when it is the user's elastic gang, else None.
-
-    A minMember below the total of the workloads that name the group ("3 of 6": the
-    scheduler-plugins demo) is a gang that starts with part of its pods, on purpose: podgang
-    neither raises it nor follows scales with it. It follows a group whose minMember is the
-    one it last wrote or found there (``podgang.io/followed-min-member``), or is at least
-    the total (a gang larger than its pods never forms: podgang lowers it)."""
+def size_rule(backend: Backend | None, actual: Obj | None, mm: MinMember, hand: Sequence[Obj],
+              settings: Settings) -> rules.SizeRule | None:
+    """Whose number a live hand-made group's minMember is (:func:`podgang.rules.hand_made_size_rule`):
+    None where there is no number to judge (no group yet, or its size pinned)."""
     if backend is None or actual is None or mm.pinned:
         return None
     written = backend.min_member(actual)
-    if written is None or written >= mm.value:
+    if written is None:
         return None
-    if (_md(actual).get("annotations") or {}).get(settings.followed_size_annotation) == str(written):
-        return None
-    return MinMember(written, f"as written: {written} (its members: {mm.reason}): an elastic gang, below its "
-                              f"members' total on purpose — podgang neither raises it nor follows scales", True)
+    return rules.hand_made_size_rule(actual, written, mm, hand, settings)
 
 
 def _missing(cache: Cache, group_key: str, backend: Backend | None) -> str:
@@ -550,7 +549,8 @@ def gang_options(backend: Backend, members: Any, workloads: Any,
 class Write:
     """One API write the controller performs."""
 
-    action: str  # "create" | "patch-min-member" | "patch-subgroups" | "record-size" | "adopt" | "replace"
+    #: "create" | "patch-min-member" | "patch-subgroups" | "record-size" | "record-elastic" | "adopt" | "replace"
+    action: str
     body: dict[str, Any] | None = None
     old: int | None = None  # previous minMember (patch)
     new: int | None = None  # new minMember (create/patch)
@@ -640,6 +640,11 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
         else:
             writes.append(Write("record-size", {"metadata": {"annotations": note, **(
                 {"resourceVersion": rv} if rv else {})}}, current, None))
+    rule = desired.size_rule
+    if rule is not None and rule.first_look and not rule.follows:  # the user's elastic gang, said once and recorded
+        writes.append(Write("record-elastic", {"metadata": {
+            "annotations": {settings.elastic_size_annotation: str(rule.written)}, **(
+                {"resourceVersion": rv} if rv else {})}}, current, None, rule.why))
     recorded = (_md(actual).get("annotations") or {}).get(settings.desired_size_annotation)
     held = size_held(desired, actual, settings) is not None
     wanted = str(desired.min_member.value) if held and desired.min_member is not None else None

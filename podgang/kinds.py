@@ -27,7 +27,9 @@ from podgang.objects import (
     as_dict,
     as_int,
     as_list,
+    field_write_times,
     labels,
+    metadata,
     spec,
     status,
 )
@@ -1333,6 +1335,28 @@ def desired_size(obj: Any) -> tuple[int, str]:
     if entry is None:
         return 1, f"{kind or 'unknown kind'}: one pod at a time"
     return entry.size(obj)
+
+
+#: in a slim workload's metadata, instead of its managedFields: who last wrote its size and
+#: when (:func:`size_writes`), kept only once its spec changed after it was made (generation > 1)
+SIZE_WRITES = "podgang.io/size-writes"
+
+
+def size_writes(obj: Any) -> tuple[tuple[str, str, str], ...]:
+    """Who wrote ``obj``'s size fields (the ones ``--scale`` sets, or a ``scale``
+    subresource write) and when: ``(manager, time or "", subresource)`` per managedFields
+    entry (:func:`podgang.objects.field_write_times`), or the summary a slim copy keeps."""
+    kept = metadata(obj).get(SIZE_WRITES)
+    if kept is not None:
+        return tuple(kept)
+    entry = workload_kind(obj)
+    if entry is None:
+        paths: tuple[tuple[str | int, ...], ...] = (("spec", "replicas"),)
+    elif entry.scale_parts is not None:
+        paths = tuple(entry.scale_parts(obj).values())
+    else:
+        paths = (entry.scale_path,) if entry.scale_path is not None else ()
+    return field_write_times(obj, paths)
 
 
 def replica_stage(obj: Any, pods: Sequence[Any]) -> Stage | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping as AbcMapping
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 EMPTY: Mapping[str, Any] = {}
 
@@ -119,23 +119,51 @@ def field_writers(obj: Any, fields: tuple[tuple[str, ...], ...],
     field or any part of it (``{"f:spec": {"f:minMember": {}}}``; a list or map field
     has its items below it)."""
     found: dict[str, list[str]] = {}
+    for entry, manager in _spec_writes(obj, ignore):
+        owned = as_dict(entry.get("fieldsV1"))
+        for path in fields:
+            dotted = ".".join(path)
+            if _owns(owned, path) and dotted not in found.setdefault(manager, []):
+                found[manager].append(dotted)
+    return tuple((manager, tuple(paths)) for manager, paths in found.items() if paths)
+
+
+def field_write_times(obj: Any, fields: tuple[tuple[str | int, ...], ...]) -> tuple[tuple[str, str, str], ...]:
+    """When ``obj``'s ``fields`` were last written, by its ``metadata.managedFields``:
+    ``(manager, time, subresource)`` for each entry that owns one of them or is a ``scale``
+    subresource write; ``time`` is ``""`` where the entry has none (the apiserver records
+    no time on a ``scale`` subresource write: ``kubectl scale``, an HPA). An int in a path
+    is a list item, any one of them (``spec.replicatedJobs[*].replicas``)."""
+    out = []
+    for entry, manager in _spec_writes(obj):
+        subresource = entry.get("subresource") if isinstance(entry.get("subresource"), str) else ""
+        owned = as_dict(entry.get("fieldsV1"))
+        if subresource == "scale" or any(_owns(owned, path) for path in fields):
+            time = entry.get("time")
+            out.append((manager, time if isinstance(time, str) else "", subresource))
+    return tuple(out)
+
+
+def _spec_writes(obj: Any, ignore: tuple[str, ...] = ()) -> Iterator[tuple[Mapping[str, Any], str]]:
+    """The managedFields entries of writers of ``obj`` (Apply or Update, not its status)."""
     for entry in as_list(metadata(obj).get("managedFields")):
         entry = as_dict(entry)
         manager = entry.get("manager")
-        if (not isinstance(manager, str) or manager in ignore or entry.get("operation") not in OWNING_OPERATIONS
-                or entry.get("subresource") == "status"):
-            continue
-        owned = as_dict(entry.get("fieldsV1"))
-        for path in fields:
-            node: Any = owned
-            for part in path:
-                node = as_dict(node).get(f"f:{part}")
-                if node is None:
-                    break
-            dotted = ".".join(path)
-            if node is not None and dotted not in found.setdefault(manager, []):
-                found[manager].append(dotted)
-    return tuple((manager, tuple(paths)) for manager, paths in found.items() if paths)
+        if (isinstance(manager, str) and manager not in ignore and entry.get("operation") in OWNING_OPERATIONS
+                and entry.get("subresource") != "status"):
+            yield entry, manager
+
+
+def _owns(owned: Any, path: tuple[str | int, ...]) -> bool:
+    """Whether a ``fieldsV1`` tree holds ``path`` or any part of it."""
+    if not path:
+        return True
+    node = as_dict(owned)
+    part, rest = path[0], path[1:]
+    if isinstance(part, int):  # a list item: keyed (``k:{...}``), by index (``i:0``) or value
+        return any(_owns(child, rest) for key, child in node.items() if key[:2] in ("k:", "i:", "v:"))
+    child = node.get(f"f:{part}")
+    return child is not None and _owns(child, rest)
 
 
 @dataclass(frozen=True)

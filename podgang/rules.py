@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Mapping as AbcMapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -24,8 +25,8 @@ from podgang.backends import Backend, kai
 from podgang.backends.base import Subgroup
 from podgang.kinds import (LWS_LEADER_EXCLUDED, ONE_PER_REPLICA, Role, desired_size, lws_subgroup_policy, pod_role,
                            pod_templates, replica_index, replica_stage, replica_suffix, replica_units, resource_for,
-                           role_replica_index, roles, run_kinds, segment_index, segmented_role, stages, whole_roles,
-                           workload_kind)
+                           role_replica_index, roles, run_kinds, segment_index, segmented_role, size_writes, stages,
+                           whole_roles, workload_kind)
 from podgang.objects import (
     Denial,
     OwnerRef,
@@ -663,6 +664,110 @@ def shared_min_member(
     if total < 1:
         return MinMember(1, f"{reason}; a gang is never smaller than 1")
     return MinMember(total, reason)
+
+
+# ---------------------------------------------------------------------------
+# a hand-made group's size: whose number is it?
+
+#: what a member's history says of its size since a group was made
+SCALED_SINCE = "scaled"
+NO_RECORD = "no record"
+
+
+@dataclass(frozen=True)
+class SizeRule:
+    """Whose number a hand-made group's written minMember is: the total of its members that
+    podgang keeps true (``follows``), or the user's elastic gang, kept as written. Decided
+    once per group from evidence, and recorded on it."""
+
+    #: the minMember written on the group
+    written: int
+    follows: bool
+    #: the rule that decided and its evidence, in words (plan, status, the event)
+    why: str
+    #: decided at this look, nothing being recorded on the group yet (podgang's first look)
+    first_look: bool = False
+
+
+def hand_made_size_rule(group: Any, written: int, total: MinMember, members: Sequence[Any],
+                        settings: Settings = DEFAULT) -> SizeRule:
+    """The rule for a hand-made ``group`` written with ``written`` whose ``members``
+    (the workloads naming it) total ``total``, not pinned:
+
+    - at or above the total: followed (a gang larger than its pods never forms);
+    - a number podgang recorded: followed at it (``podgang.io/followed-min-member``); another
+      number written later below the total, or the elastic record
+      (``podgang.io/elastic-min-member``): the user's elastic gang;
+    - else, podgang's first look: 0 or 1 is a placeholder (a gang of 1 gangs nothing):
+      followed; a member scaled after the group was made, or whose size has no dated
+      record, makes the number an old total: followed; with no member scaled since, the
+      number below the total is on purpose: the user's elastic gang (the scheduler-plugins
+      demo, a group of 3 applied with a ReplicaSet of 6)."""
+    notes = annotations(group)
+    if written >= total.value:
+        return SizeRule(written, True, "at its members' total" if written == total.value else
+                        f"written {written}, over its members' {total.value}: a gang larger than its pods never forms")
+    followed = notes.get(settings.followed_size_annotation)
+    if followed == str(written):
+        return SizeRule(written, True, f"followed since podgang found it at its members' total "
+                                       f"({settings.followed_size_annotation})")
+    if followed is not None:
+        return SizeRule(written, False, f"set to {written} after podgang followed it at {clip(followed, 16)}: "
+                                        f"an elastic gang, the user's number")
+    if settings.elastic_size_annotation in notes:
+        return SizeRule(written, False, f"an elastic gang, the user's number, as judged at podgang's first "
+                                        f"look ({settings.elastic_size_annotation})")
+    if written <= 1:
+        return SizeRule(written, True, f"written {written}, a placeholder (a gang of {written} gangs nothing): "
+                                       f"followed", True)
+    since = metadata(group).get("creationTimestamp")
+    for member in sorted(members, key=kind_name):
+        found = scaled_since(member, since if isinstance(since, str) else None)
+        if found is None:
+            continue
+        verdict, how = found
+        name = f"{str(_dict(member).get('kind') or 'object').lower()} {metadata(member).get('name')}"
+        scaled = f"{name} was scaled to {subgroup_min_member(member, settings).value}"
+        if verdict == SCALED_SINCE:
+            return SizeRule(written, True, f"{scaled} after the group was written with {written}", True)
+        return SizeRule(written, True, f"{scaled} {how}: the written {written} is taken for an old total", True)
+    return SizeRule(written, False, "below its members' total and no member was scaled since the group was "
+                                    "written: an elastic gang, the user's number", True)
+
+
+def scaled_since(workload: Any, since: str | None) -> tuple[str, str] | None:
+    """Whether ``workload``'s size was written after the time ``since`` (a group's
+    ``creationTimestamp``; None: not made yet, so nothing came after it), by its history
+    (:func:`podgang.kinds.size_writes`): ``(SCALED_SINCE, by whom)``, ``(NO_RECORD, why)``
+    when a write has no time and may have come after, or None. A workload whose spec never
+    changed since it was made (``generation`` 1, or none: manifests applied together)
+    counts with its size as made, whenever that was."""
+    md = metadata(workload)
+    generation = md.get("generation")
+    if since is None or not isinstance(generation, int) or generation <= 1:
+        return None
+    group_made, made = _instant(since), _instant(md.get("creationTimestamp"))
+    made_after = group_made is not None and made is not None and made >= group_made
+    for manager, time, subresource in size_writes(workload):
+        how = f"by {clip(manager, 48)}" + (f" through its {subresource} subresource" if subresource else "")
+        at = _instant(time)
+        if at is None:  # the apiserver dates no scale subresource write (kubectl scale, an HPA)
+            if made_after:
+                return SCALED_SINCE, how
+            return NO_RECORD, f"{how} at a time its managedFields do not record"
+        if group_made is not None and at >= group_made and not (made_after and at == made):
+            return SCALED_SINCE, how
+    return None
+
+
+def _instant(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp as the apiserver writes it, or None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 # ---------------------------------------------------------------------------

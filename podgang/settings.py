@@ -46,6 +46,10 @@ class Settings:
     #: wrote or found it; a minMember below its members' total that is not this one is the
     #: user's elastic gang, left as written
     followed_size_annotation: str = "podgang.io/followed-min-member"
+    #: written on a hand-made PodGroup at podgang's first look when its minMember is below its
+    #: members' total and no member was scaled since the group was made: the user's elastic
+    #: gang, kept as written from then on (remove it to have podgang judge the group again)
+    elastic_size_annotation: str = "podgang.io/elastic-min-member"
     #: read on a pod or workload, `"true"`: podgang leaves it alone (the webhooks' objectSelector too)
     skip_label: str = "podgang.io/skip"
     #: written on a PodGroup, `podgang`: podgang created it and may change or delete it

@@ -176,46 +176,93 @@ def test_a_batch_min_member_is_kais_only():
 ALL_BACKENDS = {"kai": (KAI, "kai-scheduler"), **SCHEDULERS}
 
 
-def elastic_case(name: str, written: int, replicas: int = 6, followed: str | None = None):
+GROUP_MADE = "2026-11-28T10:00:00Z"
+BEFORE, AFTER = "2026-11-28T09:00:00Z", "2026-11-28T10:05:00Z"
+
+
+def history(made: str, *writes: tuple[str, str | None]) -> dict[str, Any]:
+    """A ReplicaSet's metadata as the apiserver keeps it: made at ``made``, its replicas then
+    written by each ``(manager, time)`` (time None: through the scale subresource, which the
+    apiserver does not date)."""
+    entries = [{"manager": "kubectl-client-side-apply", "operation": "Update", "time": made,
+                "fieldsV1": {"f:spec": {"f:replicas": {}, "f:template": {}}}}]
+    for manager, time in writes:
+        entries.append({"manager": manager, "operation": "Update", "fieldsV1": {"f:spec": {"f:replicas": {}}},
+                        **({"time": time} if time else {"subresource": "scale"})})
+    return {"creationTimestamp": made, "generation": 1 + len(writes), "managedFields": entries}
+
+
+def elastic_case(name: str, written: int, replicas: int = 6, followed: str | None = None,
+                 elastic: bool = False, rs_history: dict[str, Any] | None = None):
     """The scheduler-plugins demo in each backend's spelling: a ReplicaSet of ``replicas``
-    whose pods name a PodGroup written with ``minMember: written``."""
+    whose pods name a PodGroup written with ``minMember: written`` (made at GROUP_MADE)."""
     backend, scheduler = ALL_BACKENDS[name]
     settings = Settings(backends=((scheduler, backend),))
     group = backend.build_podgroup(GangSpec("nginx", NS, written))
-    if followed:
-        group["metadata"].setdefault("annotations", {})[settings.followed_size_annotation] = followed
+    group["metadata"]["creationTimestamp"] = GROUP_MADE
+    notes = {settings.followed_size_annotation: followed} if followed else {}
+    if elastic:
+        notes[settings.elastic_size_annotation] = str(written)
+    if notes:
+        group["metadata"].setdefault("annotations", {}).update(notes)
     template = {"metadata": {"labels": {"app": "nginx"}},
                 "spec": {"schedulerName": scheduler, "containers": [{"name": "nginx", "image": "nginx"}]}}
     template = jsonpatch.apply_patch(template, backend.membership_patch(template, "nginx"))
-    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "nginx", "namespace": NS, "uid": "rs-1"},
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+          "metadata": {"name": "nginx", "namespace": NS, "uid": "rs-1", **(rs_history or {})},
           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "nginx"}}, "template": template}}
     return backend, settings, group, rs
 
 
-ELASTIC = [pytest.param(name, written, replicas, followed, size, writes, id=f"{name}: {why}")
+SCALED_AFTER = "replicaset nginx was scaled to 4 after the group was written with 3"
+NOT_DATED = "replicaset nginx was scaled to 4 by kubectl through its scale subresource at a time its managedFields"
+ELASTIC = [pytest.param(name, written, replicas, followed, elastic, made, size, writes, says, id=f"{name}: {why}")
            for name in ALL_BACKENDS
-           for written, replicas, followed, size, writes, why in [
-               (3, 6, None, 3, [], "3 of 6 stays 3 of 6"),
-               (3, 8, None, 3, [], "3 of 6 scaled to 8 stays 3"),
-               (6, 6, None, 6, ["record-size"], "6 of 6 is followed from now on"),
-               (6, 8, "6", 8, ["patch-min-member"], "a followed 6 follows a scale to 8"),
-               (3, 8, "6", 3, [], "a followed group the user set to 3 is theirs again"),
-               (8, 6, None, 6, ["patch-min-member"], "8 of 6 never forms: lowered"),
+           for written, replicas, followed, elastic, made, size, writes, says, why in [
+               (3, 6, None, False, None, 3, ["record-elastic"], "no member was scaled since",
+                "3 of 6 applied together is an elastic gang, recorded at the first look"),
+               (3, 6, None, True, None, 3, [], "as judged at podgang's first look", "recorded elastic stays 3"),
+               (3, 8, None, True, history(GROUP_MADE, ("kubectl", None)), 3, [], "elastic gang",
+                "recorded elastic stays 3 when scaled to 8 after the look"),
+               (6, 6, None, False, None, 6, ["record-size"], "", "6 of 6 is followed from now on"),
+               (6, 8, "6", False, None, 8, ["patch-min-member"], "", "a followed 6 follows a scale to 8"),
+               (3, 8, "6", False, None, 3, [], "after podgang followed it at 6",
+                "a followed group the user set to 3 is theirs again"),
+               (8, 6, None, False, None, 6, ["patch-min-member"], "", "8 of 6 never forms: lowered"),
+               (3, 4, None, False, history(GROUP_MADE, ("kubectl", None)), 4, ["patch-min-member"], SCALED_AFTER,
+                "seed 003: 3 of 3, one scaled before the first look, is followed"),
+               (3, 4, None, False, history(AFTER, ("kubectl", None)), 4, ["patch-min-member"], SCALED_AFTER,
+                "a member made after the group and scaled is followed"),
+               (3, 4, None, False, history(GROUP_MADE, ("autoscaler", AFTER)), 4, ["patch-min-member"],
+                SCALED_AFTER, "a dated write of replicas after the group is followed"),
+               (3, 4, None, False, history(BEFORE, ("kubectl", None)), 4, ["patch-min-member"], NOT_DATED,
+                "an undated scale of a member older than the group: an old total, followed"),
+               (3, 6, None, False, history(BEFORE, ("autoscaler", BEFORE)), 3, ["record-elastic"],
+                "no member was scaled since", "a member scaled before the group was written: elastic"),
+               (3, 6, None, False, history(AFTER), 3, ["record-elastic"], "no member was scaled since",
+                "a member made after the group counts with its size as made"),
+               (1, 6, None, False, None, 6, ["patch-min-member"], "a placeholder",
+                "1 of 6 is a placeholder, followed"),
+               (0, 6, None, False, None, 6, ["patch-min-member"], "a placeholder",
+                "0 of 6 is a placeholder, followed"),
            ]]
 
 
-@pytest.mark.parametrize("name,written,replicas,followed,size,writes", ELASTIC)
-def test_a_hand_made_group_below_its_members_is_an_elastic_gang(name, written, replicas, followed, size, writes):
-    backend, settings, group, rs = elastic_case(name, written, replicas, followed)
+@pytest.mark.parametrize("name,written,replicas,followed,elastic,made,size,writes,says", ELASTIC)
+def test_whose_number_a_hand_made_groups_size_is(name, written, replicas, followed, elastic, made, size, writes,
+                                                  says):
+    backend, settings, group, rs = elastic_case(name, written, replicas, followed, elastic, made)
     cache = feed(Cache(settings), copy.deepcopy(group), copy.deepcopy(rs))
     desired = desired_group(cache, f"{NS}/nginx")
     assert desired.min_member is not None and desired.min_member.value == size
+    assert says in desired.min_member.reason
     if size < replicas:
         assert "an elastic gang" in desired.min_member.reason
     actual = cache.podgroups.of(backend, f"{NS}/nginx")
     patchable = backend.resize(actual, written + 1).action == PATCH
-    assert [w.action for w in plan_writes(desired, actual, settings)] == (writes if patchable else [])
-    plan = planned(group, rs, settings=settings)  # podgang plan says the same
+    assert [w.action for w in plan_writes(desired, actual, settings)] == (
+        writes if patchable else [w for w in writes if w == "record-elastic"])
+    plan = planned(group, rs, settings=settings)  # podgang plan says the same, from the same evidence
     assert plan.groups[(NS, "nginx")].min_member.value == size
 
 
