@@ -323,9 +323,8 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         # written minMember is what KAI refuses beside minSubGroup
         rule = size_rule(backend, actual, mm, hand, settings) if root is None else None
         if rule is not None and not rule.follows:
-            mm, subgroups = MinMember(rule.written, f"as written: {rule.written} (its members: {mm.reason}): "
-                                                    f"{rule.why}, podgang neither raises it nor follows scales",
-                                      True), ()
+            mm, subgroups = MinMember(rule.written, f"as written: {rule.written} (its members: {mm.reason}), "
+                                                    f"neither raised nor following scales: {rule.why}", True), ()
         elif rule is not None and rule.first_look:
             mm = replace(mm, reason=f"{rule.why}; its members: {mm.reason}")
         # the gang the scheduler waits for is the size in force (a StatefulSet's own gang is
@@ -685,9 +684,21 @@ def _subgroups_write(desired: Desired, actual: Obj, backend: Backend, settings: 
     body = backend.subgroups_patch(actual, wanted, desired.min_subgroup)
     if body is None:
         return None
-    body["metadata"] = {"annotations": {settings.subgroups_annotation: ",".join(s.name for s in wanted) or None}}
+    body["metadata"] = {"annotations": {settings.subgroups_annotation: ",".join(s.name for s in wanted) or None,
+                                        **kept_grace(backend, actual, body, settings)}}
     return Write("patch-subgroups", body, note=describe_tree(desired) if wanted else
                  "none (the group has one part again: the one minMember is the gang)")
+
+
+def kept_grace(backend: Backend, actual: Obj, patch: Mapping[str, Any], settings: Settings) -> dict[str, str]:
+    """The annotation that keeps a user's grace period as podgang's own
+    (``podgang.io/staleness-grace-period``) when ``patch`` turns the scheduler's eviction of
+    ``actual`` off for podgang's (KAI's ``stalenessGracePeriod: -1s``); empty when there is
+    none, or the group already says podgang's."""
+    taken = backend.grace_taken_over(actual, patch.get("spec") or {})
+    if taken is None or settings.grace_period_annotation in (_md(actual).get("annotations") or {}):
+        return {}
+    return {settings.grace_period_annotation: taken}
 
 
 def describe_tree(desired: Desired) -> str:

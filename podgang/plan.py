@@ -23,7 +23,7 @@ from podgang import kinds, rules
 from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, gang_spec, slim_fact
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
-from podgang.grouper.podgroups import Desired, desired_group, gang_options, owned_subgroups
+from podgang.grouper.podgroups import Desired, desired_group, gang_options, kept_grace, owned_subgroups
 from podgang.manifests import Manifest, Source
 from podgang.objects import POD, OwnerRef, clip, metadata
 from podgang.settings import DEFAULT, Settings
@@ -639,6 +639,7 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     options = desired.options or gang_options(backend, desired.members, desired.workloads)
     if desired.source == rules.HAND_MADE and as_written is not None:
         options = _as_written(backend, options, as_written, at)
+        options = _grace_taken_over(backend, options, desired, as_written, settings)
     group = PlannedGroup(ns, shown(name), mm, _ORIGINS[desired.source], exists=actual is not None,
                          owner=desired.owner, defined_at=at, defined_obj=as_written,
                          cluster_min_member=written, random_name=key in random_names, backend=backend,
@@ -686,6 +687,25 @@ def _as_written(backend: Backend, options: dict[str, Any], podgroup: dict[str, A
                if setting not in {_OPTION_FIELDS[k] for k in written}]
     origins += [(_OPTION_FIELDS[k], f"as written in the PodGroup at {at}") for k in written]
     return {**options, **written, "origins": tuple(origins)}
+
+
+def _grace_taken_over(backend: Backend, options: dict[str, Any], desired: Desired, podgroup: dict[str, Any],
+                      settings: Settings) -> dict[str, Any]:
+    """A hand-made group's own grace period where podgang takes its eviction over (the
+    subgroups it writes come with KAI's ``stalenessGracePeriod: -1s``): shown, with where
+    podgang keeps it."""
+    if not desired.subgroups:
+        return options
+    patch = {"spec": backend.subgroups_spec(desired.subgroups, desired.min_subgroup)}
+    kept = kept_grace(backend, podgroup, patch, settings).get(settings.grace_period_annotation)
+    if kept is None:
+        return options
+    field = backend.eviction_grace_field
+    assert field is not None  # a backend that takes a grace period over names its field
+    return {**options, "extra_spec": {**(options.get("extra_spec") or {}), field: patch["spec"][field]},
+            "origins": (*(options.get("origins") or ()), (field, f"podgang evicts the gang by its subgroups, after "
+                                                                 f"the group's own {kept} (kept as "
+                                                                 f"{settings.grace_period_annotation})"))}
 
 
 def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:
@@ -850,7 +870,8 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
                     _merge(doc, resize.body)
             subgroups = backend.subgroups_patch(doc, group.subgroups, group.min_subgroup)
             if group.subgroups and subgroups is not None:
-                _merge(doc, subgroups)
+                kept = kept_grace(backend, doc, subgroups, settings)
+                _merge(doc, {**subgroups, "metadata": {"annotations": kept}} if kept else subgroups)
             docs.append(doc)
             continue
         if not group.name_known:

@@ -721,6 +721,7 @@ def hand_made_size_rule(group: Any, written: int, total: MinMember, members: Seq
         return SizeRule(written, True, f"written {written}, a placeholder (a gang of {written} gangs nothing): "
                                        f"followed", True)
     since = metadata(group).get("creationTimestamp")
+    pin = f'{settings.min_member_annotation}: "{written}" on the group'
     for member in sorted(members, key=kind_name):
         found = scaled_since(member, since if isinstance(since, str) else None)
         if found is None:
@@ -730,9 +731,10 @@ def hand_made_size_rule(group: Any, written: int, total: MinMember, members: Seq
         scaled = f"{name} was scaled to {subgroup_min_member(member, settings).value}"
         if verdict == SCALED_SINCE:
             return SizeRule(written, True, f"{scaled} after the group was written with {written}", True)
-        return SizeRule(written, True, f"{scaled} {how}: the written {written} is taken for an old total", True)
-    return SizeRule(written, False, "below its members' total and no member was scaled since the group was "
-                                    "written: an elastic gang, the user's number", True)
+        return SizeRule(written, True, f"{scaled} {how}: the written {written} is taken for an old total (if "
+                                       f"{written} is on purpose, pin it: {pin})", True)
+    return SizeRule(written, False, f"below its members' total and no member was scaled since the group was "
+                                    f"written: an elastic gang, the user's number (to be sure, pin it: {pin})", True)
 
 
 def scaled_since(workload: Any, since: str | None) -> tuple[str, str] | None:

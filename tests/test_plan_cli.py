@@ -80,6 +80,73 @@ def test_scaling_model_1_turns_the_shared_group_from_3_into_4():
     assert "deployment/app-server 1 + deployment/model-1 2 + deployment/model-2 1 = 4" in line
 
 
+PLACEHOLDER = """\
+    apiVersion: scheduling.run.ai/v2alpha2
+    kind: PodGroup
+    metadata: {name: serve, namespace: team}
+    spec: {minMember: 1, queue: team-gpu, stalenessGracePeriod: 5m}
+    ---
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: prefill, namespace: team}
+    spec:
+      replicas: 2
+      selector: {matchLabels: {app: prefill}}
+      template:
+        metadata: {labels: {app: prefill, kai.scheduler/podgroup: serve}}
+        spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}
+    ---
+    apiVersion: apps/v1
+    kind: ReplicaSet
+    metadata: {name: nginx, namespace: team}
+    spec:
+      replicas: 6
+      selector: {matchLabels: {app: nginx}}
+      template:
+        metadata: {labels: {app: nginx, kai.scheduler/podgroup: nginx}}
+        spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}
+    ---
+    apiVersion: scheduling.run.ai/v2alpha2
+    kind: PodGroup
+    metadata: {name: nginx, namespace: team}
+    spec: {minMember: 3, queue: team-gpu}
+    ---
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: decode, namespace: team}
+    spec:
+      replicas: 3
+      selector: {matchLabels: {app: decode}}
+      template:
+        metadata: {labels: {app: decode, kai.scheduler/podgroup: serve}}
+        spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}
+    """
+
+
+def test_plan_says_whose_number_each_hand_made_size_is_and_keeps_a_users_grace(tmp_path):
+    """No history in manifests: applied together. The demo (3 of a ReplicaSet of 6) is the
+    user's elastic gang, with how to pin it; a placeholder of 1 is planned at its members'
+    total with its subgroups; the group's own stalenessGracePeriod, which podgang's -1s
+    replaces, is shown and kept as podgang's grace in -o yaml."""
+    path = write(tmp_path, "serve.yaml", PLACEHOLDER)
+    result = plan(path)
+    assert result.returncode == 0, result.stderr
+    demo = group_line(result.stdout, "team/nginx")
+    assert "minMember 3" in demo and "no member was scaled since the group was written" in demo
+    assert 'pin it: podgang.io/min-member: "3" on the group' in demo
+    serve = group_line(result.stdout, "team/serve")
+    assert "minMember 5" in serve and "written 1, a placeholder" in serve
+    assert "stalenessGracePeriod -1s  [podgang evicts the gang by its subgroups, after the group's own 5m" in (
+        result.stdout)
+    docs = {d["metadata"]["name"]: d for d in yaml.safe_load_all(plan(path, "-o", "yaml").stdout) if d}
+    assert docs["serve"]["spec"]["stalenessGracePeriod"] == "-1s"
+    assert docs["serve"]["metadata"]["annotations"]["podgang.io/staleness-grace-period"] == "5m"
+    assert docs["nginx"]["spec"]["minMember"] == 3
+    scaled = plan(path, "--scale", "rs/nginx=8", "--scale", "deploy/decode=4")
+    assert re.search(r"minMember 3 +as written", group_line(scaled.stdout, "team/nginx"))
+    assert "minMember 5 → 6" in group_line(scaled.stdout, "team/serve")
+
+
 def test_scaling_back_turns_4_into_3(tmp_path):
     text = (EXAMPLES / "02-shared-podgroup-deployments.yaml").read_text()
     scaled = text.replace("name: model-1\n  namespace: models-deploys\nspec:\n  replicas: 1",

@@ -188,6 +188,33 @@ def test_desired_group_has_the_subgroups_and_writes_them():
     assert plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT) == []
 
 
+def test_a_users_grace_period_becomes_podgangs_when_podgang_takes_the_eviction_over():
+    """A hand-made KAI group written with ``stalenessGracePeriod: 5m``: the subgroups podgang
+    writes come with -1s (KAI v0.17 would evict by any leaf), and in the same patch the 5m is
+    kept as podgang's grace for the gang, which it then evicts after; plan shows both."""
+    cache = Cache()
+    seed_004(cache)
+    users = podgroup("shared", 2, kai_evicts=True)
+    users["spec"]["stalenessGracePeriod"] = "5m"
+    feed(cache, users)
+    [write] = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
+    assert write.body["spec"]["stalenessGracePeriod"] == "-1s"
+    assert write.body["metadata"]["annotations"]["podgang.io/staleness-grace-period"] == "5m"
+    after = written(users, write)
+    assert rules.grace_period_for([after], 60.0) == (300.0, "podgang.io/staleness-grace-period=5m on podgroup/shared")
+    assert KAI.evicts_itself(after) is None  # one evictor: podgang, after the user's 5m
+    # a grace podgang already keeps on the group is the one in force: not overwritten
+    mine = {**users, "metadata": {**users["metadata"], "annotations": {"podgang.io/staleness-grace-period": "2m"}}}
+    feed(cache, mine)
+    [again] = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
+    assert "podgang.io/staleness-grace-period" not in again.body["metadata"]["annotations"]
+    # a negative grace period is KAI's "never": podgang's -1s says the same, nothing to keep
+    never = {**users, "spec": {**users["spec"], "stalenessGracePeriod": "-1s"}}
+    feed(cache, never)
+    [same] = plan_writes(desired_group(cache, f"{NS}/shared"), cache.podgroups.of(KAI, f"{NS}/shared"), DEFAULT)
+    assert "podgang.io/staleness-grace-period" not in same.body["metadata"]["annotations"]
+
+
 def written(podgroup: dict, write) -> dict:
     """``podgroup`` after the merge patch of ``write``, as the apiserver applies it."""
     return merge_patch(podgroup, write.body)

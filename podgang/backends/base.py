@@ -483,6 +483,16 @@ class Backend(ABC):
         must not as well), or None when podgang is the one evictor."""
         return None
 
+    #: the PodGroup field that sets how long the scheduler waits before it evicts a stale gang
+    #: itself (None: it never does)
+    eviction_grace_field: str | None = None
+
+    def grace_taken_over(self, podgroup: Any, spec_patch: Mapping[str, Any]) -> str | None:
+        """The grace period a user gave the scheduler's own eviction of ``podgroup`` that
+        ``spec_patch`` (podgang's) turns off to evict the gang itself, or None: podgang keeps
+        it as its own grace for the gang, so that it is never lost."""
+        return None
+
     def settings_drift(self, podgroup: Any, options: Mapping[str, Any]) -> list[str]:
         """What differs between a live group podgang made and the settings it would give
         it now, that is never changed on a live group (KAI's queue); said, not written."""

@@ -393,6 +393,15 @@ class KaiBackend(MinMemberPodGroups):
         return (f"KAI evicts the rest itself after {when}, so podgang does not (set "
                 f"spec.{STALENESS_GRACE_PERIOD}: -1s on the group to leave it to podgang)")
 
+    eviction_grace_field = STALENESS_GRACE_PERIOD
+
+    def grace_taken_over(self, podgroup: Any, spec_patch: Mapping[str, Any]) -> str | None:
+        """A user's ``stalenessGracePeriod`` (not negative) that podgang's ``-1s`` replaces."""
+        value = spec(podgroup).get(STALENESS_GRACE_PERIOD)
+        if spec_patch.get(STALENESS_GRACE_PERIOD) != DISABLED_STALENESS or not isinstance(value, str):
+            return None
+        return None if value.strip().startswith("-") or not value.strip() else value.strip()
+
     def slim_podgroup_spec(self, spec: Mapping[str, Any]) -> dict[str, Any]:
         kept = super().slim_podgroup_spec(spec)
         for key in ("queue", STALENESS_GRACE_PERIOD, "priorityClassName", "preemptibility"):  # what KAI judges it by
