@@ -470,6 +470,14 @@ ARGS = {
     "template_group": lambda d: (d.draw(anything),),
     "pinned_min_member": lambda d: (d.draw(anything),),
     "desired_size": lambda d: (d.draw(anything),),
+    "size_writes": lambda d: (d.draw(anything),),
+    "field_write_times": lambda d: (d.draw(anything), d.draw(st.lists(st.tuples(
+        st.sampled_from(["spec", "replicas", "f:spec"]), st.sampled_from(["replicas", "x"]) | st.integers(0, 3)),
+        max_size=2).map(tuple))),
+    "scaled_since": lambda d: (d.draw(anything), d.draw(st.none() | st.sampled_from(
+        ["2026-11-28T10:00:00Z", "not a time", ""]))),
+    "hand_made_size_rule": lambda d: (d.draw(anything), d.draw(st.integers(0, 50)), d.draw(st.builds(
+        MinMember, st.integers(1, 50), st.text(max_size=8))), d.draw(st.lists(anything, max_size=3))),
     "min_member_for": lambda d: (d.draw(anything), d.draw(st.none() | anything), DEFAULT_SETTINGS,
                                  d.draw(st.lists(anything, max_size=2))),
     "shared_min_member": lambda d: (d.draw(st.lists(anything, max_size=3)), d.draw(st.integers(0, 10)), d.draw(st.none() | anything)),
@@ -617,6 +625,7 @@ BACKEND_ARGS = {
     "is_users_tree": lambda d: (d.draw(anything),),
     "for_discovery": lambda d: (d.draw(st.none() | st.dictionaries(st.text(max_size=12), json_any)),),
     "evicts_itself": lambda d: (d.draw(anything),),
+    "grace_taken_over": lambda d: (d.draw(anything), d.draw(st.sampled_from([{}, {"stalenessGracePeriod": "-1s"}]))),
     "min_resources_for": lambda d: (d.draw(st.none() | st.lists(st.tuples(st.integers(-2, 1000), anything),
                                                                 max_size=3)),),
     "min_resources_of": lambda d: (d.draw(anything),),

@@ -20,6 +20,7 @@ import yaml
 from podgang import cli, status_cli
 from podgang.status import events_about, scheduler_verdict
 from podgang.backends import KAI, NATIVE
+from podgang.settings import DEFAULT
 from tests import rbac
 from tests.backend_support import resource
 from tests.grouper_support import (
@@ -31,6 +32,7 @@ from tests.grouper_support import (
     pod,
     podgroup,
     running_grouper,
+    scale,
 )
 from tests.test_chart import render
 from tests.webhook_support import eventually
@@ -148,6 +150,31 @@ async def test_a_shared_hand_made_group_counts_every_workload_and_a_missing_one_
     code, out, _ = await status(kubeconfig, "--explain", "lonely-abc12-0")
     assert code == 0 and "  - PodGroup nowhere to be created in namespace team (pods naming it stay Pending)" in out
     assert "Gang:       nowhere — the pod names its PodGroup" in out
+
+
+async def test_status_says_whose_number_a_hand_made_size_is_and_on_what_evidence(emu, kubeconfig):
+    """Seed 003 scaled before the grouper looked: ``--explain`` says the grouper will follow
+    to 4 and why (the scale after the group was written); the demo the grouper judged
+    elastic says so beside its size."""
+    emu.put(podgroup("seed", 3))
+    for name in ("s-app", "s-model", "s-other"):
+        deploy_with_pods(emu, name, 1, group="seed")
+    # kubectl scale deployment/s-model --replicas=2, as the apiserver records it (undated)
+    scale(emu, emu.get("deployments", NS, "s-model"), 2)
+    scaled = emu.patch_object("deployments", NS, "s-model", {"metadata": {"managedFields": [
+        {"manager": "kubectl", "operation": "Update", "subresource": "scale",
+         "fieldsV1": {"f:spec": {"f:replicas": {}}}}]}})
+    assert scaled["metadata"]["generation"] == 2
+    emu.put(pod("s-model-abc12-1", owner=emu.get("replicasets", NS, "s-model-abc12"), group="seed"))
+    emu.put(podgroup("demo", 3, annotations={DEFAULT.elastic_size_annotation: "3"}))
+    deploy_with_pods(emu, "web", 6, group="demo")
+    code, out, _ = await status(kubeconfig, "--explain", "s-model-abc12-0")
+    assert code == 0, out
+    assert ("the grouper to change minMember 3 → 4 (deployment s-model was scaled to 2 after the group was "
+            "written with 3; its members:") in out
+    found = await gangs(kubeconfig)
+    assert found["demo"]["minMember"] == 3 and "an elastic gang, the user's number, as judged at podgang's " \
+        "first look (podgang.io/elastic-min-member)" in found["demo"]["minMemberFrom"]
 
 
 def written_by(manager: str, *fields: str) -> list[dict]:
