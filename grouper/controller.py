@@ -845,8 +845,8 @@ class Controller:
                 old, new = write.old, write.new
                 mm = desired.min_member
                 assert mm is not None and new is not None
-                if mm.pinned:
-                    cause = mm.reason
+                if mm.pinned or (desired.size_rule is not None and desired.size_rule.first_look):
+                    cause = mm.reason  # a hand-made group's first look: the rule that decided, and its evidence
                 else:
                     before, pinned_before = self._contributions.get(key) or (None, frozenset())
                     cause = describe_change(before, dict(desired.contributions), mm.reason,

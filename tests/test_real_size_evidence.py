@@ -114,6 +114,19 @@ async def test_seed_003_scaled_before_podgang_first_looked_is_followed(cluster):
             await wait_group(api, "seed003-late", "the group followed to 6", lambda g: g["spec"].get("minMember") == 6)
 
 
+async def test_a_script_scaling_right_after_it_applied_is_followed_whenever_the_grouper_looks(cluster):
+    """The grouper running from the start; a script applies a group of 3 and three
+    Deployments of 1, then scales each to 2 at once (an HPA would too). Whether the grouper's
+    first look came before or after the scales, the group ends at 6, followed."""
+    async with apiserver(cluster) as api, grouper(cluster):
+        await put(api, podgroup("script", 3, ns=NS))
+        for name in ("sc-a", "sc-b", "sc-c"):
+            await put(api, deployment(name, 1, group="script", ns=NS))
+        cluster.kubectl("-n", NS, "scale", "deployment/sc-a", "deployment/sc-b", "deployment/sc-c", "--replicas=2")
+        got = await wait_group(api, "script", "the group followed to 6", lambda g: g["spec"].get("minMember") == 6)
+        assert notes(got).get("podgang.io/followed-min-member") == "6"
+
+
 async def test_the_demo_elastic_gang_stays_as_written_across_a_restart_and_a_scale(cluster):
     """The scheduler-plugins demo, applied together: a group of 3 and a ReplicaSet of 6. The
     grouper judges it the user's elastic gang at its first look, records it and says so once;
@@ -179,10 +192,11 @@ async def test_kai_prefill_and_decode_naming_a_placeholder_get_subgroups_follow_
                 "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": body}})
         placed = await wait_size(here, KAI, "serve", 4)
         assert {s["name"]: s["minMember"] for s in placed["spec"]["subGroups"]} == {"prefill": 2, "decode": 2}
+        # the grouper has seen it whole (else a loss before its first look is a gang still being placed)
+        await podgang.wait_logged("placed: 4 of minMember 4 members active", here.namespace)
         cluster.kubectl("-n", here.namespace, "scale", "deployment/decode", "--replicas=3")
         await wait_size(here, KAI, "serve", 5)
         await until(lambda: _running(here, 5), "the five pods running")
-        await podgang.wait_logged("placed: 5 of minMember 5 members active", here.namespace)
         decode = await here.pods(app="decode")
         placed_prefill = {p["metadata"]["name"] for p in bound(await here.pods(app="prefill"))}
         assert len(placed_prefill) == 2
