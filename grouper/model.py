@@ -135,6 +135,7 @@ class Slimmer:
                                    settings.grace_period_annotation,
                                    settings.desired_size_annotation, settings.subgroups_annotation,
                                    settings.min_resources_annotation, settings.followed_size_annotation,
+                                   settings.required_roles_annotation, settings.awaited_roles_annotation,
                                    rollouts.REVISION_ANNOTATION,
                                    *annotation_keys)  # a backend's per-gang settings may sit on the workload
         self.template_labels = (settings.skip_label, *label_keys)
