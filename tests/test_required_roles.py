@@ -5,8 +5,11 @@ nothing is placed before its pods come — and `plan`, `status` and the webhook 
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import jsonschema
 import pytest
+import yaml
 
 from podgang import rules
 from podgang.backends import GangSpec
@@ -16,9 +19,11 @@ from podgang.backends.volcano import VOLCANO
 from podgang.grouper.model import Cache
 from podgang.grouper.podgroups import desired_group, plan_writes
 from podgang.settings import DEFAULT, Settings
+from podgang.status import Snapshot, build_report
 from tests.grouper_support import LABEL, NS, podgroup
 from tests.kube_emulator import merge_patch
 from tests.test_grouper_units import feed
+from tests.test_plan_cli import plan, write
 from tests.test_replica_tree import kai_schema, lws, lws_pods, tree
 from tests.test_subgroups import workload
 from tests.test_webhook_kube import managed_podgroup
@@ -204,3 +209,29 @@ async def test_a_pod_joining_a_group_that_awaits_a_role_is_told_which(tmp_path, 
 def test_nothing_is_said_once_every_declared_role_is_filled_or_none_is_declared():
     assert rules.required_roles_warning(declaring("prefill,decode"), "shared") is None  # nothing awaited
     assert rules.required_roles_warning(podgroup("shared", 1, annotations={AWAITED: "decode"}), "shared") is None
+
+
+# ---------------------------------------------------------------------------- plan and status
+
+
+def test_plan_names_the_awaited_role_and_advises_the_annotation(tmp_path):
+    path = write(tmp_path, "roles.yaml", yaml.safe_dump_all([declaring("prefill,decode"), lws("prefill", 2, 2)]))
+    out = plan(path).stdout
+    assert f"{REQUIRED} on podgroup/shared requires role decode, which no workload fills yet" in out  # a warning
+    assert f"minimum 1  [required by {REQUIRED}; no workload fills it yet]" in out  # decode's part in the tree
+
+    shared = write(tmp_path, "shared.yaml", yaml.safe_dump_all(
+        [declaring(None), workload("prefill", 2), workload("decode", 3)]))
+    out = plan(shared).stdout
+    assert f'declare them: {REQUIRED}: "decode,prefill"' in out
+
+
+def test_status_names_the_awaited_role_and_advises_the_annotation():
+    def report(group: dict, *deployments: dict):
+        snapshot = Snapshot([], {"kai": [group]}, {"Deployment": list(deployments)}, [], datetime.now(timezone.utc))
+        (gang,) = build_report(snapshot, DEFAULT).gangs
+        return gang
+    gang = report(declaring("prefill,decode"), workload("prefill", 2, min_available="1"))
+    assert gang.wanted == 2 and any("requires role decode, which no workload fills yet" in p for p in gang.problems)
+    gang = report(declaring(None), workload("prefill", 2), workload("decode", 3))
+    assert any(p.endswith(f'declare them: {REQUIRED}: "decode,prefill"') for p in gang.problems)
