@@ -371,6 +371,45 @@ async def test_kai_roles_one_after_the_other_each_get_a_whole_replica_when_the_g
         assert "podgang.io/awaited-roles" not in (await serve_group(here))["metadata"].get("annotations", {})
 
 
+async def test_kai_a_declared_deployment_role_holds_the_other_roles_pods_until_it_comes(cluster, podgang):
+    """The flat form: prefill a Deployment of 2 (at least 1), decode a Deployment not made yet;
+    room for 2 pods. decode's part (minimum 1, counted in minMember) keeps prefill's pods
+    Pending; once decode comes, one of each is bound — not prefill's two."""
+    async with corner(cluster, "flatroles", nodes=1) as here, FakeKubelet(here):
+        await here.api.create(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups", {
+            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": GROUP, "namespace": here.namespace,
+                         "annotations": {"podgang.io/required-roles": "prefill,decode"}},
+            "spec": {"minMember": 1, "queue": KAI_TEAM_QUEUE}})
+
+        async def deployment(name: str, replicas: int) -> None:
+            await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/deployments", {
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": here.namespace,
+                             "annotations": {"podgang.io/min-available": "1"}},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                         "template": members(here, name)}})
+        await deployment("prefill", 2)
+
+        async def prefill_seen():  # its pods made, and the grouper has sized the group for prefill
+            followed = (await serve_group(here))["metadata"].get("annotations", {}).get("podgang.io/followed-min-member")
+            return len(await here.pods(app="prefill")) == 2 and followed
+        await until(prefill_seen, "prefill's two pods made and the group sized by the grouper")
+
+        async def prefill_pending():
+            return not bound(await here.pods(app="prefill"))
+        await holds(prefill_pending, "prefill's two pods Pending while decode has none", 10)
+        spec = (await serve_group(here))["spec"]  # decode's part before decode exists, counted in minMember
+        assert spec["minMember"] == 2 and {"name": "decode", "minMember": 1} in spec["subGroups"], spec
+
+        await deployment("decode", 1)
+
+        async def one_of_each():
+            pods = bound(await here.pods())
+            return len(pods) == 2 and sorted(p["metadata"]["labels"]["app"] for p in pods)
+        assert await until(one_of_each, "two pods bound") == ["decode", "prefill"]
+
+
 async def test_kai_roles_applied_together_each_get_a_whole_replica_without_the_annotation(cluster, podgang):
     """Both LWS objects before any pod, no podgang.io/required-roles: the grouper knows both
     roles before any pod is placed, and KAI places one whole replica of each."""
