@@ -320,7 +320,8 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
                     + required.problems)
         if root is not None and not mm.pinned:
             mm = MinMember(min_pods(whole, root), mm.reason)
-        mm = rules.with_awaited(mm, required, root)
+        mm = rules.with_awaited(mm, required, root, hand, len(standalone),
+                                backend is None or backend.subgroup_key is not None)
         if not trees and any(rules.replica_units(w) is not None for w in hand) and backend is not None:
             problems += (replicas_unexpressed(backend, hand, settings),)
         total = sum(value for _, value in contributions)

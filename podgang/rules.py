@@ -1334,13 +1334,22 @@ def required_roles_warning(podgroup: Any, name: str, settings: Settings = DEFAUL
             f"its pods is placed until {'each has' if len(awaited) > 1 else 'it has'} pods")
 
 
-def with_awaited(mm: MinMember, required: RequiredRoles, min_subgroup: int | None) -> MinMember:
-    """A flat gang's minimum with its awaited roles counted (a tree counts them already:
-    each is a part its root needs); a pinned minimum stays as pinned."""
+def with_awaited(mm: MinMember, required: RequiredRoles, min_subgroup: int | None, workloads: Sequence[Any] = (),
+                 standalone: int = 0, parts_told: bool = True) -> MinMember:
+    """A flat gang's minimum with its awaited roles counted, 1 each (a tree counts them
+    already: each is a part its root needs); a pinned minimum stays as pinned. Where the
+    scheduler cannot tell the parts apart (``parts_told`` False: no subgroups, as on
+    coscheduling or native gangs) the known parts' pods beyond their minimums would stand in
+    for the awaited role: the gang then needs every pod the known parts will have, and one
+    more per awaited role."""
     if not required.awaited or min_subgroup is not None or mm.pinned:
         return mm
     extra = " + ".join(f"{s.name} 1 (required, no workload yet)" for s in required.awaited)
-    return MinMember(mm.value + len(required.awaited), f"{mm.reason} + {extra}")
+    if parts_told:
+        return MinMember(mm.value + len(required.awaited), f"{mm.reason} + {extra}")
+    known = max(sum(desired_size(w)[0] for w in workloads) + standalone, mm.value)
+    return MinMember(known + len(required.awaited), f"every pod of its workloads {known} + {extra}: the scheduler "
+                                                    f"cannot tell its parts apart")
 
 
 # ---------------------------------------------------------------------------

@@ -392,8 +392,8 @@ async def test_kai_a_declared_deployment_role_holds_the_other_roles_pods_until_i
         await deployment("prefill", 2)
 
         async def prefill_seen():  # its pods made, and the grouper has sized the group for prefill
-            followed = (await serve_group(here))["metadata"].get("annotations", {}).get("podgang.io/followed-min-member")
-            return len(await here.pods(app="prefill")) == 2 and followed
+            notes = (await serve_group(here))["metadata"].get("annotations", {})
+            return len(await here.pods(app="prefill")) == 2 and "podgang.io/followed-min-member" in notes
         await until(prefill_seen, "prefill's two pods made and the group sized by the grouper")
 
         async def prefill_pending():

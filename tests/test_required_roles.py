@@ -172,9 +172,14 @@ def test_without_subgroups_the_declared_role_still_counts_in_minmember():
     feed(cache, named_for(COSCHEDULING, workload("prefill", 2, min_available="1")),
          backend_group(COSCHEDULING, "prefill,decode"))
     desired = desired_group(cache, KEY)
-    assert desired.min_member.value == 2  # prefill's 1 and decode's 1: prefill is not placed alone
+    # not prefill's minimum 1 + decode's 1: prefill's second pod would stand in for decode. Every
+    # pod prefill will have, and one more: nothing is placed before a pod of another part comes
+    assert desired.min_member.value == 3 and "cannot tell its parts apart" in desired.min_member.reason
     assert any("cannot express subgroups" in p for p in desired.problems)
-    assert apply(cache, COSCHEDULING)["spec"]["minMember"] == 2
+    assert apply(cache, COSCHEDULING)["spec"]["minMember"] == 3
+    decode = named_for(COSCHEDULING, workload("decode", 3, min_available="1"))
+    feed(cache, decode)
+    assert desired_group(cache, KEY).min_member.value == 2  # decode came: the minimums again
 
 
 # ---------------------------------------------------------------------------- advice
