@@ -136,6 +136,7 @@ class Slimmer:
                                    settings.desired_size_annotation, settings.subgroups_annotation,
                                    settings.min_resources_annotation, settings.followed_size_annotation,
                                    settings.elastic_size_annotation,
+                                   settings.required_roles_annotation, settings.awaited_roles_annotation,
                                    rollouts.REVISION_ANNOTATION,
                                    *annotation_keys)  # a backend's per-gang settings may sit on the workload
         self.template_labels = (settings.skip_label, *label_keys)

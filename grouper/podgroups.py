@@ -67,6 +67,11 @@ class Desired:
     operator: str | None = None
     #: a hand-made group's: whose number its written minMember is, and on what evidence
     size_rule: rules.SizeRule | None = None
+    #: what a user might add, not fix (``podgang plan`` and ``podgang status`` say it; no event)
+    advice: tuple[str, ...] = ()
+    #: a hand-made group's declared roles no workload fills yet, recorded on it for the webhook
+    #: (``podgang.io/awaited-roles``); None: it declares none
+    awaited_roles: tuple[str, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -307,21 +312,25 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
             named = backend.subgroup_of(pod) if backend is not None else None
             by_subgroup[named or rules.STANDALONE] = by_subgroup.get(named or rules.STANDALONE, 0) + 1
         trees = backend is not None and backend.holds_trees
+        required = rules.required_roles(actual, hand, by_subgroup, settings)  # seed 004: whatever order they come in
         # the tree as it will be (its minimum, what can never be met), and as the pods made so far allow
-        whole, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings, trees)
+        whole, subgroup_problems = rules.shared_subgroups(hand, by_subgroup, settings, trees, awaited=required.awaited)
         subgroups = whole if not cache.pods_observed else rules.shared_subgroups(
-            hand, by_subgroup, settings, trees, replicas_present(cache, members))[0]
+            hand, by_subgroup, settings, trees, replicas_present(cache, members), required.awaited)[0]
         root = rules.root_min_subgroup(whole, rules.min_available(actual, settings)[0] if actual else None)
-        problems = _pin_problems([actual, *hand], settings) + subgroup_problems + rules.tree_problems(whole, root)
+        problems = (_pin_problems([actual, *hand], settings) + subgroup_problems + rules.tree_problems(whole, root)
+                    + required.problems)
         if root is not None and not mm.pinned:
             mm = MinMember(min_pods(whole, root), mm.reason)
+        mm = rules.with_awaited(mm, required, root, hand, len(standalone),
+                                backend is None or backend.subgroup_key is not None)
         if not trees and any(rules.replica_units(w) is not None for w in hand) and backend is not None:
             problems += (replicas_unexpressed(backend, hand, settings),)
         total = sum(value for _, value in contributions)
         # the user's own minimum below the total: theirs, whole (no subgroups) — but never over a
         # tree of complete replicas, counted in replicas (podgang.io/min-available), where a
         # written minMember is what KAI refuses beside minSubGroup
-        rule = size_rule(backend, actual, mm, hand, settings) if root is None else None
+        rule = size_rule(backend, actual, mm, hand, settings) if root is None and not required.declared else None
         if rule is not None and not rule.follows:
             mm, subgroups = MinMember(rule.written, f"as written: {rule.written} (its members: {mm.reason}), "
                                                     f"neither raised nor following scales: {rule.why}", True), ()
@@ -347,7 +356,8 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
             namespace, name, HAND_MADE, None if users else mm, None, False,
             workloads=tuple(hand), members=tuple(members), contributions=tuple(contributions), problems=problems,
             pinned=frozenset(pinned), subgroups=() if users else subgroups, min_subgroup=None if users else root,
-            users_tree=users, size_rule=None if users else rule,
+            users_tree=users, size_rule=None if users else rule, advice=required.advice,
+            awaited_roles=None if users or not required.declared else required.awaited_names,
         )
 
     # 3. Only pods name it: what would the rules give them from their owners?
@@ -630,20 +640,16 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
     followed = (_md(actual).get("annotations") or {}).get(settings.followed_size_annotation)
     if (follows_hand_made(desired) and current == desired.min_member.value and followed != str(current)
             and backend.resize(actual, current + 1).action == PATCH):  # found at its members' total: followed
-        note = {settings.followed_size_annotation: str(current)}
-        at = next((i for i, w in enumerate(writes) if w.body is not None and w.action.startswith("patch-")), None)
-        if at is not None:  # said in the patch that is sent anyway
-            body = {**writes[at].body, "metadata": _merged_metadata(writes[at].body.get("metadata"),
-                                                                  {"annotations": note})}
-            writes[at] = replace(writes[at], body=body)
-        else:
-            writes.append(Write("record-size", {"metadata": {"annotations": note, **(
-                {"resourceVersion": rv} if rv else {})}}, current, None))
+        _annotate(writes, {settings.followed_size_annotation: str(current)}, rv, current)
     rule = desired.size_rule
     if rule is not None and rule.first_look and not rule.follows:  # the user's elastic gang, said once and recorded
         writes.append(Write("record-elastic", {"metadata": {
             "annotations": {settings.elastic_size_annotation: str(rule.written)}, **(
                 {"resourceVersion": rv} if rv else {})}}, current, None, rule.why))
+    awaited = None if desired.awaited_roles is None else ",".join(desired.awaited_roles) or None
+    if desired.source == HAND_MADE and awaited != (_md(actual).get("annotations") or {}).get(
+            settings.awaited_roles_annotation):  # the declared roles still to come, for the webhook to name
+        _annotate(writes, {settings.awaited_roles_annotation: awaited}, rv, current)
     recorded = (_md(actual).get("annotations") or {}).get(settings.desired_size_annotation)
     held = size_held(desired, actual, settings) is not None
     wanted = str(desired.min_member.value) if held and desired.min_member is not None else None
@@ -658,6 +664,18 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             body["metadata"]["resourceVersion"] = rv
         writes.append(Write("adopt", body, note=f"{desired.owner.kind.lower()} {desired.owner.name}"))
     return writes
+
+
+def _annotate(writes: list[Write], note: dict[str, str | None], rv: str | None, current: int | None) -> None:
+    """Annotations set in the patch that is sent anyway, else in a write of their own."""
+    at = next((i for i, w in enumerate(writes) if w.body is not None and w.action.startswith("patch-")), None)
+    if at is not None:
+        body = {**writes[at].body, "metadata": _merged_metadata(writes[at].body.get("metadata"),
+                                                              {"annotations": note})}
+        writes[at] = replace(writes[at], body=body)
+    else:
+        writes.append(Write("record-size", {"metadata": {"annotations": note, **(
+            {"resourceVersion": rv} if rv else {})}}, current, None))
 
 
 def follows_hand_made(desired: Desired) -> bool:

@@ -666,6 +666,8 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         if actual is None and problem.startswith(missing):
             continue  # said once, as the webhook says it
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+    plan.notes.extend(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", advice)
+                      for advice in desired.advice)
     for problem in group.options.get("problems") or ():
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
     for verdict in desired.verdicts:

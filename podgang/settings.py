@@ -34,6 +34,13 @@ class Settings:
     #: read on a workload or PodGroup: how long a stale gang may stay incomplete (`90s`, `5m`;
     #: `-1` never evicts)
     grace_period_annotation: str = "podgang.io/staleness-grace-period"
+    #: read on a hand-made PodGroup several workloads share, `"prefill,decode"`: the roles (subgroup
+    #: names) the gang needs before any of its pods is placed, each counted in its minimum even
+    #: while no workload fills it yet
+    required_roles_annotation: str = "podgang.io/required-roles"
+    #: written on a hand-made PodGroup that declares its required roles: those no workload fills
+    #: yet (the webhook names them to the pods that join it)
+    awaited_roles_annotation: str = "podgang.io/awaited-roles"
     #: written on a PodGroup whose backend cannot change its size while it lives: the size
     #: podgang wants for it
     desired_size_annotation: str = "podgang.io/desired-min-member"

@@ -355,7 +355,8 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
         desired.namespace, desired.name, backend.name, UNKNOWN, "", desired.source, actual is not None,
         actual is not None and is_managed(actual, settings), current, wanted, origin,
         owner=f"{desired.owner.kind.lower()}/{desired.owner.name}" if desired.owner is not None else "",
-        scheduler=scheduler_verdict(backend, raw_group), problems=list(desired.problems), never=list(desired.verdicts),
+        scheduler=scheduler_verdict(backend, raw_group), problems=[*desired.problems, *desired.advice],
+        never=list(desired.verdicts),
         events=events_about(snapshot.events, backend.podgroup.kind, desired.namespace,
                             backend.holder_name(desired.name)),  # a 1.35 Workload's events are its pod groups'
         kind=backend.podgroup.kind,

@@ -15,7 +15,7 @@ from podgang import objects, rules
 from podgang.logs import JsonFormatter
 from podgang.webhook.admission import MAX_WARNING, Verdict, encode_response
 from tests.kube_emulator import KubeEmulator
-from tests.webhook_support import review, running_webhook, seed_owners, with_annotations
+from tests.webhook_support import mutate_once, review, running_webhook, seed_owners, with_annotations
 
 HUGE = 100_000
 MESSAGE_BOUND = 2_000  # a message quotes a few values of at most objects.MAX_QUOTED characters
@@ -95,12 +95,7 @@ async def test_a_missing_hand_made_group_warning_fits_the_apiserver_limit(tmp_pa
     doc["request"]["object"]["metadata"]["namespace"] = namespace
     async with KubeEmulator() as kube:
         seed_owners(kube)
-        client = kube.api_client()
-        try:
-            async with running_webhook(tmp_path, api_client=client) as wh:
-                response = await wh.mutate(doc)
-        finally:
-            await client.close()
+        response = await mutate_once(tmp_path, kube, doc)
     assert response["allowed"] is True
     [warning] = response["warnings"]
     assert warning.startswith(f"PodGroup {group[:50]}") and len(warning) == 256

@@ -44,6 +44,11 @@ class PlayedLws:
         self.group_label: str | None = GROUP  # the shared group its template names (None: its own)
 
     async def create(self, replicas: int) -> None:
+        await self.make(replicas)
+        await self.fill()
+
+    async def make(self, replicas: int) -> None:
+        """The LeaderWorkerSet and its leader StatefulSet, no pod yet."""
         ns = self.here.namespace
         self.lws = await self.here.api.create(f"{LWS_API}/namespaces/{ns}/leaderworkersets", {
             "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
@@ -51,7 +56,10 @@ class PlayedLws:
             "spec": {"replicas": replicas, "leaderWorkerTemplate": {
                 "size": self.size, "workerTemplate": self.template()}}})
         self.leaders = await self._statefulset(self.name, self.lws)
-        for group in range(replicas):
+
+    async def fill(self) -> None:
+        """Every group's pods, then the status of a settled LWS."""
+        for group in range(self.lws["spec"]["replicas"]):
             await self.group(group)
         await self.settled()
 
@@ -303,3 +311,118 @@ async def test_kai_an_lws_and_a_deployment_share_a_gang_and_each_role_gets_its_m
 
 async def _same_placement(here: Corner, placed: dict[str, int]) -> bool:
     return await placement(here) == placed
+
+
+# ---------------------------------------------------------------------------- issue 30 item 4: the roles' order
+
+
+async def five_pods_of_room(here: Corner, annotations: dict[str, str] | None = None) -> None:
+    """Room for exactly 5 pods of 4 CPU (two nodes of 8, one of 4) and the hand-made group
+    ``serve`` the roles share, minMember 1 as a user writes it."""
+    await here.add_node(cpu="4")
+    await here.api.create(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups", {
+        "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+        "metadata": {"name": GROUP, "namespace": here.namespace, "annotations": annotations or {}},
+        "spec": {"minMember": 1, "queue": KAI_TEAM_QUEUE}})
+
+
+async def serve_spec(here: Corner) -> tuple[int | None, dict[str, dict[str, Any]]]:
+    spec = (await serve_group(here))["spec"]
+    return spec.get("minSubGroup"), {e["name"]: e for e in spec.get("subGroups") or []}
+
+
+async def one_whole_replica_of_each(here: Corner) -> None:
+    """Four pods bound — one whole prefill replica and one whole decode replica, none in
+    part — and kept so, with room for a fifth pod that no whole replica fits."""
+    async def four_bound():
+        placed = await placement(here)
+        return sum(placed.values()) == 4 and placed
+    placed = await until(four_bound, "four pods bound")
+    assert sorted(r.rsplit("-", 1)[0] for r in whole(placed)) == ["decode", "prefill"], placed
+    await holds(lambda: _same_placement(here, placed), "one whole replica of each kept, nothing more", 30)
+
+
+async def test_kai_roles_one_after_the_other_each_get_a_whole_replica_when_the_group_requires_them(cluster, podgang):
+    """The seed's "2 prefills before 1 decode": prefill and its pods come while decode's LWS
+    does not exist yet. The group declares both roles (podgang.io/required-roles): decode is
+    part of the gang from the start, so no prefill replica is placed before decode's come,
+    and then one whole replica of each is — not prefill's two, with decode never fitting."""
+    async with corner(cluster, "roles", nodes=2) as here, FakeKubelet(here):
+        await five_pods_of_room(here, {"podgang.io/required-roles": "prefill,decode"})
+        prefill, decode = PlayedLws(here, "prefill", 2), PlayedLws(here, "decode", 2)
+        await prefill.create(2)
+
+        async def prefill_listed():
+            return {"prefill-0", "prefill-1"} <= set((await serve_spec(here))[1])
+        await until(prefill_listed, "the grouper wrote prefill's replicas into the group")
+
+        async def nothing_bound():
+            return not any((await placement(here)).values())
+        await holds(nothing_bound, "no prefill pod placed while decode has none", 10)
+        root, parts = await serve_spec(here)  # decode a part of the gang before its LWS exists
+        assert root == 2 and parts["decode"] == {"name": "decode", "minMember": 1}, parts
+        group = await serve_group(here)
+        assert group["metadata"]["annotations"]["podgang.io/awaited-roles"] == "decode"
+
+        await decode.create(2)
+        await one_whole_replica_of_each(here)
+        root, parts = await serve_spec(here)
+        assert root == 2 and "minMember" not in parts["decode"] and {"decode-0", "decode-1"} <= set(parts)
+        assert "podgang.io/awaited-roles" not in (await serve_group(here))["metadata"].get("annotations", {})
+
+
+async def test_kai_a_declared_deployment_role_holds_the_other_roles_pods_until_it_comes(cluster, podgang):
+    """The flat form: prefill a Deployment of 2 (at least 1), decode a Deployment not made yet;
+    room for 2 pods. decode's part (minimum 1, counted in minMember) keeps prefill's pods
+    Pending; once decode comes, one of each is bound — not prefill's two."""
+    async with corner(cluster, "flatroles", nodes=1) as here, FakeKubelet(here):
+        await here.api.create(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups", {
+            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": GROUP, "namespace": here.namespace,
+                         "annotations": {"podgang.io/required-roles": "prefill,decode"}},
+            "spec": {"minMember": 1, "queue": KAI_TEAM_QUEUE}})
+
+        async def deployment(name: str, replicas: int) -> None:
+            await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/deployments", {
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": here.namespace,
+                             "annotations": {"podgang.io/min-available": "1"}},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                         "template": members(here, name)}})
+        await deployment("prefill", 2)
+
+        async def prefill_seen():  # its pods made, and the grouper has sized the group for prefill
+            notes = (await serve_group(here))["metadata"].get("annotations", {})
+            return len(await here.pods(app="prefill")) == 2 and "podgang.io/followed-min-member" in notes
+        await until(prefill_seen, "prefill's two pods made and the group sized by the grouper")
+
+        async def prefill_pending():
+            return not bound(await here.pods(app="prefill"))
+        await holds(prefill_pending, "prefill's two pods Pending while decode has none", 10)
+        spec = (await serve_group(here))["spec"]  # decode's part before decode exists, counted in minMember
+        assert spec["minMember"] == 2 and {"name": "decode", "minMember": 1} in spec["subGroups"], spec
+
+        await deployment("decode", 1)
+
+        async def one_of_each():
+            pods = bound(await here.pods())
+            return len(pods) == 2 and sorted(p["metadata"]["labels"]["app"] for p in pods)
+        assert await until(one_of_each, "two pods bound") == ["decode", "prefill"]
+
+
+async def test_kai_roles_applied_together_each_get_a_whole_replica_without_the_annotation(cluster, podgang):
+    """Both LWS objects before any pod, no podgang.io/required-roles: the grouper knows both
+    roles before any pod is placed, and KAI places one whole replica of each."""
+    async with corner(cluster, "together", nodes=2) as here, FakeKubelet(here):
+        await five_pods_of_room(here)
+        prefill, decode = PlayedLws(here, "prefill", 2), PlayedLws(here, "decode", 2)
+        await prefill.make(2)
+        await decode.make(2)
+
+        async def both_roles():
+            root, parts = await serve_spec(here)
+            return root == 2 and {"prefill", "decode"} <= set(parts)
+        await until(both_roles, "the group needs both roles")
+        await prefill.fill()
+        await decode.fill()
+        await one_whole_replica_of_each(here)

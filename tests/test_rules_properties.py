@@ -471,6 +471,16 @@ ARGS = {
     "pinned_min_member": lambda d: (d.draw(anything),),
     "desired_size": lambda d: (d.draw(anything),),
     "size_writes": lambda d: (d.draw(anything),),
+    "declared_roles": lambda d: (d.draw(anything),),
+    "required_roles": lambda d: (d.draw(anything), d.draw(st.lists(anything, max_size=3)), d.draw(
+        st.none() | st.dictionaries(st.text(max_size=8), st.integers(0, 5), max_size=2))),
+    "required_roles_warning": lambda d: (d.draw(anything), d.draw(st.text(max_size=10))),
+    "with_awaited": lambda d: (d.draw(st.builds(MinMember, st.integers(1, 50), st.text(max_size=8), st.booleans())),
+                               d.draw(st.builds(rules.RequiredRoles, st.lists(st.text(max_size=5), max_size=2).map(tuple),
+                                                st.lists(st.builds(Subgroup, st.text(max_size=5), st.integers(0, 3)),
+                                                         max_size=2).map(tuple))),
+                               d.draw(st.none() | st.integers(0, 4)), d.draw(st.lists(anything, max_size=2)),
+                               d.draw(st.integers(0, 5)), d.draw(st.booleans())),
     "field_write_times": lambda d: (d.draw(anything), d.draw(st.lists(st.tuples(
         st.sampled_from(["spec", "replicas", "f:spec"]), st.sampled_from(["replicas", "x"]) | st.integers(0, 3)),
         max_size=2).map(tuple))),

@@ -291,6 +291,16 @@ async def running_webhook(
         await server.stop()
 
 
+async def mutate_once(tmp_path: Path, emu: Any, doc: dict[str, Any]) -> dict[str, Any]:
+    """The answer of a webhook reading the emulator ``emu`` to one review."""
+    client = emu.api_client()
+    try:
+        async with running_webhook(tmp_path, api_client=client) as wh:
+            return await wh.mutate(doc)
+    finally:
+        await client.close()
+
+
 class ThreadedWebhook:
     """A webhook running on its own event loop in a thread, for synchronous tests
     (hypothesis drives it through ``http.client``)."""

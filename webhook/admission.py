@@ -527,6 +527,8 @@ class Admission:
             verdict.reason += "; the PodGroup does not exist yet"
         elif state is Existence.UNKNOWN:
             verdict.reason += f"; could not check that the PodGroup exists: {detail}"
+        elif detail:  # a role the group requires that no workload fills yet
+            verdict.warnings.append(detail)
 
     async def _create_owner_less(
         self,

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from podgang import feasibility
+from podgang import feasibility, rules
 from podgang.api import Api, ApiError, Conflict, NotFound
 from podgang.backends import Backend
 from podgang.backends.base import GangSource, gang_spec
@@ -147,7 +147,8 @@ class PodGroups:
     async def exists(self, namespace: str, name: str, backend: Backend, *,
                      timeout: float | None = None) -> tuple[Existence, str]:
         """Whether ``backend``'s PodGroup ``name`` exists (cached briefly; concurrent checks share one call),
-        and what is wrong (a missing group: the backend's words, e.g. a 1.35 Workload without that pod group)."""
+        and what is wrong (a missing group: the backend's words, e.g. a 1.35 Workload without that pod group;
+        one that exists: what a pod joining it is told of its required roles, or "")."""
         key = (namespace, name, backend.name)
         seen = self._seen.get(key)
         if seen is not None and seen[0] > self.clock():
@@ -191,8 +192,9 @@ class PodGroups:
             self._remember(key, Existence.MISSING, missing)
             return Existence.MISSING, missing
         listed = backend.subgroups_of(found) if backend.subgroup_key is not None else None
-        self._remember(key, Existence.EXISTS, subgroups=frozenset(listed or ()))
-        return Existence.EXISTS, ""
+        roles = rules.required_roles_warning(found, name, self.settings) or ""
+        self._remember(key, Existence.EXISTS, roles, subgroups=frozenset(listed or ()))
+        return Existence.EXISTS, roles
 
     def listed_subgroups(self, namespace: str, name: str, backend: Backend) -> frozenset[str] | None:
         """The subgroups ``name`` listed when :meth:`exists` last found it (empty: none);
