@@ -97,7 +97,7 @@ def workload_kinds_page() -> str:
 
 # --------------------------------------------------------------------------- CLI
 
-_ENV_SUFFIX = re.compile(r"\s*\[env (PODGANG_[A-Z0-9_]+); default: [^\]]*\]\s*$")
+_ENV_SUFFIX = re.compile(r"\s*\[env (PODGANG_[A-Z0-9_]+)(; default: [^\]]*)?\]\s*$")
 
 
 def _default(action: argparse.Action) -> str:
