@@ -15,17 +15,17 @@ import copy
 import dataclasses
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import jsonpatch
 
-from podgang import kinds, rules
+from podgang import feasibility, kinds, rules
 from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, gang_spec, slim_fact
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
 from podgang.grouper.podgroups import Desired, desired_group, gang_options, owned_subgroups
 from podgang.manifests import Manifest, Source
-from podgang.objects import POD, OwnerRef, clip, metadata
+from podgang.objects import POD, OwnerRef, Resource, clip, metadata, quoted
 from podgang.settings import DEFAULT, Settings
 
 UNKNOWN_UID = "<uid>"
@@ -98,7 +98,33 @@ class Plan:
     denials: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
+    #: what the plan could not check, and why (no Queues given, a cluster that could not be read …)
+    not_checked: list[Finding] = field(default_factory=list)
     scaled: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the plan is told of the cluster besides the manifests."""
+
+    #: fact objects read from the cluster, by resource label: complete lists
+    facts: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: the fact resources the cluster was asked for and could not give: label -> why
+    unread: Mapping[str, str] = field(default_factory=dict)
+    #: where they were read (``--kubeconfig PATH``)
+    cluster: str = ""
+    #: fact resources (by plural: ``queues``) the user says the manifests hold all of
+    complete: Collection[str] = ()
+
+
+#: what the never-placed verdicts check with the facts of each kind
+CHECKS = {
+    "Queue": "gangs' queues (they exist, are leaves, hold the gangs within quota and limit)",
+    "PriorityClass": "the PriorityClasses pods name (they exist, whether a gang may be preempted)",
+    "Node": "whether gangs fit on the nodes they may use",
+}
+#: the most gangs named in one note
+GANGS_NAMED = 3
 
 
 
@@ -280,12 +306,13 @@ def build_plan(
     manifests: list[Manifest],
     settings: Settings = DEFAULT,
     default_namespace: str = "default",
-    facts: Mapping[str, list[dict[str, Any]] | None] | None = None,
+    known: Known = Known(),
 ) -> Plan:
-    """Decide, for every object in ``manifests``, what podgang would do. ``facts``: the
-    cluster's queues, PriorityClasses and nodes by resource label (``--kubeconfig``); the
-    manifests' own objects of those kinds are added to them. A kind neither gives is not
-    known, and no never-placed verdict is drawn from it."""
+    """Decide, for every object in ``manifests``, what podgang would do. ``known``: the
+    cluster's queues, PriorityClasses and nodes (``--kubeconfig``); the manifests' own
+    objects of those kinds are added to them. A kind neither gives is not known, and no
+    never-placed verdict is drawn from it; a kind only the manifests give is not complete
+    (unless ``known.complete`` says so): that an object of it does not exist is not concluded."""
     plan = Plan()
     made = _made_by_operators(manifests, default_namespace)
     objects = _Objects([*manifests, *made], default_namespace)
@@ -296,19 +323,24 @@ def build_plan(
     cache.pods_observed = False
     cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
     fact_resources = {r.label: r for b in settings.enabled_backends for r in b.fact_resources}
-    for label, listed in (facts or {}).items():
+    for label, listed in known.facts.items():
         if listed is not None and label in fact_resources:
             kind = fact_resources[label].kind
             cache.fact_stores[label].update({key_of("", str(metadata(f).get("name"))): slim_fact(f, kind)
                                              for f in listed})
             cache.known_facts.add(label)
     by_type = {(r.api_version, r.kind): r for r in fact_resources.values()}
+    given: dict[str, int] = {}  # fact objects the manifests hold, by label
     for _, obj, _ in objects.items:
         resource = by_type.get((obj.get("apiVersion"), obj.get("kind")))
         if resource is not None and metadata(obj).get("name"):
             cache.fact_stores[resource.label][key_of("", str(metadata(obj)["name"]))] = slim_fact(obj, resource.kind)
             cache.known_facts.add(resource.label)
+            given[resource.label] = given.get(resource.label, 0) + 1
     cache.facts_version += 1
+    partial = {label: given[label] for label in given
+               if known.facts.get(label) is None and fact_resources[label].plural not in known.complete}
+    absent: dict[tuple[str, str], list[str]] = {}  # (kind, name) not in partial facts -> the gangs naming it
     defined: dict[str, Manifest] = {}  # group key -> its PodGroup as written
     named_by_pods: dict[str, Source] = {}  # hand-made group key -> first pod naming it
     random_names: set[str] = set()
@@ -347,12 +379,76 @@ def build_plan(
     for member, obj, ns in workloads:
         _workload_member(plan, member, obj, ns, objects, cache, settings)
 
+    unconcluded = {kind for kind, fact in feasibility.ABSENT.items()
+                   if any(fact_resources[label].kind == fact for label in partial)}
     for key in sorted(cache.all_group_keys()):
-        _planned_group(plan, desired_group(cache, key), cache, settings, objects, defined, named_by_pods, random_names)
+        _planned_group(plan, desired_group(cache, key), cache, settings, objects, defined, named_by_pods, random_names,
+                       unconcluded, absent)
+    _say_absent(plan, absent, [fact_resources[label] for label in partial])
+    if plan.groups:
+        plan.not_checked = _not_checked(known, fact_resources, cache.known_facts, partial)
     order = {m.source: i for i, m in enumerate(manifests)}
     plan.members.sort(key=lambda member: order.get(member.source, 0))  # as the manifests are written
     _show_uids(plan)
     return plan
+
+
+def _plural(kind: str) -> str:
+    return f"{kind}es" if kind.endswith("s") else f"{kind}s"
+
+
+def _only(count: int, kind: str) -> str:
+    """``only the 2 Queues in the input are known``"""
+    return (f"only the {count} {_plural(kind)} in the input are known" if count != 1
+            else f"only the 1 {kind} in the input is known")
+
+
+def _say_absent(plan: Plan, absent: dict[tuple[str, str], list[str]], partial: list[Resource]) -> None:
+    """One note per queue or PriorityClass the gangs name that the manifests, which hold only
+    some of the cluster's, do not hold: whether it exists is not known."""
+    for (kind, name), gangs in sorted(absent.items()):
+        resource = next(r for r in partial if r.kind == kind)
+        named = ", ".join(gangs[:GANGS_NAMED]) + (f" and {len(gangs) - GANGS_NAMED} more"
+                                                   if len(gangs) > GANGS_NAMED else "")
+        noun = kind.lower() if kind == "Queue" else kind
+        plan.notes.append(Finding(None, f"{noun} {quoted(name)}", (
+            f"not in the input, named by {len(gangs)} gang{'s' if len(gangs) != 1 else ''} ({named}): whether it "
+            f"exists is not checked (the input holds only some {_plural(kind)}: --kubeconfig to read the "
+            f"cluster's, or --complete {resource.plural} if it holds them all)")))
+
+
+def _not_checked(known: Known, fact_resources: Mapping[str, Resource], listed: Collection[str],
+                 partial: Mapping[str, int]) -> list[Finding]:
+    """What the never-placed verdicts could not check, each said once with why."""
+    out: list[Finding] = []
+    unread: dict[str, list[str]] = {}  # why -> the labels it kept out
+    for label in fact_resources:
+        if label in known.unread:
+            unread.setdefault(known.unread[label], []).append(label)
+    if len(unread) == 1 and len(next(iter(unread.values()))) == len(fact_resources):
+        why, labels = next(iter(unread.items()))
+        out.append(Finding(None, known.cluster, f"the cluster could not be read ({why}): {', '.join(labels)} are "
+                                                f"not checked"))
+    else:
+        out += [Finding(None, label, f"not read from {known.cluster} ({why})")
+                for why, labels in unread.items() for label in labels]
+    unknown = [label for label in fact_resources if label not in listed and label not in known.unread]
+    if unknown:
+        source = "and no --kubeconfig" if not known.cluster else f"nor read from {known.cluster}"
+        checks = "; ".join(CHECKS[fact_resources[label].kind] for label in unknown)
+        out.append(Finding(None, ", ".join(unknown), f"none in the input {source}: {checks} — not checked"))
+    for label, resource in fact_resources.items():
+        kind = resource.kind
+        if label in partial and kind in feasibility.ABSENT.values():
+            out.append(Finding(None, label, (
+                f"{_only(partial[label], kind)}: one not among them is a note, "
+                f"not a verdict (--kubeconfig to read the cluster's, or --complete {resource.plural} if the input "
+                f"holds them all)")))
+        elif label in partial:
+            out.append(Finding(None, label, (
+                f"{_only(partial[label], kind)}: {CHECKS[kind]} is judged on "
+                f"these alone (--kubeconfig to read the cluster's)")))
+    return out
 
 
 def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> list[Manifest]:
@@ -610,8 +706,11 @@ _ORIGINS = {rules.OWNED: "owned", rules.OWNER_LESS: "owner-less", rules.HAND_MAD
 
 
 def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Settings, objects: _Objects,
-                   defined: dict[str, Manifest], named_by_pods: dict[str, Source], random_names: set[str]) -> None:
-    """One PodGroup of the plan, from the grouper's desired state."""
+                   defined: dict[str, Manifest], named_by_pods: dict[str, Source], random_names: set[str],
+                   unconcluded: Collection[str] = (), absent: dict[tuple[str, str], list[str]] | None = None) -> None:
+    """One PodGroup of the plan, from the grouper's desired state. A verdict of a kind in
+    ``unconcluded`` (a queue that does not exist, where the input holds only some queues)
+    goes into ``absent`` instead: the object it names may be in the cluster."""
     backend = desired.backend or settings.default_backend
     key = desired.key
     ns, name = split_key(key)
@@ -668,6 +767,9 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     for problem in group.options.get("problems") or ():
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
     for verdict in desired.verdicts:
+        if verdict.kind in unconcluded and absent is not None:
+            absent.setdefault((feasibility.ABSENT[verdict.kind], verdict.missing), []).append(f"{ns}/{shown(name)}")
+            continue
         plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
                                      verdict.message))
 
@@ -766,14 +868,14 @@ def plan_with_scale(
     scales: dict[str, int],
     settings: Settings = DEFAULT,
     default_namespace: str = "default",
-    facts: Mapping[str, list[dict[str, Any]] | None] | None = None,
+    known: Known = Known(),
 ) -> Plan:
     """The plan after ``scales``; each group remembers its minMember before them."""
     if not scales:
-        return build_plan(manifests, settings, default_namespace, facts)
-    before = build_plan(manifests, settings, default_namespace, facts)
+        return build_plan(manifests, settings, default_namespace, known)
+    before = build_plan(manifests, settings, default_namespace, known)
     scaled, changes = apply_scale(_as_followed(manifests, before, settings), scales)
-    after = build_plan(scaled, settings, default_namespace, facts)
+    after = build_plan(scaled, settings, default_namespace, known)
     after.scaled = changes
     for key, group in after.groups.items():
         old = before.groups.get(key)

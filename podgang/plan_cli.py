@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import re
 import sys
@@ -24,10 +25,12 @@ from podgang import api
 from podgang.backends import native
 from podgang.manifests import ManifestError, read_manifests
 from podgang.options import add_backend_flags, add_flag, backends_from
-from podgang.plan import Finding, ScaleError, native_version_in, plan_with_scale, podgroup_manifests
+from podgang.plan import Finding, Known, ScaleError, native_version_in, plan_with_scale, podgroup_manifests
 from podgang.settings import Settings
 
 OUTPUTS = ("text", "yaml", "json")
+#: the fact resources whose absence from a complete input is a verdict (``--complete``)
+COMPLETE = ("queues", "priorityclasses")
 INT32_MAX = 2**31 - 1  # what a PodGroup's minMember (and a replica count) holds
 REASON_CHARS = 200  # of a minMember's reason quoted in an error
 _COUNT = re.compile(r"[0-9]+")  # ASCII digits only
@@ -62,6 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                              "its scheduler would never place (nothing else is read from it); with "
                                              "--native-version auto, ask its API discovery which native version it "
                                              "serves")
+    parser.add_argument("--complete", action="append", default=[], choices=COMPLETE, metavar="RESOURCE",
+                        help=f"the input holds every one of these the cluster has ({', '.join(COMPLETE)}; "
+                             f"repeatable): one the gangs name that is not in the input does not exist, a "
+                             f"never-placed verdict (without it, and without --kubeconfig, a note)")
     add_flag(parser, "--exclude-namespace", default=["kube-system"], repeat=True,
              help="namespaces podgang leaves alone (repeatable)")
     parser.add_argument("--namespace", default="default", help="namespace of manifests that name none (default: default)")
@@ -84,8 +91,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                 for name, b in settings.backends))
             native_note = Finding(None, "native gangs", f"planned for {native.GROUP}/{version} "
                                   f"(Kubernetes {native.KUBERNETES[version]}): {why}")
-        facts = asyncio.run(_cluster_facts(args.kubeconfig, settings)) if args.kubeconfig else None
-        plan = plan_with_scale(manifests, dict(args.scale), settings, args.namespace, facts)
+        known = asyncio.run(_cluster_facts(args.kubeconfig, settings)) if args.kubeconfig else Known()
+        known = dataclasses.replace(known, complete=tuple(args.complete))
+        plan = plan_with_scale(manifests, dict(args.scale), settings, args.namespace, known)
         problems = out_of_bounds(plan)
     except (ManifestError, ScaleError, NativeVersionError) as exc:
         problems = str(exc).splitlines()
@@ -109,27 +117,30 @@ class NativeVersionError(ValueError):
     """--native-version auto could not ask the cluster it was given."""
 
 
-async def _cluster_facts(kubeconfig: str, settings: Settings) -> dict[str, list[dict[str, Any]] | None]:
+async def _cluster_facts(kubeconfig: str, settings: Settings) -> Known:
     """The enabled backends' fact objects (queues, PriorityClasses, nodes) of the cluster, by label;
-    a kind that cannot be read in one page is None (not known: no verdict is drawn from it)."""
+    a kind that cannot be read in one page is not known (no verdict is drawn from it), and why is kept."""
     try:
         client = await api.make_api_client(kubeconfig)
     except Exception as exc:  # an unreadable kubeconfig: said, not a traceback
         raise NativeVersionError(f"--kubeconfig {kubeconfig}: {exc}") from exc
-    found: dict[str, list[dict[str, Any]] | None] = {}
+    found: dict[str, list[dict[str, Any]]] = {}
+    unread: dict[str, str] = {}
     try:
         reader = api.Api(client, timeout=10)
         for resource in dict.fromkeys(r for b in settings.enabled_backends for r in b.fact_resources):
             try:
                 page = await reader.get(resource.path(), limit=FACTS_PAGE)
-            except api.ApiError:
-                found[resource.label] = None
+            except api.ApiError as exc:
+                unread[resource.label] = str(exc)
                 continue
-            complete = not (page.get("metadata") or {}).get("continue")
-            found[resource.label] = [i for i in page.get("items") or [] if isinstance(i, dict)] if complete else None
+            if (page.get("metadata") or {}).get("continue"):
+                unread[resource.label] = f"more than {FACTS_PAGE}"
+                continue
+            found[resource.label] = [i for i in page.get("items") or [] if isinstance(i, dict)]
     finally:
         await client.close()
-    return found
+    return Known(found, unread, f"--kubeconfig {kubeconfig}")
 
 
 #: the most fact objects of one kind read from a cluster (more: that kind is not known)
@@ -203,7 +214,7 @@ def out_of_bounds(plan) -> list[str]:
 def findings_text(plan) -> list[str]:
     """Every denial and warning, one line each, and the verdict: for stderr."""
     lines = []
-    for title, findings in (("denied", plan.denials), ("warning", plan.warnings)):
+    for title, findings in (("denied", plan.denials), ("warning", plan.warnings), ("not checked", plan.not_checked)):
         for f in findings:
             where = f"{f.source} " if f.source else ""
             lines.append(f"podgang plan: {title}: {where}{f.what}: {f.message}")
@@ -268,8 +279,9 @@ def write_text(plan, out: TextIO) -> None:
                     value = placement_text(value)
                 out.write(f"    {setting} {value}" + (f"  [{where}]" if where else "") + "\n")
     out.write("\n")
-    for title, findings in (("Denied", plan.denials), ("Warnings", plan.warnings), ("Notes", plan.notes)):
-        if title == "Notes" and not findings:
+    for title, findings in (("Denied", plan.denials), ("Warnings", plan.warnings), ("Notes", plan.notes),
+                            ("Not checked", plan.not_checked)):
+        if title in ("Notes", "Not checked") and not findings:
             continue
         out.write(f"{title} ({len(findings)})\n")
         for f in findings:
@@ -373,6 +385,7 @@ def plan_as_dict(plan) -> dict[str, Any]:
         "denials": [finding(f) for f in plan.denials],
         "warnings": [finding(f) for f in plan.warnings],
         "notes": [finding(f) for f in plan.notes],
+        "notChecked": [finding(f) for f in plan.not_checked],
     }
 
 

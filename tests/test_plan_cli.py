@@ -335,7 +335,9 @@ def test_machine_output_still_tells_the_user_every_denial_and_warning_on_stderr(
     assert f"podgang plan: denied: {denied}#1 pod gpu/both: cannot request both GPU and GPU memory" in err[0]
     assert err[1] == (f"podgang plan: warning: {missing}#1 podgroup team-a/missing-group: PodGroup missing-group "
                       "not found in namespace team-a: the pod stays Pending until it exists")
-    assert err[2:] == ["podgang plan: 1 denied, 1 warning"]
+    assert err[2].startswith("podgang plan: not checked: priorityclasses.scheduling.k8s.io, queues.scheduling.run.ai, "
+                             "nodes: none in the input and no --kubeconfig: ")
+    assert err[3:] == ["podgang plan: 1 denied, 1 warning"]
     # stdout stays clean for the next tool in the pipeline
     if output == "json":
         assert len(json.loads(result.stdout)["denials"]) == 1
