@@ -1255,6 +1255,60 @@ def workload_kind(obj_or_kind: Any) -> WorkloadKind | None:
     return entry if api_version.rpartition("/")[0] == entry.resource.group else None
 
 
+#: the API groups whose kinds the apiserver validates itself: a count below 0 or beyond int32 is refused
+#: (a custom resource's schema says only that it is an integer)
+BUILT_IN_GROUPS = frozenset({"", "apps", "batch"})
+INT32_MAX = 2**31 - 1
+
+
+def path_text(path: tuple[str | int, ...]) -> str:
+    """``workerGroupSpecs[0].replicas`` of ``("workerGroupSpecs", 0, "replicas")``."""
+    return "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path).lstrip(".")
+
+
+def count_fields(obj: Any) -> list[tuple[str | int, ...]]:
+    """The fields of ``obj`` that count its pods or replicas, the ones ``--scale`` sets (a
+    Deployment's ``spec.replicas``, each role's ``replicas`` of a PyTorchJob)."""
+    entry = workload_kind(obj)
+    if entry is None or not entry.scales:
+        return []
+    if entry.scale_parts is not None:
+        return list(entry.scale_parts(obj).values())
+    assert entry.scale_path is not None
+    return [entry.scale_path]
+
+
+def _at(obj: Any, path: tuple[str | int, ...]) -> Any:
+    node = obj
+    for step in path:
+        if isinstance(step, int):
+            node = node[step] if isinstance(node, list) and 0 <= step < len(node) else None
+        else:
+            node = node.get(step) if isinstance(node, dict) else None
+    return node
+
+
+def count_refusals(obj: Any) -> list[str]:
+    """What the apiserver refuses in ``obj``'s counts (:func:`count_fields`): a value that is not
+    an integer (``replicas: "3"``), and in a built-in kind one below 0 or beyond int32 — rather
+    than planned as a count it is not."""
+    problems = []
+    for path in count_fields(obj):
+        value, where = _at(obj, path), path_text(path)
+        if value is None:
+            continue  # not set: the default
+        if isinstance(value, str):
+            unquoted = f" (write it unquoted: {value})" if re.fullmatch(r"-?[0-9]{1,12}", value) else ""
+            problems.append(f'{where} must be an integer, not the string "{value[:40]}"{unquoted}')
+        elif isinstance(value, bool) or not isinstance(value, int):
+            problems.append(f"{where} must be an integer, not {str(value)[:40]}")
+        elif api_group(obj) in BUILT_IN_GROUPS and value < 0:
+            problems.append(f"{where} {value} must be 0 or more")
+        elif api_group(obj) in BUILT_IN_GROUPS and value > INT32_MAX:
+            problems.append(f"{where} {value} must be at most {INT32_MAX}")
+    return problems
+
+
 def api_group(obj: Any) -> str:
     """``apps`` of an ``apps/v1`` object, ``""`` of a ``v1`` one."""
     return str(as_dict(obj).get("apiVersion") or "").rpartition("/")[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
@@ -25,7 +26,7 @@ from podgang.backends.base import PATCH, gang_spec, slim_fact
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
 from podgang.grouper.podgroups import Desired, desired_group, gang_options, owned_subgroups
 from podgang.manifests import Manifest, Source
-from podgang.objects import POD, OwnerRef, Resource, clip, metadata, quoted
+from podgang.objects import POD, OwnerRef, Resource, as_dict, clip, metadata, quoted
 from podgang.settings import DEFAULT, Settings
 
 UNKNOWN_UID = "<uid>"
@@ -372,6 +373,10 @@ def build_plan(
         elif kinds.workload_kind(obj) is not None and kind in cache.workloads and metadata(obj).get("name"):
             put(kind, obj)
             workloads.append((Member(m.source, _what(obj, ns), ns), obj, ns))
+        elif meant := _kind_typo(obj):  # the apiserver knows no such kind: nothing of it is planned
+            said = f"{obj.get('apiVersion')} has no kind {quoted(kind)} podgang knows: did you mean {quoted(meant)}?"
+            plan.members.append(Member(m.source, _what(obj, ns), ns, skipped=said))
+            plan.warnings.append(Finding(m.source, _what(obj, ns), said))
         elif (kinds.workload_kind(obj) is not None or kinds.template_of(obj) or _own_workload(obj)
               or kinds.any_pod_templates(obj)):
             _unfollowed_workload(plan, m.source, obj, ns, settings)
@@ -389,8 +394,68 @@ def build_plan(
         plan.not_checked = _not_checked(known, fact_resources, cache.known_facts, partial)
     order = {m.source: i for i, m in enumerate(manifests)}
     plan.members.sort(key=lambda member: order.get(member.source, 0))  # as the manifests are written
+    _did_you_mean(plan, objects, settings)
     _show_uids(plan)
     return plan
+
+
+#: the most single-character edits (a letter wrong, missing, added, or two swapped) a typo is
+TYPO_EDITS = 2
+
+
+@functools.cache
+def _known_kinds() -> dict[str, frozenset[str]]:
+    """Every kind podgang knows, by API group: workloads, pods, PodGroups, the facts'."""
+    resources = [POD, *(w.resource for w in kinds.WORKLOADS.values()),
+                 *(b.podgroup for b in BACKENDS.values()), *(r for b in BACKENDS.values() for r in b.fact_resources)]
+    known: dict[str, set[str]] = {}
+    for group, kind in [*((r.group, r.kind) for r in resources), *kinds.TEMPLATE_KINDS]:
+        known.setdefault(group, set()).add(kind)
+    return {group: frozenset(names) for group, names in known.items()}
+
+
+def _edits(a: str, b: str) -> int:
+    """How many single-character edits turn ``a`` into ``b``, a swap of two neighbours one
+    (the optimal string alignment distance)."""
+    before: list[int] = []
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        previous, row = row, [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], before[j - 2] + 1)
+        before = previous
+    return row[len(b)]
+
+
+def _typo_of(name: str, known: Collection[str]) -> str | None:
+    """The known name ``name`` is a typo of: at most :data:`TYPO_EDITS` edits away (one for
+    a name of five characters or fewer), the nearest; None when none is that near."""
+    most = min(TYPO_EDITS, max(1, (len(name) - 1) // 4))
+    near = sorted((_edits(name, k), k) for k in known if k != name)
+    return near[0][1] if near and near[0][0] <= most else None
+
+
+def _kind_typo(obj: dict[str, Any]) -> str | None:
+    """The kind podgang knows in ``obj``'s API group that its unknown kind is a typo of
+    (``Deployment`` for ``Deploymnet`` in ``apps/v1``), if any."""
+    kind, known = obj.get("kind"), _known_kinds().get(kinds.api_group(obj))
+    return _typo_of(kind, known) if isinstance(kind, str) and known and kind not in known else None
+
+
+def _did_you_mean(plan: Plan, objects: _Objects, settings: Settings) -> None:
+    """A warning for a schedulerName one typo away from a mapped one (``kai-schedular``),
+    whose pods would otherwise be left alone without a word."""
+    for m, obj, ns in objects.items:
+        kind = obj.get("kind")
+        templates = [obj] if kind == POD.kind and kinds.api_group(obj) == POD.group else [t for _, t in kinds.any_pod_templates(obj)]
+        names = dict.fromkeys(name for t in templates if isinstance(name := as_dict(t.get("spec")).get("schedulerName"), str))
+        for name in names:
+            if name not in settings.scheduler_names and (meant := _typo_of(name, settings.scheduler_names)):
+                plan.warnings.append(Finding(m.source, _what(obj, ns), (
+                    f"schedulerName {quoted(name)}: did you mean {quoted(meant)}? (podgang leaves pods of other "
+                    f"schedulers alone: this one gets no gang)")))
 
 
 def _plural(kind: str) -> str:
@@ -854,13 +919,8 @@ def apply_scale(manifests: list[Manifest], scales: dict[str, int]) -> tuple[list
             if isinstance(node, dict):
                 node[path[-1]] = count
             before = old if old is not None else 1
-            done.append(f"{entry.kind.lower()}/{name} {_path_text(path[1:])} {before} → {count}")
+            done.append(f"{entry.kind.lower()}/{name} {kinds.path_text(path[1:])} {before} → {count}")
     return out, done
-
-
-def _path_text(path: tuple[str | int, ...]) -> str:
-    """``workerGroupSpecs[0].replicas`` of ``("workerGroupSpecs", 0, "replicas")``."""
-    return "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path).lstrip(".")
 
 
 def plan_with_scale(

@@ -84,6 +84,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     native_note = None
     try:
         manifests = read_manifests(args.paths)
+        if not manifests:
+            raise ManifestError(f"{', '.join(args.paths)}: no objects (empty, or only '---' and comments)")
         if any(b.name == native.NATIVE.name for b in settings.enabled_backends):
             version, why = _native_version(args, manifests)
             settings = settings.with_changes(backends=tuple(
@@ -206,7 +208,10 @@ def out_of_bounds(plan) -> list[str]:
         elif not 0 <= group.min_member.value <= INT32_MAX:
             reason = group.min_member.reason
             reason = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS] + "…"
-            problems.append(f"{where}: minMember {group.min_member.value} ({reason}) is outside "
+            source = group.defined_at or next((m.source for m in plan.members
+                                               if (m.namespace, m.group) == (group.namespace, group.name)), None)
+            at = f"{source}: " if source else ""
+            problems.append(f"{at}{where}: minMember {group.min_member.value} ({reason}) is outside "
                             f"what a PodGroup holds (0 to {INT32_MAX})")
     return problems
 

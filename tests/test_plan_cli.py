@@ -600,7 +600,8 @@ def test_the_largest_minmember_is_planned(tmp_path):
     ("args", "expected"),
     [
         (["--scale", "deployment/model-1=2147483647"],
-         "podgang plan: PodGroup models-deploys/shared-app-podgroup: minMember 2147483649 (deployment/app-server 1 + "
+         "podgang plan: examples/02-shared-podgroup-deployments.yaml#1: PodGroup models-deploys/shared-app-podgroup: "
+         "minMember 2147483649 (deployment/app-server 1 + "
          "deployment/model-1 2147483647 + deployment/model-2 1 = 2147483649) is outside what a PodGroup holds "
          "(0 to 2147483647)\n"),
     ],

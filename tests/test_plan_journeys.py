@@ -146,3 +146,86 @@ def test_complete_queues_says_the_input_holds_them_all(tmp_path):
         'never placed: KAI queue "team-x" (label kai.scheduler/queue on the top owner) does not exist '
         '(KAI: QueueDoesNotExist); fix: create a Queue named "team-x", or name an existing leaf queue']
     assert not [c for c in data["notChecked"] if c["object"] == "queues.scheduling.run.ai"]
+
+
+# --------------------------------------------------------------------- values the apiserver refuses
+
+
+def refused(tmp_path: Path, text: str, *args: str) -> list[str]:
+    path = write(tmp_path, "app.yaml", text)
+    result = plan(path, *args)
+    assert result.returncode == 2 and result.stdout == "", result.stdout
+    return [line.replace(path, "app.yaml") for line in result.stderr.splitlines()]
+
+
+def test_a_replica_count_written_as_a_string_is_refused_naming_file_and_document(tmp_path):
+    text = "---\n" + deployment("ok") + "---\n" + deployment("web").replace("replicas: 2", 'replicas: "3"')
+    assert refused(tmp_path, text) == [
+        'podgang plan: app.yaml: document 2: deployment/web: the apiserver refuses this object: spec.replicas '
+        'must be an integer, not the string "3" (write it unquoted: 3)']
+
+
+def test_a_negative_replica_count_is_refused(tmp_path):
+    assert refused(tmp_path, deployment("web").replace("replicas: 2", "replicas: -3")) == [
+        "podgang plan: app.yaml: document 1: deployment/web: the apiserver refuses this object: spec.replicas -3 "
+        "must be 0 or more"]
+
+
+def test_a_role_count_of_a_custom_kind_must_be_an_integer(tmp_path):
+    assert refused(tmp_path, """
+        apiVersion: kubeflow.org/v1
+        kind: PyTorchJob
+        metadata: {name: train}
+        spec:
+          pytorchReplicaSpecs:
+            Master: {replicas: 1, template: {spec: {schedulerName: kai-scheduler}}}
+            Worker: {replicas: "7", template: {spec: {schedulerName: kai-scheduler}}}
+    """) == ["podgang plan: app.yaml: document 1: pytorchjob/train: the apiserver refuses this object: "
+             'spec.pytorchReplicaSpecs.Worker.replicas must be an integer, not the string "7" (write it unquoted: 7)']
+
+
+def test_a_gang_too_large_for_a_podgroup_names_where_it_comes_from():
+    result = plan("examples/02-shared-podgroup-deployments.yaml", "--scale", "deployment/model-1=2147483647")
+    assert result.returncode == 2
+    assert result.stderr.startswith("podgang plan: examples/02-shared-podgroup-deployments.yaml#")
+
+
+# --------------------------------------------------------------------- mistakes users make
+
+
+def test_an_empty_input_says_so(tmp_path):
+    for name, text in (("empty.yaml", ""), ("dashes.yaml", "---\n---\n# nothing yet\n")):
+        path = write(tmp_path, name, text)
+        result = plan(path)
+        assert result.returncode == 2 and result.stdout == ""
+        assert result.stderr == f"podgang plan: {path}: no objects (empty, or only '---' and comments)\n"
+
+
+def test_a_scheduler_name_close_to_a_configured_one_gets_a_did_you_mean(tmp_path):
+    path = write(tmp_path, "pod.yaml", POD.replace("kai-scheduler", "kai-schedular"))
+    result = plan(path, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["members"][0]["skipped"] == 'schedulerName "kai-schedular" is not one of kai-scheduler'
+    assert [(w["source"], w["message"]) for w in data["warnings"]] == [
+        (f"{path}#1", 'schedulerName "kai-schedular": did you mean "kai-scheduler"? (podgang leaves pods of '
+                      'other schedulers alone: this one gets no gang)')]
+    # a scheduler of its own, far from any configured one, is left alone without a word
+    other = plan(write(tmp_path, "other.yaml", POD.replace("kai-scheduler", "default-scheduler")), "-o", "json")
+    assert json.loads(other.stdout)["warnings"] == []
+
+
+def test_a_kind_close_to_a_known_kind_of_its_group_gets_a_did_you_mean(tmp_path):
+    path = write(tmp_path, "app.yaml", deployment("web").replace("kind: Deployment", "kind: Deploymnet"))
+    result = plan(path, "-o", "json")
+    data = json.loads(result.stdout)
+    said = 'apps/v1 has no kind "Deploymnet" podgang knows: did you mean "Deployment"?'
+    assert [(w["source"], w["message"]) for w in data["warnings"]] == [(f"{path}#1", said)]
+    assert [(m["skipped"], m["group"]) for m in data["members"]] == [(said, None)]  # not a gang of 1
+    assert data["podGroups"] == []
+    # a kind far from every known one (a custom controller's) is planned as before: an unknown kind's gang
+    custom = plan(write(tmp_path, "custom.yaml", deployment("web").replace("apiVersion: apps/v1", "apiVersion: x.io/v1")
+                        .replace("kind: Deployment", "kind: Trainer")), "-o", "json")
+    assert ["did you mean" not in w["message"] for w in json.loads(custom.stdout)["warnings"]] == [True]
+    assert len(json.loads(custom.stdout)["podGroups"]) == 1
+
