@@ -229,3 +229,32 @@ def test_a_kind_close_to_a_known_kind_of_its_group_gets_a_did_you_mean(tmp_path)
     assert ["did you mean" not in w["message"] for w in json.loads(custom.stdout)["warnings"]] == [True]
     assert len(json.loads(custom.stdout)["podGroups"]) == 1
 
+# --------------------------------------------------------------------- a pod users create directly
+
+
+def gpu_pod(gpus: str) -> str:
+    return POD.replace("containers: [{name: c, image: busybox}]",
+                       f"containers: [{{name: c, image: busybox, resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}}}]")
+
+
+NODES = "".join(textwrap.dedent(f"""\
+    ---
+    apiVersion: v1
+    kind: Node
+    metadata: {{name: gpu-{i}}}
+    status: {{allocatable: {{nvidia.com/gpu: "8", cpu: "64", memory: 512Gi, pods: "110"}}}}
+    """) for i in range(2))
+
+
+def test_a_bare_pod_larger_than_every_node_is_never_placed(tmp_path):
+    """docs/concepts/never-placed.md promises the verdict for pods users create directly; the
+    same pod in a Job already had it."""
+    result = plan(write(tmp_path, "pod.yaml", gpu_pod("16") + NODES), "-o", "json")
+    assert result.returncode == 0, result.stderr
+    (warning,) = json.loads(result.stdout)["warnings"]
+    assert warning["object"] == "podgroup default/pg-trainer"
+    assert warning["message"].startswith("never placed: one pod requests nvidia.com/gpu 16, more than any node it "
+                                         "may use has (2 nodes: gpu-0, gpu-1; the most any has: nvidia.com/gpu 8)")
+    fits = plan(write(tmp_path, "fits.yaml", gpu_pod("8") + NODES), "-o", "json")
+    assert json.loads(fits.stdout)["warnings"] == []
+
