@@ -257,14 +257,18 @@ def _node_verdicts(backend: Backend, parts: Sequence[tuple[int, Any]], facts: Cl
     if facts.nodes is None:
         return []
     found: list[Verdict] = []
-    by_placement: dict[Placement, list[tuple[int, dict[str, Decimal]]]] = {}
+    # the pods of each placement by what each requests: roles alike (a PyTorchJob's master and
+    # workers) are counted together, so a message counts the whole gang, not one role of it
+    by_placement: dict[Placement, dict[tuple[tuple[str, Decimal], ...], int]] = {}
     for count, pod in parts:
         requests = backend.node_requests(pod)
         if count <= 0 or not requests:
             continue
-        where = placement(pod, backend.node_pool(pod))
-        by_placement.setdefault(where, []).append((int(count), requests))
-    for where, shapes in by_placement.items():
+        shapes_here = by_placement.setdefault(placement(pod, backend.node_pool(pod)), {})
+        shape = tuple(sorted(requests.items()))
+        shapes_here[shape] = shapes_here.get(shape, 0) + int(count)
+    for where, alike in by_placement.items():
+        shapes = [(count, dict(shape)) for shape, count in alike.items()]
         room = _room(facts, where)
         if not room.nodes:
             found.append(Verdict(

@@ -982,6 +982,17 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
             target[k] = copy.deepcopy(v)
 
 
+def min_text(group: PlannedGroup) -> str:
+    """A group's size as the plan shows it everywhere: ``minMember 3``, ``minMember 3 → 4``
+    after a scale, or a tree's ``minSubGroup 2 (≥ 9 pods)``."""
+    value = group.min_member.value
+    if group.min_subgroup is not None:  # a tree: its root counts parts, the pods follow from them
+        return f"minSubGroup {group.min_subgroup} (≥ {value} pods)"
+    if group.before is not None and group.before.value != value:
+        return f"minMember {group.before.value} → {value}"
+    return f"minMember {value}"
+
+
 def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[dict[str, Any]], list[str]]:
     """The PodGroups that would exist, as manifests to apply, and comments for the
     ones that cannot be written out here (a name that depends on a UID the cluster
@@ -994,7 +1005,7 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
         backend = group.backend or settings.default_backend
         if group.origin == "hand-made":
             if group.defined_obj is None:
-                comments.append(f"PodGroup {group.namespace}/{group.name} (minMember {group.min_member.value}) is "
+                comments.append(f"PodGroup {group.namespace}/{group.name} ({min_text(group)}) is "
                                 f"referenced but no manifest defines it: create it, or the pods stay Pending")
                 continue
             doc = copy.deepcopy(group.defined_obj)
@@ -1018,7 +1029,7 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
         if not group.name_known:
             why = ("its name ends in a random suffix the webhook picks" if group.random_name
                    else "the grouper creates it once the cluster assigns the UID")
-            comments.append(f"PodGroup {group.namespace}/{group.name} (minMember {group.min_member.value}, "
+            comments.append(f"PodGroup {group.namespace}/{group.name} ({min_text(group)}, "
                             f"{group.owner_text}): {why}")
             continue
         # an owner-less pod's group has no owner (the webhook makes it before the pod has a UID)

@@ -25,7 +25,8 @@ from podgang import api
 from podgang.backends import native
 from podgang.manifests import ManifestError, read_manifests
 from podgang.options import add_backend_flags, add_flag, backends_from
-from podgang.plan import Finding, Known, ScaleError, native_version_in, plan_with_scale, podgroup_manifests
+from podgang.plan import (Finding, Known, ScaleError, min_text, native_version_in, plan_with_scale,
+                          podgroup_manifests)
 from podgang.settings import Settings
 
 OUTPUTS = ("text", "yaml", "json")
@@ -236,15 +237,6 @@ def _verdict(plan) -> str:
 # output
 
 
-def _min_text(group) -> str:
-    value = group.min_member.value
-    if group.min_subgroup is not None:  # a tree: its root counts parts, the pods follow from them
-        return f"minSubGroup {group.min_subgroup} (≥ {value} pods)"
-    if group.before is not None and group.before.value != value:
-        return f"minMember {group.before.value} → {value}"
-    return f"minMember {value}"
-
-
 def write_text(plan, out: TextIO) -> None:
     if plan.scaled:
         out.write("After scaling " + "; ".join(plan.scaled) + "\n\n")
@@ -270,10 +262,10 @@ def write_text(plan, out: TextIO) -> None:
     out.write(f"PodGroups ({len(groups)})\n")
     if groups:
         name_w = max(len(f"{g.namespace}/{g.name}") for g in groups)
-        min_w = max(len(_min_text(g)) for g in groups)
+        min_w = max(len(min_text(g)) for g in groups)
         for g in groups:
             origin = _origin_text(g, {x.backend.name for x in groups if x.backend is not None})
-            out.write(f"  {f'{g.namespace}/{g.name}'.ljust(name_w)}  {_min_text(g).ljust(min_w)}  "
+            out.write(f"  {f'{g.namespace}/{g.name}'.ljust(name_w)}  {min_text(g).ljust(min_w)}  "
                       f"{g.min_member.reason}   [{origin}]\n")
             for line in tree_lines(g.subgroups):
                 out.write(f"    {line}\n")

@@ -229,6 +229,7 @@ def test_a_kind_close_to_a_known_kind_of_its_group_gets_a_did_you_mean(tmp_path)
     assert ["did you mean" not in w["message"] for w in json.loads(custom.stdout)["warnings"]] == [True]
     assert len(json.loads(custom.stdout)["podGroups"]) == 1
 
+
 # --------------------------------------------------------------------- a pod users create directly
 
 
@@ -258,3 +259,32 @@ def test_a_bare_pod_larger_than_every_node_is_never_placed(tmp_path):
     fits = plan(write(tmp_path, "fits.yaml", gpu_pod("8") + NODES), "-o", "json")
     assert json.loads(fits.stdout)["warnings"] == []
 
+
+# --------------------------------------------------------------------- verdicts count the whole gang
+
+
+def pytorchjob(workers: int, gpus: int) -> str:
+    role = ("      replicas: {n}\n      template:\n        spec:\n          schedulerName: kai-scheduler\n"
+            "          containers: [{{name: c, image: x, resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}}}]\n")
+    return ("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: train, uid: 0f4c7a36-5a8e-4e09-9d2e-"
+            "7a1f61f3e001}\nspec:\n  pytorchReplicaSpecs:\n    Master:\n" + role.format(n=1, gpus=gpus)
+            + "    Worker:\n" + role.format(n=workers, gpus=gpus))
+
+
+def test_a_gang_too_large_for_the_nodes_is_counted_whole(tmp_path):
+    """An 8-pod PyTorchJob (a master and 7 workers alike) on two 8-GPU nodes: it needs 8 pods, not 7."""
+    result = plan(write(tmp_path, "job.yaml", pytorchjob(7, 8) + NODES), "-o", "json")
+    (warning,) = json.loads(result.stdout)["warnings"]
+    assert warning["message"].startswith("never placed: its minimum of 8 pods of nvidia.com/gpu 8 exceeds what the "
+                                         "nodes it may use hold even empty: 2 such pods (2 nodes: gpu-0, gpu-1)")
+
+
+def test_a_tree_is_counted_alike_in_text_and_in_the_yaml_comment(tmp_path):
+    workers = "{spec: {parallelism: 3, completions: 3, template: {spec: {schedulerName: kai-scheduler}}}}"
+    path = write(tmp_path, "js.yaml", "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: js}\n"
+                                      f"spec: {{replicatedJobs: [{{name: workers, replicas: 3, template: {workers}}}]}}\n")
+    text = plan(path).stdout
+    assert "minSubGroup 1 (≥ 9 pods)" in text
+    comments = [line for line in plan(path, "-o", "yaml").stdout.splitlines() if line.startswith("# PodGroup ")]
+    assert comments == ["# PodGroup default/pg-js-<uid> (minSubGroup 1 (≥ 9 pods), jobset/js): the grouper creates "
+                        "it once the cluster assigns the UID"]
