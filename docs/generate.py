@@ -382,6 +382,25 @@ def keys_page() -> str:
         "| key | kind | meaning | defined in |", "|---|---|---|---|", *rows, ""])
 
 
+# --------------------------------------------------------------------------- plan codes
+
+def plan_codes_page() -> str:
+    from podgang import plan_codes
+
+    sections = {"denials": "Denied", "warnings": "Warnings", "notes": "Notes", "notChecked": "Not checked"}
+    out = [_banner("podgang/plan_codes.py"), "# `podgang plan` finding codes", "",
+           "Every finding `podgang plan -o json` reports carries a `code`: what kind of finding it is, for",
+           "scripts to match on. A code stays the same while its message's words change. A never-placed",
+           "verdict's code is `never-placed/` and [the verdict](../concepts/never-placed.md). Where each",
+           "appears: `denials`, `warnings`, `notes` or `notChecked` in `-o json`; the sections of the same",
+           "names in the text output.", ""]
+    for section, title in sections.items():
+        rows = [f"| `{code}` | {_cell(meaning)} |" for code, (where, meaning) in plan_codes.MEANINGS.items()
+                if where == section]
+        out += [f"## {title} (`{section}`)", "", "| code | meaning |", "|---|---|", *rows, ""]
+    return "\n".join(out)
+
+
 # --------------------------------------------------------------------------- commands the pages show
 
 #: a ``console`` block whose first line runs an offline command; the rest is what it prints
@@ -429,6 +448,7 @@ def pages() -> dict[Path, str]:
         REFERENCE / "chart-values.md": chart_values_page(),
         REFERENCE / "metrics.md": metrics_page(),
         REFERENCE / "keys.md": keys_page(),
+        REFERENCE / "plan-codes.md": plan_codes_page(),
         CHART_README: chart_readme(CHART_README.read_text()),
     }
 

@@ -21,6 +21,7 @@ from typing import Any, Collection, Mapping
 import jsonpatch
 
 from podgang import feasibility, kinds, rules
+from podgang import plan_codes as codes
 from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, gang_spec, slim_fact
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
@@ -87,6 +88,7 @@ class PlannedGroup:
 
 @dataclass
 class Finding:
+    code: str  # what kind of finding, for scripts (podgang.plan_codes)
     source: Source | None
     what: str
     message: str
@@ -318,7 +320,7 @@ def build_plan(
     made = _made_by_operators(manifests, default_namespace)
     objects = _Objects([*manifests, *made], default_namespace)
     for ignored, wins in objects.duplicates:
-        plan.warnings.append(Finding(ignored.source, _what(ignored.obj, _ns(ignored.obj, default_namespace)),
+        plan.warnings.append(Finding(codes.DEFINED_TWICE, ignored.source, _what(ignored.obj, _ns(ignored.obj, default_namespace)),
                                      f"defined twice: {wins.source} wins (applied after it, it replaces this one)"))
     cache = Cache(settings)
     cache.pods_observed = False
@@ -361,10 +363,10 @@ def build_plan(
         kind = obj.get("kind")
         backend = next((b for b in settings.enabled_backends if b.is_podgroup(obj)), None)
         if backend is None and native_planned and (problem := native.version_problem(obj, native_planned)):
-            plan.warnings.append(Finding(m.source, _what(obj, ns), problem))
+            plan.warnings.append(Finding(codes.NATIVE_VERSION, m.source, _what(obj, ns), problem))
         elif backend is not None and metadata(obj).get("name"):
             for refused in backend.refusals(obj):  # what the apiserver would not create
-                plan.denials.append(Finding(m.source, _what(obj, ns), refused))
+                plan.denials.append(Finding(codes.REFUSED, m.source, _what(obj, ns), refused))
             holder = put(backend, obj)
             for key in cache.podgroups.keys_of(backend, cache.store_for(backend)[holder]):
                 defined[key] = m  # a 1.35 Workload defines a gang per pod group
@@ -376,7 +378,7 @@ def build_plan(
         elif meant := _kind_typo(obj):  # the apiserver knows no such kind: nothing of it is planned
             said = f"{obj.get('apiVersion')} has no kind {quoted(kind)} podgang knows: did you mean {quoted(meant)}?"
             plan.members.append(Member(m.source, _what(obj, ns), ns, skipped=said))
-            plan.warnings.append(Finding(m.source, _what(obj, ns), said))
+            plan.warnings.append(Finding(codes.KIND_TYPO, m.source, _what(obj, ns), said))
         elif (kinds.workload_kind(obj) is not None or kinds.template_of(obj) or _own_workload(obj)
               or kinds.any_pod_templates(obj)):
             _unfollowed_workload(plan, m.source, obj, ns, settings)
@@ -453,7 +455,7 @@ def _did_you_mean(plan: Plan, objects: _Objects, settings: Settings) -> None:
         names = dict.fromkeys(name for t in templates if isinstance(name := as_dict(t.get("spec")).get("schedulerName"), str))
         for name in names:
             if name not in settings.scheduler_names and (meant := _typo_of(name, settings.scheduler_names)):
-                plan.warnings.append(Finding(m.source, _what(obj, ns), (
+                plan.warnings.append(Finding(codes.SCHEDULER_TYPO, m.source, _what(obj, ns), (
                     f"schedulerName {quoted(name)}: did you mean {quoted(meant)}? (podgang leaves pods of other "
                     f"schedulers alone: this one gets no gang)")))
 
@@ -476,7 +478,7 @@ def _say_absent(plan: Plan, absent: dict[tuple[str, str], list[str]], partial: l
         named = ", ".join(gangs[:GANGS_NAMED]) + (f" and {len(gangs) - GANGS_NAMED} more"
                                                    if len(gangs) > GANGS_NAMED else "")
         noun = kind.lower() if kind == "Queue" else kind
-        plan.notes.append(Finding(None, f"{noun} {quoted(name)}", (
+        plan.notes.append(Finding(codes.NOT_IN_INPUT, None, f"{noun} {quoted(name)}", (
             f"not in the input, named by {len(gangs)} gang{'s' if len(gangs) != 1 else ''} ({named}): whether it "
             f"exists is not checked (the input holds only some {_plural(kind)}: --kubeconfig to read the "
             f"cluster's, or --complete {resource.plural} if it holds them all)")))
@@ -492,25 +494,25 @@ def _not_checked(known: Known, fact_resources: Mapping[str, Resource], listed: C
             unread.setdefault(known.unread[label], []).append(label)
     if len(unread) == 1 and len(next(iter(unread.values()))) == len(fact_resources):
         why, labels = next(iter(unread.items()))
-        out.append(Finding(None, known.cluster, f"the cluster could not be read ({why}): {', '.join(labels)} are "
+        out.append(Finding(codes.CLUSTER_UNREAD, None, known.cluster, f"the cluster could not be read ({why}): {', '.join(labels)} are "
                                                 f"not checked"))
     else:
-        out += [Finding(None, label, f"not read from {known.cluster} ({why})")
+        out += [Finding(codes.CLUSTER_UNREAD, None, label, f"not read from {known.cluster} ({why})")
                 for why, labels in unread.items() for label in labels]
     unknown = [label for label in fact_resources if label not in listed and label not in known.unread]
     if unknown:
         source = "and no --kubeconfig" if not known.cluster else f"nor read from {known.cluster}"
         checks = "; ".join(CHECKS[fact_resources[label].kind] for label in unknown)
-        out.append(Finding(None, ", ".join(unknown), f"none in the input {source}: {checks} — not checked"))
+        out.append(Finding(codes.FACTS_NOT_GIVEN, None, ", ".join(unknown), f"none in the input {source}: {checks} — not checked"))
     for label, resource in fact_resources.items():
         kind = resource.kind
         if label in partial and kind in feasibility.ABSENT.values():
-            out.append(Finding(None, label, (
+            out.append(Finding(codes.FACTS_PARTIAL, None, label, (
                 f"{_only(partial[label], kind)}: one not among them is a note, "
                 f"not a verdict (--kubeconfig to read the cluster's, or --complete {resource.plural} if the input "
                 f"holds them all)")))
         elif label in partial:
-            out.append(Finding(None, label, (
+            out.append(Finding(codes.FACTS_PARTIAL, None, label, (
                 f"{_only(partial[label], kind)}: {CHECKS[kind]} is judged on "
                 f"these alone (--kubeconfig to read the cluster's)")))
     return out
@@ -540,7 +542,7 @@ def _show_uids(plan: Plan) -> None:
     """Every text of the plan with the stand-in for an unassigned UID shown as ``<uid>``:
     the stand-in is the plan's own and never reaches its output."""
     for findings in (plan.denials, plan.warnings, plan.notes):
-        findings[:] = [Finding(f.source, shown(f.what), shown(f.message)) for f in findings]
+        findings[:] = [dataclasses.replace(f, what=shown(f.what), message=shown(f.message)) for f in findings]
     for member in plan.members:
         member.why = shown(member.why)
         member.no_group = shown(member.no_group) if member.no_group else member.no_group
@@ -562,19 +564,19 @@ def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects
     gpu = rules.gpu_problem(obj, settings)
     if replaced:
         if gpu:
-            plan.denials.append(Finding(source, member.what, gpu))
+            plan.denials.append(Finding(codes.GPU_CONFLICT, source, member.what, gpu))
             return
         member.no_group = replaced
-        plan.warnings.append(Finding(source, member.what, f"{replaced}: the webhook admits the pod without a "
+        plan.warnings.append(Finding(codes.OWNER_REPLACED, source, member.what, f"{replaced}: the webhook admits the pod without a "
                                      f"group and the garbage collector deletes it"))
         return
     suffix = rules.generated_suffix(f"{source}")  # stands in for the webhook's random one: one per pod
     gang = _admitted_gang(obj, chain, settings, suffix)
-    denied = [gang.message] if isinstance(gang, rules.Denial) else []
+    denied = [(codes.DENIED, gang.message)] if isinstance(gang, rules.Denial) else []
     if gpu:
-        denied.append(gpu)
+        denied.append((codes.GPU_CONFLICT, gpu))
     if denied:
-        plan.denials.extend(Finding(source, member.what, message) for message in denied)
+        plan.denials.extend(Finding(code, source, member.what, message) for code, message in denied)
         return
     assert isinstance(gang, rules.Gang)
     member.group, member.why = shown(gang.name), gang.reason
@@ -636,13 +638,13 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
     if entry is None:
         member.why = f"podgang does not know the kind {obj.get('kind')}: a gang of {mm.value}"
         if not mm.pinned:
-            plan.warnings.append(Finding(source, member.what, (
+            plan.warnings.append(Finding(codes.UNKNOWN_KIND, source, member.what, (
                 f"podgang does not follow the size of a {obj.get('kind')}: its pods form a gang of 1 — "
                 f"pin it with {settings.min_member_annotation}")))
     else:
         member.why = mm.reason
         if not entry.gang and pinned is not None:
-            plan.warnings.append(Finding(source, member.what, (
+            plan.warnings.append(Finding(codes.PIN_IGNORED, source, member.what, (
                 f"{settings.min_member_annotation}={pinned} is ignored: {mm.reason}")))
     plan.groups.setdefault((ns, shown(name)), PlannedGroup(ns, shown(name), mm, "owned", owner=OwnerRef.of(obj),
                                                            owner_text=rules.kind_name(obj), backend=backend,
@@ -671,7 +673,7 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     own = kinds.operator_gang(run) if run is not None else None
     if run is not None and own is not None:  # the Trainer's podGroupPolicy: its own PodGroup
         member.no_group = f"{own[1]}; podgang makes no second one"
-        plan.notes.append(Finding(member.source, member.what, member.no_group))
+        plan.notes.append(Finding(codes.OPERATOR_GANG, member.source, member.what, member.no_group))
         return
     if run is not None:  # made here from what the manifests hold (a TrainJob's runtime)
         named = rules.template_group(run, settings)
@@ -684,7 +686,7 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     own = kinds.operator_gang(obj)
     if own is not None:  # the operator's own gang integration: one gang per workload, the operator's
         member.no_group = f"{own[1]}; podgang makes no second one"  # a gang, not podgang's
-        plan.notes.append(Finding(member.source, member.what, member.no_group))
+        plan.notes.append(Finding(codes.OPERATOR_GANG, member.source, member.what, member.no_group))
         return
     if not templates and entry.runs:  # a TrainJob: the trainer makes a JobSet, which makes the pods
         runs = " or ".join(entry.runs)
@@ -693,16 +695,17 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     if not templates or all(problems):
         member.skipped = next((p for p in problems if p), "no pod template")
         return
-    for problem in (rules.partial_scope_problem(obj, ns, settings), rules.staged_problem(obj, settings)):
+    for code, problem in ((codes.PARTLY_IN_SCOPE, rules.partial_scope_problem(obj, ns, settings)),
+                          (codes.STAGED, rules.staged_problem(obj, settings))):
         if problem:
-            plan.warnings.append(Finding(member.source, member.what, problem))
+            plan.warnings.append(Finding(code, member.source, member.what, problem))
     for path, template in templates:
         gpu = rules.gpu_problem(template, settings)
         if gpu:
-            plan.denials.append(Finding(member.source, f"{member.what} {path}", gpu))
+            plan.denials.append(Finding(codes.GPU_CONFLICT, member.source, f"{member.what} {path}", gpu))
     named = rules.template_group(obj, settings)
     if isinstance(named, rules.Denial):
-        plan.denials.append(Finding(member.source, member.what, named.message))
+        plan.denials.append(Finding(codes.DENIED, member.source, member.what, named.message))
         member.why = "denied"
         return
     elsewhere = rules.roles_in_hand_made_group(obj, settings)
@@ -751,7 +754,7 @@ def _under_missing_owner(plan: Plan, member: Member, parent: OwnerRef, replaced:
     owner_text = clip(f"{parent.kind.lower()}/{parent.name}")
     if replaced:
         member.no_group = replaced
-        plan.warnings.append(Finding(member.source, member.what, f"{replaced}: the webhook admits its pods "
+        plan.warnings.append(Finding(codes.OWNER_REPLACED, member.source, member.what, f"{replaced}: the webhook admits its pods "
                                      f"without a group and the garbage collector deletes it"))
         return
     entry = kinds.workload_kind(parent)
@@ -787,7 +790,7 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         plan.groups[(ns, name)] = PlannedGroup(
             ns, name, rules.MinMember(written or 1, "as written: no pod or workload in these manifests uses it"),
             "hand-made", defined_at=at, defined_obj=as_written, cluster_min_member=written, backend=backend)
-        plan.notes.append(Finding(at, f"podgroup {ns}/{name}", "no pod or workload in these manifests uses it"))
+        plan.notes.append(Finding(codes.PODGROUP_UNUSED, at, f"podgroup {ns}/{name}", "no pod or workload in these manifests uses it"))
         return
     mm = desired.min_member
     top = desired.owner
@@ -814,7 +817,7 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         group.min_subgroup = root
         group.subgroups = tuple(dataclasses.replace(s, reason="as written") for s in tree)
     if desired.users_tree and not desired.users_tree.startswith("KAI"):
-        plan.notes.append(Finding(at, f"podgroup {ns}/{name}", desired.users_tree))
+        plan.notes.append(Finding(codes.USERS_TREE, at, f"podgroup {ns}/{name}", desired.users_tree))
     _note_fixed_size(plan, backend, group)
     if desired.source == rules.OWNER_LESS and desired.owner is not None:
         group.owner_text = f"pod/{desired.owner.name}"
@@ -823,20 +826,20 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     plan.groups[(ns, group.name)] = group
     missing = backend.missing_group(name, ns, cache.podgroups.holder(backend, key))
     if desired.source == rules.HAND_MADE and actual is None:
-        plan.warnings.append(Finding(named_by_pods.get(key) or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
+        plan.warnings.append(Finding(codes.PODGROUP_MISSING, named_by_pods.get(key) or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
                                      rules.missing_group_warning(name, ns, missing)))
     for problem in desired.problems:
         if actual is None and problem.startswith(missing):
             continue  # said once, as the webhook says it
-        plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+        plan.warnings.append(Finding(codes.GANG_PROBLEM, at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
     for problem in group.options.get("problems") or ():
-        plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+        plan.warnings.append(Finding(codes.SETTING_PROBLEM, at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
     for verdict in desired.verdicts:
         if verdict.kind in unconcluded and absent is not None:
             absent.setdefault((feasibility.ABSENT[verdict.kind], verdict.missing), []).append(f"{ns}/{shown(name)}")
             continue
-        plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
-                                     verdict.message))
+        plan.warnings.append(Finding(codes.never_placed(verdict.kind), at or objects.source_of(desired.workloads),
+                                     f"podgroup {ns}/{name}", verdict.message))
 
 
 _OPTION_FIELDS = {"queue": "queue", "priority_class": "priorityClassName"}
@@ -864,7 +867,7 @@ def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:
     resize = backend.resize(backend.build_podgroup(GangSpec(group.name, group.namespace, size)), size + 1)
     what = f"{backend.name} PodGroups"
     if resize.action != PATCH and not any(n.what == what for n in plan.notes):
-        plan.notes.append(Finding(None, what, f"a live group keeps its size after a scale (say {group.namespace}/"
+        plan.notes.append(Finding(codes.FIXED_SIZE, None, what, f"a live group keeps its size after a scale (say {group.namespace}/"
                                               f"{group.name} {size} → {size + 1}): {resize.why}"))
 
 

@@ -22,6 +22,7 @@ import orjson
 import yaml
 
 from podgang import api
+from podgang import plan_codes as codes
 from podgang.backends import native
 from podgang.manifests import ManifestError, read_manifests
 from podgang.options import add_backend_flags, add_flag, backends_from
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             settings = settings.with_changes(backends=tuple(
                 (name, native.native_backend(version) if b.name == native.NATIVE.name else b)
                 for name, b in settings.backends))
-            native_note = Finding(None, "native gangs", f"planned for {native.GROUP}/{version} "
+            native_note = Finding(codes.NATIVE_PLANNED, None, "native gangs", f"planned for {native.GROUP}/{version} "
                                   f"(Kubernetes {native.KUBERNETES[version]}): {why}")
         known = asyncio.run(_cluster_facts(args.kubeconfig, settings)) if args.kubeconfig else Known()
         known = dataclasses.replace(known, complete=tuple(args.complete))
@@ -356,7 +357,8 @@ def _origin(g) -> str:
 
 def plan_as_dict(plan) -> dict[str, Any]:
     def finding(f):
-        return {"source": str(f.source) if f.source else None, "object": f.what, "message": f.message}
+        return {"code": f.code, "source": str(f.source) if f.source else None, "object": f.what,
+                "message": f.message}
 
     return {
         "scaled": plan.scaled,

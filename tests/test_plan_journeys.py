@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from podgang import plan_codes
+
 REPO = Path(__file__).resolve().parent.parent
 
 POD = """
@@ -288,3 +290,31 @@ def test_a_tree_is_counted_alike_in_text_and_in_the_yaml_comment(tmp_path):
     comments = [line for line in plan(path, "-o", "yaml").stdout.splitlines() if line.startswith("# PodGroup ")]
     assert comments == ["# PodGroup default/pg-js-<uid> (minSubGroup 1 (≥ 9 pods), jobset/js): the grouper creates "
                         "it once the cluster assigns the UID"]
+
+
+# --------------------------------------------------------------------- machine-readable codes
+
+
+def findings(data: dict) -> list[dict]:
+    return [f for section in ("denials", "warnings", "notes", "notChecked") for f in data[section]]
+
+
+def test_every_finding_in_json_has_a_stable_documented_code(tmp_path):
+    (tmp_path / "queues.yaml").write_text(queue("team-a"))
+    (tmp_path / "apps.yaml").write_text("---\n".join([deployment("x", "team-x"), gpu_pod("16"), NODES]))
+    examples = json.loads(plan("examples/", "-o", "json").stdout)
+    mine = json.loads(plan(str(tmp_path), "-o", "json").stdout)
+    meanings = plan_codes.MEANINGS
+    for data in (examples, mine):
+        for section in ("denials", "warnings", "notes", "notChecked"):
+            for finding in data[section]:
+                assert meanings.get(finding["code"], ("",))[0] == section, finding
+    assert {f["code"] for f in findings(mine)} == {
+        "not-in-input", "never-placed/pod-too-large", "facts-not-given", "facts-partial"}
+    documented = (REPO / "docs" / "reference" / "plan-codes.md").read_text()
+    assert all(f"`{code}`" in documented for code in meanings)
+
+
+def test_every_code_has_a_meaning():
+    constants = {v for k, v in vars(plan_codes).items() if k.isupper() and isinstance(v, str)}
+    assert constants - {plan_codes.NEVER_PLACED} <= set(plan_codes.MEANINGS)
