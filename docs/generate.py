@@ -323,6 +323,8 @@ def metrics_page() -> str:
 # --------------------------------------------------------------------------- keys
 
 _KEY_NAME = re.compile(r"(LABEL|ANNOTATION)S?$", re.IGNORECASE)
+#: constants in a key's domain that are no key: resource names (``nvidia.com/gpu``)
+_NOT_A_KEY = re.compile(r"RESOURCES?$", re.IGNORECASE)
 _KEY_VALUE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
@@ -348,7 +350,16 @@ def _comment_above(lines: list[str], lineno: int) -> str:
 
 
 def keys() -> list[tuple[str, str, str, str]]:
-    """(key, label or annotation, where it is defined, its comment) of every key constant."""
+    """(key, label or annotation, where it is defined, its comment) of every key constant: a
+    constant named ``…LABEL``/``…ANNOTATION``, or one whose value is in the domain of such a key
+    (``kai.scheduler/batch-min-member``: an annotation, unless its name says label)."""
+    named = _keys(by_name=True)
+    domains = tuple({key.partition("/")[0] + "/" for key in named if "/" in key})
+    more = {key: row for key, row in _keys(by_name=False).items() if key.startswith(domains) and key not in named}
+    return sorted({**named, **more}.values(), key=lambda row: (not row[0].startswith("podgang.io/"), row[0]))
+
+
+def _keys(by_name: bool) -> dict[str, tuple[str, str, str, str]]:
     found: dict[str, tuple[str, str, str, str]] = {}
     for package in KEY_SOURCES:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -361,14 +372,14 @@ def keys() -> list[tuple[str, str, str, str]]:
                     name, value = node.target.id, node.value
                 else:
                     continue
-                if name.startswith("_") or not _KEY_NAME.search(name):
+                if name.startswith("_") or (by_name and not _KEY_NAME.search(name)) or _NOT_A_KEY.search(name):
                     continue
                 kind = "label" if "label" in name.lower() else "annotation"
                 where = f"`{path.relative_to(ROOT)}` `{name}`"
                 for key in _key_values(value):
                     if key not in found:
                         found[key] = (key, kind, where, _comment_above(lines, node.lineno))
-    return sorted(found.values(), key=lambda row: (not row[0].startswith("podgang.io/"), row[0]))
+    return found
 
 
 def keys_page() -> str:
