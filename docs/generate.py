@@ -53,6 +53,15 @@ def _cell(text: object) -> str:
 
 # --------------------------------------------------------------------------- workload kinds
 
+def _scale_field(kind) -> str:
+    """The field ``--scale`` sets on a kind: its one field, or each part's (``KIND/NAME:PART=N``)."""
+    if kind.scale_path:
+        return f"`{'.'.join(kind.scale_path)}`"
+    if kind.scale_parts is not None:
+        return f"`{kind.scale_parts_doc}`, per part (`:PART`)"
+    return "—"
+
+
 def workload_kinds_page() -> str:
     from podgang import kinds
     from podgang.backends import kai
@@ -70,8 +79,7 @@ def workload_kinds_page() -> str:
         size = k.doc.size or (k.size.__doc__ or "").strip().split("\n")[0] or "—"
         rows.append(f"| `{k.kind}` | {api} | {_cell(gang)} | {_cell(size)} | {_cell(roles)} | "
                     f"{_cell(k.doc.staging or '—')} | {_cell(kai.OWN_GROUPER_RULES.get(k.kind, 'the same'))} |")
-    scale = [f"| `{k.kind}` | {', '.join(f'`{a}`' for a in k.aliases)} | "
-             f"{'`' + '.'.join(k.scale_path) + '`' if k.scale_path else '—'} | "
+    scale = [f"| `{k.kind}` | {', '.join(f'`{a}`' for a in k.aliases)} | {_scale_field(k)} | "
              f"{'yes' if k.followed else 'no: the top owner of its pods'} | {'yes' if k.resource.optional else 'no'} |"
              for k in kinds.WORKLOADS.values()]
     return "\n".join([

@@ -134,6 +134,8 @@ class WorkloadKind:
     #: a JobSet's replicated jobs): the field ``--scale KIND/NAME:PART=N`` sets for each part
     #: of an object, by part name (lower-cased), and the part a plain ``KIND/NAME=N`` scales
     scale_parts: Callable[[Any], dict[str, tuple[str | int, ...]]] | None = None
+    #: the fields :attr:`scale_parts` gives, in words for the docs (``spec.replicatedJobs[<i>].replicas``)
+    scale_parts_doc: str = ""
     default_scale_part: Callable[[Any], str | None] = lambda obj: None
     #: why its controller replaces pods on purpose right now, or None (:mod:`podgang.rollouts`),
     #: given the workload and what is known of its pods
@@ -630,6 +632,7 @@ def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...],
         _slim_kubeflow(field), aliases=aliases, status_fields=("replicaStatuses",), roles=roles,
         scale_parts=lambda obj: {str(rtype).lower(): ("spec", field, str(rtype), "replicas")
                                  for rtype in as_dict(spec(obj).get(field))},
+        scale_parts_doc=f"spec.{field}.<replica type>.replicas",
         default_scale_part=lambda obj: SCALING_ROLE,
         role_labels=(KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_JOB_ROLE_LABEL), suspended=_run_policy_suspended, doc=doc,
         segmented_role=segmented_role, segment_index_label=KUBEFLOW_REPLICA_INDEX_LABEL if segmented_role else None,
@@ -860,10 +863,18 @@ def _ray_own_gang(obj: Any) -> tuple[str, str] | None:
                   f"names it on the cluster's pods")
 
 
+#: where the cluster spec of a Ray kind is
+_RAY_CLUSTER_SPEC_AT: dict[str, tuple[str, ...]] = {"RayJob": ("spec", "rayClusterSpec"),
+                                                    "RayService": ("spec", "rayClusterConfig")}
+
+
+def _ray_scale_doc(kind: str) -> str:
+    return ".".join(_RAY_CLUSTER_SPEC_AT.get(kind, ("spec",))) + ".workerGroupSpecs[<i>].replicas"
+
+
 def _ray_scale_parts(obj: Any) -> dict[str, tuple[str | int, ...]]:
     """Each worker group's ``replicas`` (its head is one pod), wherever the cluster spec is."""
-    where: tuple[str, ...] = {"RayJob": ("spec", "rayClusterSpec"), "RayService": ("spec", "rayClusterConfig")}.get(
-        str(as_dict(obj).get("kind")), ("spec",))
+    where = _RAY_CLUSTER_SPEC_AT.get(str(as_dict(obj).get("kind")), ("spec",))
     return {str(as_dict(g).get("groupName") or f"worker-group-{i}").lower(): (*where, "workerGroupSpecs", i, "replicas")
             for i, g in enumerate(as_list(_ray_cluster_spec(obj).get("workerGroupSpecs")))}
 
@@ -1103,6 +1114,7 @@ JOB_SET = WorkloadKind(
     _jobset_size, _jobset_templates, _slim_jobset, aliases=("jobset", "jobsets"),
     scale_parts=lambda obj: {str(as_dict(r).get("name", "")).lower(): ("spec", "replicatedJobs", i, "replicas")
                              for i, r in enumerate(as_list(spec(obj).get("replicatedJobs")))},
+    scale_parts_doc="spec.replicatedJobs[<i>].replicas",
     default_scale_part=lambda obj: _only_part(JOB_SET, obj),
     status_fields=(*_RUN_STATUS, "replicatedJobsStatus"), own_gang=_trainer_own_gang,
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,), role_replica_label=JOBSET_JOB_INDEX_LABEL,
@@ -1149,6 +1161,7 @@ RAY_SIZE_RULE = ("head 1 + Σ worker groups `minReplicas` (or `replicas` when `m
 RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
     _slim_ray(None), aliases=("raycluster", "rayclusters"), scale_parts=_ray_scale_parts,
+    scale_parts_doc=_ray_scale_doc("RayCluster"),
     default_scale_part=lambda obj: _only_part(RAY_CLUSTER, obj), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
     own_gang=_ray_own_gang, role_replica_label=RAY_REPLICA_INDEX_LABEL, placed_roles=True, operator_gangs=True,
     doc=KindDoc(RAY_SIZE_RULE, roles="`headgroup` + one per worker group (`groupName`, pods by label `ray.io/group`)"),
@@ -1158,6 +1171,7 @@ RAY_CLUSTER = WorkloadKind(
 RAY_JOB = WorkloadKind(
     Resource("ray.io", "v1", "rayjobs", "RayJob", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), scale_parts=_ray_scale_parts,
+    scale_parts_doc=_ray_scale_doc("RayJob"),
     default_scale_part=lambda obj: _only_part(RAY_JOB, obj), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL,
     status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj), placed_roles=True,
@@ -1169,6 +1183,7 @@ RAY_JOB = WorkloadKind(
 RAY_SERVICE = WorkloadKind(
     Resource("ray.io", "v1", "rayservices", "RayService", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), scale_parts=_ray_scale_parts,
+    scale_parts_doc=_ray_scale_doc("RayService"),
     default_scale_part=lambda obj: _only_part(RAY_SERVICE, obj), layout=ONE_PER_RUN, runs=("RayCluster",),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL, placed_roles=True,
     operator_gangs=True,

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from podgang import cli, kinds
 from podgang.metrics import GrouperMetrics, WebhookMetrics
@@ -59,6 +60,33 @@ def test_the_kinds_page_has_every_kind_of_the_registry_with_its_rules():
         assert kind.doc.size, f"{kind.kind} has no KindDoc: say its gang size in words"
     ray = next(line for line in page.splitlines() if line.startswith("| `RayCluster` |"))
     assert "headgroup" in ray and "`suspended`" in ray  # its roles, and where KAI's grouper differs
+
+
+def _scale_pattern(doc: str) -> re.Pattern:
+    """``spec.replicatedJobs[<i>].replicas`` as a pattern of the fields it stands for."""
+    parts = re.split(r"(<[^>]+>)", doc)
+    return re.compile("".join(r"[^.\[\]]+" if part.startswith("<") else re.escape(part) for part in parts))
+
+
+def test_the_kinds_page_names_the_field_scale_sets_for_every_kind_that_scales():
+    """A kind sized by parts (JobSet, PyTorchJob, RayCluster …) had no field on the page: its
+    fields, in words, are checked against what --scale sets on every example of that kind."""
+    page = (REFERENCE / "workload-kinds.md").read_text().split("## `podgang plan --scale`")[1]
+    for kind in kinds.WORKLOADS.values():
+        if kind.scale_parts is not None:
+            assert kind.scale_parts_doc, f"{kind.kind}: say in scale_parts_doc which fields --scale sets"
+            row = next(line for line in page.splitlines() if line.startswith(f"| `{kind.kind}` |"))
+            assert f"`{kind.scale_parts_doc}`" in row
+    checked = set()
+    for path in [*(ROOT / "examples").glob("*.yaml"), *(ROOT / "tests" / "corpus").rglob("*.yaml")]:
+        for obj in yaml.safe_load_all(path.read_text()):
+            kind = kinds.workload_kind(obj) if isinstance(obj, dict) else None
+            if kind is None or kind.scale_parts is None:
+                continue
+            for field in kind.scale_parts(obj).values():
+                assert _scale_pattern(kind.scale_parts_doc).fullmatch(kinds.path_text(field)), (path, field)
+                checked.add(kind.kind)
+    assert {"JobSet", "PyTorchJob", "MPIJob", "RayCluster"} <= checked
 
 
 def _flags(parser):
