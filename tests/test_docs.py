@@ -89,6 +89,14 @@ def test_the_kinds_page_names_the_field_scale_sets_for_every_kind_that_scales():
     assert {"JobSet", "PyTorchJob", "MPIJob", "RayCluster"} <= checked
 
 
+def test_the_plan_page_lists_every_kind_plan_reads():
+    """It had left out the training, Ray and Spark kinds and the Nodes, Queues and PriorityClasses."""
+    page = (ROOT / "docs" / "plan.md").read_text()
+    listed = page[page.index(generate.KINDS_READ_BEGIN):page.index(generate.KINDS_READ_END)]
+    for kind in [*(k.kind for k in kinds.WORKLOADS.values()), "Pod", "PodGroup", "Node", "Queue", "PriorityClass"]:
+        assert f"`{kind}`" in listed, kind
+
+
 def _flags(parser):
     for action in parser._actions:
         yield from action.option_strings
