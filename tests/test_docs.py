@@ -97,6 +97,26 @@ def test_the_plan_page_lists_every_kind_plan_reads():
         assert f"`{kind}`" in listed, kind
 
 
+def _user_pages() -> list[Path]:
+    return [ROOT / "README.md", ROOT / "charts" / "podgang" / "README.md", *(ROOT / "docs").rglob("*.md")]
+
+
+def test_the_docs_install_podgang_into_one_namespace():
+    """The chart README installed into podgang-system, the install page into podgang."""
+    for page in _user_pages():
+        assert "podgang-system" not in page.read_text(), page
+
+
+def test_the_webhook_names_the_docs_use_are_the_charts():
+    """The webhook page named pods.podgang.io; the chart's are mutate-pods.podgang.io … ."""
+    chart = (ROOT / "charts" / "podgang" / "templates" / "webhook-configurations.yaml").read_text()
+    names = set(re.findall(r'"([a-z-]+\.podgang\.io)"', chart))
+    assert "validate-pods.podgang.io" in names
+    for page in _user_pages():
+        used = set(re.findall(r"(?<![\w.-])([a-z-]+\.podgang\.io)(?![\w/-])", page.read_text()))
+        assert used <= names, (page, used - names)
+
+
 def _flags(parser):
     for action in parser._actions:
         yield from action.option_strings
