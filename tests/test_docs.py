@@ -107,6 +107,13 @@ def test_the_docs_install_podgang_into_one_namespace():
         assert "podgang-system" not in page.read_text(), page
 
 
+def test_the_docs_make_no_reference_a_user_cannot_follow():
+    """"seed 003" and "spec §3" name documents podgang was built from, not ones its users have."""
+    for page in [*_user_pages(), ROOT / "examples" / "README.md"]:
+        found = re.findall(r"\b[Ss]eeds? 0\d\d\b|§", page.read_text())
+        assert not found, (page, found)
+
+
 def test_the_webhook_names_the_docs_use_are_the_charts():
     """The webhook page named pods.podgang.io; the chart's are mutate-pods.podgang.io … ."""
     chart = (ROOT / "charts" / "podgang" / "templates" / "webhook-configurations.yaml").read_text()
