@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,18 @@ def test_the_docs_make_no_reference_a_user_cannot_follow():
     for page in [*_user_pages(), ROOT / "examples" / "README.md"]:
         found = re.findall(r"\b[Ss]eeds? 0\d\d\b|§", page.read_text())
         assert not found, (page, found)
+
+
+def test_the_cli_install_page_installs_what_the_package_declares():
+    """Nothing said how to install the CLI and the kubectl plugin outside the development venv."""
+    page = (ROOT / "docs" / "install-cli.md").read_text()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for script in project["scripts"]:
+        assert f"`{script}`" in page, script
+    assert f"dist/podgang-{project['version']}-py3-none-any.whl" in page
+    for command in cli.PLUGIN_COMMANDS:
+        assert f"kubectl podgang {command}" in page, command
+    assert "install-cli.md" in (ROOT / "mkdocs.yml").read_text()
 
 
 def test_the_webhook_names_the_docs_use_are_the_charts():
