@@ -192,7 +192,7 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _object_metas(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+def object_metas(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     """Every ObjectMeta in ``obj`` and its path: the object's own, and those of the
     templates inside it (``spec.template``, ``jobTemplate``, ``leaderTemplate``,
     ``volumeClaimTemplates[i]``… of any kind, known to podgang or not)."""
@@ -216,7 +216,7 @@ def refusals(obj: dict[str, Any]) -> list[str]:
     """What the apiserver would refuse in ``obj``'s labels and annotations (and its templates'),
     and in the fields that count its pods (``spec.replicas: "3"``)."""
     problems = count_refusals(obj)
-    for path, meta in _object_metas(obj):
+    for path, meta in object_metas(obj):
         if not isinstance(meta, dict):
             continue
         for field in ("labels", "annotations"):

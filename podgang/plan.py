@@ -15,6 +15,8 @@ import copy
 import dataclasses
 import functools
 import itertools
+import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Collection, Mapping
 
@@ -26,7 +28,7 @@ from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, gang_spec, slim_fact
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
 from podgang.grouper.podgroups import Desired, desired_group, gang_options, owned_subgroups
-from podgang.manifests import Manifest, Source
+from podgang.manifests import Manifest, Source, object_metas
 from podgang.objects import POD, OwnerRef, Resource, as_dict, clip, metadata, quoted
 from podgang.settings import DEFAULT, Settings
 
@@ -320,7 +322,8 @@ def build_plan(
     made = _made_by_operators(manifests, default_namespace)
     objects = _Objects([*manifests, *made], default_namespace)
     for ignored, wins in objects.duplicates:
-        plan.warnings.append(Finding(codes.DEFINED_TWICE, ignored.source, _what(ignored.obj, _ns(ignored.obj, default_namespace)),
+        plan.warnings.append(Finding(codes.DEFINED_TWICE, ignored.source,
+                                     _what(ignored.obj, _ns(ignored.obj, default_namespace)),
                                      f"defined twice: {wins.source} wins (applied after it, it replaces this one)"))
     cache = Cache(settings)
     cache.pods_observed = False
@@ -446,13 +449,47 @@ def _kind_typo(obj: dict[str, Any]) -> str | None:
     return _typo_of(kind, known) if isinstance(kind, str) and known and kind not in known else None
 
 
+#: the label and annotation keys whose typos are said: podgang's and KAI's
+_KEY = re.compile(r"(podgang\.io|kai\.scheduler)/[A-Za-z0-9][-A-Za-z0-9_.]*")
+
+
+def _known_keys(settings: Settings) -> frozenset[str]:
+    """The keys podgang and KAI read: the settings' and every such constant of the rules' modules."""
+    modules = [kinds, rules, sys.modules[Cache.__module__],
+               *(sys.modules[type(b).__module__] for b in BACKENDS.values())]
+    spelled = [*(getattr(settings, f.name) for f in dataclasses.fields(settings)),
+               *(value for module in modules for value in vars(module).values())]
+    return frozenset(v for v in spelled if isinstance(v, str) and _KEY.fullmatch(v))
+
+
+def _key_typos(obj: dict[str, Any], known: frozenset[str]) -> list[str]:
+    """``podgang.io/min-members`` where ``podgang.io/min-member`` was meant, in the object's
+    labels and annotations and its templates'."""
+    out = []
+    for path, meta in object_metas(obj):
+        for field in ("labels", "annotations"):
+            entries = meta.get(field) if isinstance(meta, dict) else None
+            for key in entries if isinstance(entries, dict) else ():
+                if not isinstance(key, str) or key in known or not _KEY.fullmatch(key):
+                    continue
+                if meant := _typo_of(key, known):
+                    out.append(f"{path}.{field}: {quoted(key)} is no key podgang or KAI reads: did you mean "
+                               f"{quoted(meant)}?")
+    return out
+
+
 def _did_you_mean(plan: Plan, objects: _Objects, settings: Settings) -> None:
     """A warning for a schedulerName one typo away from a mapped one (``kai-schedular``),
-    whose pods would otherwise be left alone without a word."""
+    whose pods would otherwise be left alone without a word, and for such a key of podgang's
+    or KAI's (``podgang.io/min-members``)."""
+    known = _known_keys(settings)
     for m, obj, ns in objects.items:
+        plan.warnings.extend(Finding(codes.KEY_TYPO, m.source, _what(obj, ns), typo) for typo in _key_typos(obj, known))
         kind = obj.get("kind")
-        templates = [obj] if kind == POD.kind and kinds.api_group(obj) == POD.group else [t for _, t in kinds.any_pod_templates(obj)]
-        names = dict.fromkeys(name for t in templates if isinstance(name := as_dict(t.get("spec")).get("schedulerName"), str))
+        is_pod = kind == POD.kind and kinds.api_group(obj) == POD.group
+        templates = [obj] if is_pod else [t for _, t in kinds.any_pod_templates(obj)]
+        names = dict.fromkeys(name for t in templates
+                              if isinstance(name := as_dict(t.get("spec")).get("schedulerName"), str))
         for name in names:
             if name not in settings.scheduler_names and (meant := _typo_of(name, settings.scheduler_names)):
                 plan.warnings.append(Finding(codes.SCHEDULER_TYPO, m.source, _what(obj, ns), (
@@ -494,8 +531,8 @@ def _not_checked(known: Known, fact_resources: Mapping[str, Resource], listed: C
             unread.setdefault(known.unread[label], []).append(label)
     if len(unread) == 1 and len(next(iter(unread.values()))) == len(fact_resources):
         why, labels = next(iter(unread.items()))
-        out.append(Finding(codes.CLUSTER_UNREAD, None, known.cluster, f"the cluster could not be read ({why}): {', '.join(labels)} are "
-                                                f"not checked"))
+        out.append(Finding(codes.CLUSTER_UNREAD, None, known.cluster,
+                           f"the cluster could not be read ({why}): {', '.join(labels)} are not checked"))
     else:
         out += [Finding(codes.CLUSTER_UNREAD, None, label, f"not read from {known.cluster} ({why})")
                 for why, labels in unread.items() for label in labels]
@@ -503,7 +540,8 @@ def _not_checked(known: Known, fact_resources: Mapping[str, Resource], listed: C
     if unknown:
         source = "and no --kubeconfig" if not known.cluster else f"nor read from {known.cluster}"
         checks = "; ".join(CHECKS[fact_resources[label].kind] for label in unknown)
-        out.append(Finding(codes.FACTS_NOT_GIVEN, None, ", ".join(unknown), f"none in the input {source}: {checks} — not checked"))
+        out.append(Finding(codes.FACTS_NOT_GIVEN, None, ", ".join(unknown),
+                           f"none in the input {source}: {checks} — not checked"))
     for label, resource in fact_resources.items():
         kind = resource.kind
         if label in partial and kind in feasibility.ABSENT.values():
@@ -567,8 +605,8 @@ def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects
             plan.denials.append(Finding(codes.GPU_CONFLICT, source, member.what, gpu))
             return
         member.no_group = replaced
-        plan.warnings.append(Finding(codes.OWNER_REPLACED, source, member.what, f"{replaced}: the webhook admits the pod without a "
-                                     f"group and the garbage collector deletes it"))
+        plan.warnings.append(Finding(codes.OWNER_REPLACED, source, member.what, f"{replaced}: the webhook admits "
+                                     f"the pod without a group and the garbage collector deletes it"))
         return
     suffix = rules.generated_suffix(f"{source}")  # stands in for the webhook's random one: one per pod
     gang = _admitted_gang(obj, chain, settings, suffix)
@@ -754,8 +792,8 @@ def _under_missing_owner(plan: Plan, member: Member, parent: OwnerRef, replaced:
     owner_text = clip(f"{parent.kind.lower()}/{parent.name}")
     if replaced:
         member.no_group = replaced
-        plan.warnings.append(Finding(codes.OWNER_REPLACED, member.source, member.what, f"{replaced}: the webhook admits its pods "
-                                     f"without a group and the garbage collector deletes it"))
+        plan.warnings.append(Finding(codes.OWNER_REPLACED, member.source, member.what, f"{replaced}: the webhook "
+                                     f"admits its pods without a group and the garbage collector deletes it"))
         return
     entry = kinds.workload_kind(parent)
     if not parent.uid:
@@ -790,7 +828,8 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         plan.groups[(ns, name)] = PlannedGroup(
             ns, name, rules.MinMember(written or 1, "as written: no pod or workload in these manifests uses it"),
             "hand-made", defined_at=at, defined_obj=as_written, cluster_min_member=written, backend=backend)
-        plan.notes.append(Finding(codes.PODGROUP_UNUSED, at, f"podgroup {ns}/{name}", "no pod or workload in these manifests uses it"))
+        plan.notes.append(Finding(codes.PODGROUP_UNUSED, at, f"podgroup {ns}/{name}",
+                                  "no pod or workload in these manifests uses it"))
         return
     mm = desired.min_member
     top = desired.owner
@@ -825,21 +864,21 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         group.owner_text = f"{desired.owner.kind.lower()}/{desired.owner.name}"
     plan.groups[(ns, group.name)] = group
     missing = backend.missing_group(name, ns, cache.podgroups.holder(backend, key))
+    where, what = at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}"
     if desired.source == rules.HAND_MADE and actual is None:
-        plan.warnings.append(Finding(codes.PODGROUP_MISSING, named_by_pods.get(key) or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
+        plan.warnings.append(Finding(codes.PODGROUP_MISSING, named_by_pods.get(key) or where, what,
                                      rules.missing_group_warning(name, ns, missing)))
     for problem in desired.problems:
         if actual is None and problem.startswith(missing):
             continue  # said once, as the webhook says it
-        plan.warnings.append(Finding(codes.GANG_PROBLEM, at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+        plan.warnings.append(Finding(codes.GANG_PROBLEM, where, what, problem))
     for problem in group.options.get("problems") or ():
-        plan.warnings.append(Finding(codes.SETTING_PROBLEM, at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+        plan.warnings.append(Finding(codes.SETTING_PROBLEM, where, what, problem))
     for verdict in desired.verdicts:
         if verdict.kind in unconcluded and absent is not None:
             absent.setdefault((feasibility.ABSENT[verdict.kind], verdict.missing), []).append(f"{ns}/{shown(name)}")
             continue
-        plan.warnings.append(Finding(codes.never_placed(verdict.kind), at or objects.source_of(desired.workloads),
-                                     f"podgroup {ns}/{name}", verdict.message))
+        plan.warnings.append(Finding(codes.never_placed(verdict.kind), where, what, verdict.message))
 
 
 _OPTION_FIELDS = {"queue": "queue", "priority_class": "priorityClassName"}
@@ -867,8 +906,8 @@ def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:
     resize = backend.resize(backend.build_podgroup(GangSpec(group.name, group.namespace, size)), size + 1)
     what = f"{backend.name} PodGroups"
     if resize.action != PATCH and not any(n.what == what for n in plan.notes):
-        plan.notes.append(Finding(codes.FIXED_SIZE, None, what, f"a live group keeps its size after a scale (say {group.namespace}/"
-                                              f"{group.name} {size} → {size + 1}): {resize.why}"))
+        plan.notes.append(Finding(codes.FIXED_SIZE, None, what, f"a live group keeps its size after a scale "
+                                  f"(say {group.namespace}/{group.name} {size} → {size + 1}): {resize.why}"))
 
 
 def native_version_in(manifests: list[Manifest]) -> tuple[str, str] | None:

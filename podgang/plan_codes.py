@@ -28,6 +28,8 @@ NATIVE_VERSION = _code("native-version", "warnings",
                        "a native gang object written for another API version than the one planned for")
 KIND_TYPO = _code("kind-typo", "warnings",
                   "a kind one typo away from a kind podgang knows in the same API group: skipped")
+KEY_TYPO = _code("key-typo", "warnings",
+                 "a label or annotation key one typo away from one podgang or KAI reads: it does nothing")
 SCHEDULER_TYPO = _code("scheduler-name-typo", "warnings",
                        "a schedulerName one typo away from a mapped scheduler's: its pods get no gang")
 OWNER_REPLACED = _code("owner-replaced", "warnings", "an owner reference names an object of another UID: the pod is "

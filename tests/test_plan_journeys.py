@@ -318,3 +318,15 @@ def test_every_finding_in_json_has_a_stable_documented_code(tmp_path):
 def test_every_code_has_a_meaning():
     constants = {v for k, v in vars(plan_codes).items() if k.isupper() and isinstance(v, str)}
     assert constants - {plan_codes.NEVER_PLACED} <= set(plan_codes.MEANINGS)
+
+
+def test_a_key_close_to_one_podgang_or_kai_reads_gets_a_did_you_mean(tmp_path):
+    text = deployment("web").replace("metadata: {name: web, labels: {}}",
+                                     'metadata: {name: web, labels: {}, annotations: {podgang.io/min-members: "3"}}')
+    text = text.replace("metadata: {labels: {app: web}}", "metadata: {labels: {app: web, kai.scheduler/queu: team}}")
+    data = json.loads(plan(write(tmp_path, "app.yaml", text), "-o", "json").stdout)
+    assert [(w["code"], w["message"]) for w in data["warnings"]] == [
+        ("key-typo", 'metadata.annotations: "podgang.io/min-members" is no key podgang or KAI reads: did you mean '
+                     '"podgang.io/min-member"?'),
+        ("key-typo", 'spec.template.metadata.labels: "kai.scheduler/queu" is no key podgang or KAI reads: did you '
+                     'mean "kai.scheduler/queue"?')]
