@@ -139,7 +139,7 @@ async def _cluster_facts(kubeconfig: str, settings: Settings) -> Known:
                 unread[resource.label] = str(exc)
                 continue
             if (page.get("metadata") or {}).get("continue"):
-                unread[resource.label] = f"more than {FACTS_PAGE}"
+                unread[resource.label] = f"more than {FACTS_PAGE} of them"
                 continue
             found[resource.label] = [i for i in page.get("items") or [] if isinstance(i, dict)]
     finally:

@@ -3,13 +3,16 @@ Each test is one of the journeys where the plan guessed silently or spoke unclea
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from podgang import plan_codes
+from podgang import cli, plan_codes
+from tests.kube_emulator import ResourceType
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -330,3 +333,26 @@ def test_a_key_close_to_one_podgang_or_kai_reads_gets_a_did_you_mean(tmp_path):
                      '"podgang.io/min-member"?'),
         ("key-typo", 'spec.template.metadata.labels: "kai.scheduler/queu" is no key podgang or KAI reads: did you '
                      'mean "kai.scheduler/queue"?')]
+
+
+# --------------------------------------------------------------------- a cluster read in part
+
+
+async def test_a_list_the_cluster_does_not_give_is_not_checked_and_the_rest_is(emu, tmp_path):
+    """The cluster's nodes judge the bare pod; its Queues, refused, are said not checked — not
+    taken as 'no queue exists'."""
+    emu.register(ResourceType("", "v1", "nodes", "Node", namespaced=False))
+    emu.register(ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False))
+    emu.put({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-0"},
+             "status": {"allocatable": {"nvidia.com/gpu": "8", "cpu": "64", "pods": "110"}}})
+    emu.fail("GET", r"/queues", 403, times=None)
+    kubeconfig = emu.write_kubeconfig(tmp_path / "kubeconfig")
+    parser, run = cli.command_parser("plan")
+    out, err = io.StringIO(), io.StringIO()
+    args = parser.parse_args([write(tmp_path, "pod.yaml", gpu_pod("16")), "--kubeconfig", kubeconfig, "-o", "json"])
+    assert await asyncio.to_thread(run, args, out, err) == 0, err.getvalue()
+    data = json.loads(out.getvalue())
+    assert [w["code"] for w in data["warnings"]] == ["never-placed/pod-too-large"]
+    (unread,) = data["notChecked"]
+    assert (unread["code"], unread["object"]) == ("cluster-unread", "queues.scheduling.run.ai")
+    assert unread["message"].startswith(f"not read from --kubeconfig {kubeconfig} (HTTP 403 Forbidden"), unread
