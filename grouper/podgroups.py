@@ -212,7 +212,11 @@ def minimum_pods(desired: Desired, settings: Settings) -> tuple[tuple[int, Any],
     """The pods the gang needs at least, as (how many, pod template), from its workloads:
     its own workload's roles, or each workload of a shared group at its own minimum. None
     when that cannot be told from templates: standalone pods share the group (the cache
-    keeps no pod's requests), the size is pinned across parts, or no workload is known."""
+    keeps no pod's requests), the size is pinned across parts, or no workload is known. A
+    pod users create directly is its own gang of one, and the cache keeps its requests."""
+    if desired.source == OWNER_LESS:
+        pods = _live(list(desired.members))
+        return ((1, pods[0]),) if len(pods) == 1 else None
     if desired.min_member is None or not desired.workloads:
         return None
     if desired.source == OWNED:

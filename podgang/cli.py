@@ -29,9 +29,20 @@ SUBCOMMANDS: dict[str, tuple[ModuleType, str]] = {
 PLUGIN_COMMANDS = ("status", "plan")
 
 
+class Parser(argparse.ArgumentParser):
+    """A usage error is the error and where to read more, not the whole usage again."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\nRun '{self.prog} --help' for usage.\n")
+
+
+def _has_subcommands(parser: argparse.ArgumentParser) -> bool:
+    return any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+
+
 def build_parser(prog: str = "podgang", names=tuple(SUBCOMMANDS)) -> argparse.ArgumentParser:
     """The top-level parser: lists the sub-commands."""
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=prog,
         description="Gang scheduling for Kubernetes: every pod in the right gang, every gang the right size.",
         epilog=f"Run '{prog} COMMAND --help' for a command's flags.",
@@ -47,7 +58,7 @@ def build_parser(prog: str = "podgang", names=tuple(SUBCOMMANDS)) -> argparse.Ar
 def command_parser(name: str, prog: str = "podgang"):
     """The parser of one sub-command and the function that runs it."""
     module, help_text = SUBCOMMANDS[name]
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog=f"{prog} {name}",
         description=(module.__doc__ or help_text).strip(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -62,7 +73,9 @@ def main(argv: list[str] | None = None, prog: str = "podgang", names=tuple(SUBCO
         build_parser(prog, names).parse_args(argv)  # prints help, the version, or a usage error
         return 2
     parser, run = command_parser(argv[0], prog)
-    args = parser.parse_args(argv[1:])
+    # flags and files in any order (`plan a.yaml -o json b.yaml`), as kubectl takes them
+    parse = parser.parse_args if _has_subcommands(parser) else parser.parse_intermixed_args
+    args = parse(argv[1:])
     try:
         return int(run(args) or 0)
     except KeyboardInterrupt:

@@ -42,6 +42,8 @@ CLUSTER_TOO_SMALL = "cluster-too-small"
 #: every verdict, in the order they are judged (the metric's ``verdict`` label values)
 VERDICTS = (QUEUE_MISSING, QUEUE_NOT_LEAF, PRIORITY_CLASS_MISSING, OVER_QUOTA, OVER_LIMIT, POD_TOO_LARGE,
             CLUSTER_TOO_SMALL)
+#: the verdicts that an object does not exist, by the kind of that object
+ABSENT = {QUEUE_MISSING: "Queue", PRIORITY_CLASS_MISSING: "PriorityClass"}
 #: the state ``podgang status`` shows for a gang with a verdict
 NEVER = "NEVER"
 ADD_NODES = "add nodes where its pods may go, or lower the gang's minimum or its pods' requests"
@@ -58,6 +60,8 @@ class Verdict:
     what: str
     fix: str
     scheduler_says: str = ""
+    #: the object whose absence the verdict is (the queue or PriorityClass named), if it is one
+    missing: str = ""
 
     @property
     def message(self) -> str:
@@ -119,7 +123,7 @@ def _queue_verdict(backend: Backend, options: Mapping[str, Any], queue: Any, fac
     if queue not in known:
         return Verdict(QUEUE_MISSING, f"{title} queue {quoted(queue)}{_where(options, 'queue')} does not exist",
                        f"create a Queue named {quoted(queue)}, or name an existing leaf queue",
-                       f"{title}: QueueDoesNotExist")
+                       f"{title}: QueueDoesNotExist", missing=queue)
     if not known[queue]:
         return Verdict(QUEUE_NOT_LEAF, f"{title} queue {quoted(queue)}{_where(options, 'queue')} is not a leaf "
                        f"queue, and {title} places only gangs of leaf queues", "name one of its child queues")
@@ -134,7 +138,8 @@ def _priority_verdicts(parts: Sequence[tuple[int, Any]], facts: ClusterFacts) ->
                       if isinstance(name := spec(pod).get("priorityClassName"), str) and name and name not in known})
     return [Verdict(PRIORITY_CLASS_MISSING, f"PriorityClass {quoted(name)} named by its pods does not exist",
                     f"create PriorityClass {quoted(name)}, or name an existing one",
-                    f"the apiserver refuses its pods: no PriorityClass with name {quoted(name)} was found")
+                    f"the apiserver refuses its pods: no PriorityClass with name {quoted(name)} was found",
+                    missing=name)
             for name in missing]
 
 
@@ -252,14 +257,18 @@ def _node_verdicts(backend: Backend, parts: Sequence[tuple[int, Any]], facts: Cl
     if facts.nodes is None:
         return []
     found: list[Verdict] = []
-    by_placement: dict[Placement, list[tuple[int, dict[str, Decimal]]]] = {}
+    # the pods of each placement by what each requests: roles alike (a PyTorchJob's master and
+    # workers) are counted together, so a message counts the whole gang, not one role of it
+    by_placement: dict[Placement, dict[tuple[tuple[str, Decimal], ...], int]] = {}
     for count, pod in parts:
         requests = backend.node_requests(pod)
         if count <= 0 or not requests:
             continue
-        where = placement(pod, backend.node_pool(pod))
-        by_placement.setdefault(where, []).append((int(count), requests))
-    for where, shapes in by_placement.items():
+        shapes_here = by_placement.setdefault(placement(pod, backend.node_pool(pod)), {})
+        shape = tuple(sorted(requests.items()))
+        shapes_here[shape] = shapes_here.get(shape, 0) + int(count)
+    for where, alike in by_placement.items():
+        shapes = [(count, dict(shape)) for shape, count in alike.items()]
         room = _room(facts, where)
         if not room.nodes:
             found.append(Verdict(

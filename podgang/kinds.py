@@ -136,6 +136,8 @@ class WorkloadKind:
     #: a JobSet's replicated jobs): the field ``--scale KIND/NAME:PART=N`` sets for each part
     #: of an object, by part name (lower-cased), and the part a plain ``KIND/NAME=N`` scales
     scale_parts: Callable[[Any], dict[str, tuple[str | int, ...]]] | None = None
+    #: the fields :attr:`scale_parts` gives, in words for the docs (``spec.replicatedJobs[<i>].replicas``)
+    scale_parts_doc: str = ""
     default_scale_part: Callable[[Any], str | None] = lambda obj: None
     #: why its controller replaces pods on purpose right now, or None (:mod:`podgang.rollouts`),
     #: given the workload and what is known of its pods
@@ -632,6 +634,7 @@ def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...],
         _slim_kubeflow(field), aliases=aliases, status_fields=("replicaStatuses",), roles=roles,
         scale_parts=lambda obj: {str(rtype).lower(): ("spec", field, str(rtype), "replicas")
                                  for rtype in as_dict(spec(obj).get(field))},
+        scale_parts_doc=f"spec.{field}.<replica type>.replicas",
         default_scale_part=lambda obj: SCALING_ROLE,
         role_labels=(KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_JOB_ROLE_LABEL), suspended=_run_policy_suspended, doc=doc,
         segmented_role=segmented_role, segment_index_label=KUBEFLOW_REPLICA_INDEX_LABEL if segmented_role else None,
@@ -862,10 +865,18 @@ def _ray_own_gang(obj: Any) -> tuple[str, str] | None:
                   f"names it on the cluster's pods")
 
 
+#: where the cluster spec of a Ray kind is
+_RAY_CLUSTER_SPEC_AT: dict[str, tuple[str, ...]] = {"RayJob": ("spec", "rayClusterSpec"),
+                                                    "RayService": ("spec", "rayClusterConfig")}
+
+
+def _ray_scale_doc(kind: str) -> str:
+    return ".".join(_RAY_CLUSTER_SPEC_AT.get(kind, ("spec",))) + ".workerGroupSpecs[<i>].replicas"
+
+
 def _ray_scale_parts(obj: Any) -> dict[str, tuple[str | int, ...]]:
     """Each worker group's ``replicas`` (its head is one pod), wherever the cluster spec is."""
-    where: tuple[str, ...] = {"RayJob": ("spec", "rayClusterSpec"), "RayService": ("spec", "rayClusterConfig")}.get(
-        str(as_dict(obj).get("kind")), ("spec",))
+    where = _RAY_CLUSTER_SPEC_AT.get(str(as_dict(obj).get("kind")), ("spec",))
     return {str(as_dict(g).get("groupName") or f"worker-group-{i}").lower(): (*where, "workerGroupSpecs", i, "replicas")
             for i, g in enumerate(as_list(_ray_cluster_spec(obj).get("workerGroupSpecs")))}
 
@@ -1105,6 +1116,7 @@ JOB_SET = WorkloadKind(
     _jobset_size, _jobset_templates, _slim_jobset, aliases=("jobset", "jobsets"),
     scale_parts=lambda obj: {str(as_dict(r).get("name", "")).lower(): ("spec", "replicatedJobs", i, "replicas")
                              for i, r in enumerate(as_list(spec(obj).get("replicatedJobs")))},
+    scale_parts_doc="spec.replicatedJobs[<i>].replicas",
     default_scale_part=lambda obj: _only_part(JOB_SET, obj),
     status_fields=(*_RUN_STATUS, "replicatedJobsStatus"), own_gang=_trainer_own_gang,
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,), role_replica_label=JOBSET_JOB_INDEX_LABEL,
@@ -1151,6 +1163,7 @@ RAY_SIZE_RULE = ("head 1 + Σ worker groups `minReplicas` (or `replicas` when `m
 RAY_CLUSTER = WorkloadKind(
     Resource("ray.io", "v1", "rayclusters", "RayCluster", optional=True), _ray_size, _ray_templates,
     _slim_ray(None), aliases=("raycluster", "rayclusters"), scale_parts=_ray_scale_parts,
+    scale_parts_doc=_ray_scale_doc("RayCluster"),
     default_scale_part=lambda obj: _only_part(RAY_CLUSTER, obj), roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,),
     own_gang=_ray_own_gang, role_replica_label=RAY_REPLICA_INDEX_LABEL, placed_roles=True, operator_gangs=True,
     doc=KindDoc(RAY_SIZE_RULE, roles="`headgroup` + one per worker group (`groupName`, pods by label `ray.io/group`)"),
@@ -1160,6 +1173,7 @@ RAY_CLUSTER = WorkloadKind(
 RAY_JOB = WorkloadKind(
     Resource("ray.io", "v1", "rayjobs", "RayJob", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterSpec"), aliases=("rayjob", "rayjobs"), scale_parts=_ray_scale_parts,
+    scale_parts_doc=_ray_scale_doc("RayJob"),
     default_scale_part=lambda obj: _only_part(RAY_JOB, obj), layout=ONE_PER_RUN, runs=("RayCluster", "Job"),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL,
     status_fields=("jobDeploymentStatus",), finished=lambda obj: _ray_job_finished(obj), placed_roles=True,
@@ -1171,6 +1185,7 @@ RAY_JOB = WorkloadKind(
 RAY_SERVICE = WorkloadKind(
     Resource("ray.io", "v1", "rayservices", "RayService", optional=True), _ray_size, _ray_templates,
     _slim_ray("rayClusterConfig"), aliases=("rayservice", "rayservices"), scale_parts=_ray_scale_parts,
+    scale_parts_doc=_ray_scale_doc("RayService"),
     default_scale_part=lambda obj: _only_part(RAY_SERVICE, obj), layout=ONE_PER_RUN, runs=("RayCluster",),
     roles=_ray_roles, role_labels=(RAY_GROUP_LABEL,), role_replica_label=RAY_REPLICA_INDEX_LABEL, placed_roles=True,
     operator_gangs=True,
@@ -1255,6 +1270,60 @@ def workload_kind(obj_or_kind: Any) -> WorkloadKind | None:
     if entry is None or not isinstance(api_version, str):
         return entry
     return entry if api_version.rpartition("/")[0] == entry.resource.group else None
+
+
+#: the API groups whose kinds the apiserver validates itself: a count below 0 or beyond int32 is refused
+#: (a custom resource's schema says only that it is an integer)
+BUILT_IN_GROUPS = frozenset({"", "apps", "batch"})
+INT32_MAX = 2**31 - 1
+
+
+def path_text(path: tuple[str | int, ...]) -> str:
+    """``workerGroupSpecs[0].replicas`` of ``("workerGroupSpecs", 0, "replicas")``."""
+    return "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path).lstrip(".")
+
+
+def count_fields(obj: Any) -> list[tuple[str | int, ...]]:
+    """The fields of ``obj`` that count its pods or replicas, the ones ``--scale`` sets (a
+    Deployment's ``spec.replicas``, each role's ``replicas`` of a PyTorchJob)."""
+    entry = workload_kind(obj)
+    if entry is None or not entry.scales:
+        return []
+    if entry.scale_parts is not None:
+        return list(entry.scale_parts(obj).values())
+    assert entry.scale_path is not None
+    return [entry.scale_path]
+
+
+def _at(obj: Any, path: tuple[str | int, ...]) -> Any:
+    node = obj
+    for step in path:
+        if isinstance(step, int):
+            node = node[step] if isinstance(node, list) and 0 <= step < len(node) else None
+        else:
+            node = node.get(step) if isinstance(node, dict) else None
+    return node
+
+
+def count_refusals(obj: Any) -> list[str]:
+    """What the apiserver refuses in ``obj``'s counts (:func:`count_fields`): a value that is not
+    an integer (``replicas: "3"``), and in a built-in kind one below 0 or beyond int32 — rather
+    than planned as a count it is not."""
+    problems = []
+    for path in count_fields(obj):
+        value, where = _at(obj, path), path_text(path)
+        if value is None:
+            continue  # not set: the default
+        if isinstance(value, str):
+            unquoted = f" (write it unquoted: {value})" if re.fullmatch(r"-?[0-9]{1,12}", value) else ""
+            problems.append(f'{where} must be an integer, not the string "{value[:40]}"{unquoted}')
+        elif isinstance(value, bool) or not isinstance(value, int):
+            problems.append(f"{where} must be an integer, not {str(value)[:40]}")
+        elif api_group(obj) in BUILT_IN_GROUPS and value < 0:
+            problems.append(f"{where} {value} must be 0 or more")
+        elif api_group(obj) in BUILT_IN_GROUPS and value > INT32_MAX:
+            problems.append(f"{where} {value} must be at most {INT32_MAX}")
+    return problems
 
 
 def api_group(obj: Any) -> str:

@@ -2,7 +2,8 @@
 
 Every object remembers where it came from (file and document number), so that a
 problem is reported where the user can find it. Input the apiserver would refuse
-(a label or annotation value that is not a string) is refused here too: podgang's
+(a label or annotation value that is not a string, a replica count that is not an
+integer) is refused here too: podgang's
 rules read only string values, so such an entry would otherwise vanish silently
 and the plan would describe a cluster that can never exist.
 """
@@ -20,7 +21,7 @@ from typing import Any, Iterator
 import yaml
 
 from podgang.backends import BACKENDS
-from podgang.kinds import WORKLOADS
+from podgang.kinds import WORKLOADS, count_refusals
 from podgang.objects import POD
 
 #: ``<Kind>List`` kinds the API serves for kinds podgang reads: their items are objects
@@ -191,7 +192,7 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _object_metas(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+def object_metas(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     """Every ObjectMeta in ``obj`` and its path: the object's own, and those of the
     templates inside it (``spec.template``, ``jobTemplate``, ``leaderTemplate``,
     ``volumeClaimTemplates[i]``… of any kind, known to podgang or not)."""
@@ -212,9 +213,10 @@ def _object_metas(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
 
 
 def refusals(obj: dict[str, Any]) -> list[str]:
-    """What the apiserver would refuse in ``obj``'s labels and annotations (and its templates')."""
-    problems = []
-    for path, meta in _object_metas(obj):
+    """What the apiserver would refuse in ``obj``'s labels and annotations (and its templates'),
+    and in the fields that count its pods (``spec.replicas: "3"``)."""
+    problems = count_refusals(obj)
+    for path, meta in object_metas(obj):
         if not isinstance(meta, dict):
             continue
         for field in ("labels", "annotations"):

@@ -70,7 +70,8 @@ def add_flag(
         except (ValueError, argparse.ArgumentTypeError) as exc:
             raise SystemExit(f"podgang: environment variable {env}={raw!r} is invalid: {exc}")
     shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else default
-    text = f"{help} [env {env}; default: {shown}]" if help else f"[env {env}; default: {shown}]"
+    suffix = f"[env {env}; default: {shown}]" if shown not in (None, "") else f"[env {env}]"
+    text = f"{help} {suffix}" if help else suffix
     if switch:
         parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=bool(default), help=text, **kwargs)
     elif repeat:

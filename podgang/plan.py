@@ -13,19 +13,23 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
+import re
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import jsonpatch
 
-from podgang import kinds, rules
+from podgang import feasibility, kinds, rules
+from podgang import plan_codes as codes
 from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, gang_spec, slim_fact
 from podgang.grouper.model import Cache, key_of, split_key, template_backend
 from podgang.grouper.podgroups import Desired, desired_group, gang_options, kept_grace, owned_subgroups
-from podgang.manifests import Manifest, Source
-from podgang.objects import POD, OwnerRef, clip, metadata
+from podgang.manifests import Manifest, Source, object_metas
+from podgang.objects import POD, OwnerRef, Resource, as_dict, clip, metadata, quoted
 from podgang.settings import DEFAULT, Settings
 
 UNKNOWN_UID = "<uid>"
@@ -86,6 +90,7 @@ class PlannedGroup:
 
 @dataclass
 class Finding:
+    code: str  # what kind of finding, for scripts (podgang.plan_codes)
     source: Source | None
     what: str
     message: str
@@ -98,7 +103,33 @@ class Plan:
     denials: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
+    #: what the plan could not check, and why (no Queues given, a cluster that could not be read …)
+    not_checked: list[Finding] = field(default_factory=list)
     scaled: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Known:
+    """What the plan is told of the cluster besides the manifests."""
+
+    #: fact objects read from the cluster, by resource label: complete lists
+    facts: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: the fact resources the cluster was asked for and could not give: label -> why
+    unread: Mapping[str, str] = field(default_factory=dict)
+    #: where they were read (``--kubeconfig PATH``)
+    cluster: str = ""
+    #: fact resources (by plural: ``queues``) the user says the manifests hold all of
+    complete: Collection[str] = ()
+
+
+#: what the never-placed verdicts check with the facts of each kind
+CHECKS = {
+    "Queue": "gangs' queues (they exist, are leaves, hold the gangs within quota and limit)",
+    "PriorityClass": "the PriorityClasses pods name (they exist, whether a gang may be preempted)",
+    "Node": "whether gangs fit on the nodes they may use",
+}
+#: the most gangs named in one note
+GANGS_NAMED = 3
 
 
 
@@ -280,35 +311,42 @@ def build_plan(
     manifests: list[Manifest],
     settings: Settings = DEFAULT,
     default_namespace: str = "default",
-    facts: Mapping[str, list[dict[str, Any]] | None] | None = None,
+    known: Known = Known(),
 ) -> Plan:
-    """Decide, for every object in ``manifests``, what podgang would do. ``facts``: the
-    cluster's queues, PriorityClasses and nodes by resource label (``--kubeconfig``); the
-    manifests' own objects of those kinds are added to them. A kind neither gives is not
-    known, and no never-placed verdict is drawn from it."""
+    """Decide, for every object in ``manifests``, what podgang would do. ``known``: the
+    cluster's queues, PriorityClasses and nodes (``--kubeconfig``); the manifests' own
+    objects of those kinds are added to them. A kind neither gives is not known, and no
+    never-placed verdict is drawn from it; a kind only the manifests give is not complete
+    (unless ``known.complete`` says so): that an object of it does not exist is not concluded."""
     plan = Plan()
     made = _made_by_operators(manifests, default_namespace)
     objects = _Objects([*manifests, *made], default_namespace)
     for ignored, wins in objects.duplicates:
-        plan.warnings.append(Finding(ignored.source, _what(ignored.obj, _ns(ignored.obj, default_namespace)),
+        plan.warnings.append(Finding(codes.DEFINED_TWICE, ignored.source,
+                                     _what(ignored.obj, _ns(ignored.obj, default_namespace)),
                                      f"defined twice: {wins.source} wins (applied after it, it replaces this one)"))
     cache = Cache(settings)
     cache.pods_observed = False
     cache.watched_kinds = set()  # an owner missing from the manifests ends the walk: it is the top
     fact_resources = {r.label: r for b in settings.enabled_backends for r in b.fact_resources}
-    for label, listed in (facts or {}).items():
+    for label, listed in known.facts.items():
         if listed is not None and label in fact_resources:
             kind = fact_resources[label].kind
             cache.fact_stores[label].update({key_of("", str(metadata(f).get("name"))): slim_fact(f, kind)
                                              for f in listed})
             cache.known_facts.add(label)
     by_type = {(r.api_version, r.kind): r for r in fact_resources.values()}
+    given: dict[str, int] = {}  # fact objects the manifests hold, by label
     for _, obj, _ in objects.items:
         resource = by_type.get((obj.get("apiVersion"), obj.get("kind")))
         if resource is not None and metadata(obj).get("name"):
             cache.fact_stores[resource.label][key_of("", str(metadata(obj)["name"]))] = slim_fact(obj, resource.kind)
             cache.known_facts.add(resource.label)
+            given[resource.label] = given.get(resource.label, 0) + 1
     cache.facts_version += 1
+    partial = {label: given[label] for label in given
+               if known.facts.get(label) is None and fact_resources[label].plural not in known.complete}
+    absent: dict[tuple[str, str], list[str]] = {}  # (kind, name) not in partial facts -> the gangs naming it
     defined: dict[str, Manifest] = {}  # group key -> its PodGroup as written
     named_by_pods: dict[str, Source] = {}  # hand-made group key -> first pod naming it
     random_names: set[str] = set()
@@ -328,10 +366,10 @@ def build_plan(
         kind = obj.get("kind")
         backend = next((b for b in settings.enabled_backends if b.is_podgroup(obj)), None)
         if backend is None and native_planned and (problem := native.version_problem(obj, native_planned)):
-            plan.warnings.append(Finding(m.source, _what(obj, ns), problem))
+            plan.warnings.append(Finding(codes.NATIVE_VERSION, m.source, _what(obj, ns), problem))
         elif backend is not None and metadata(obj).get("name"):
             for refused in backend.refusals(obj):  # what the apiserver would not create
-                plan.denials.append(Finding(m.source, _what(obj, ns), refused))
+                plan.denials.append(Finding(codes.REFUSED, m.source, _what(obj, ns), refused))
             holder = put(backend, obj)
             for key in cache.podgroups.keys_of(backend, cache.store_for(backend)[holder]):
                 defined[key] = m  # a 1.35 Workload defines a gang per pod group
@@ -340,6 +378,10 @@ def build_plan(
         elif kinds.workload_kind(obj) is not None and kind in cache.workloads and metadata(obj).get("name"):
             put(kind, obj)
             workloads.append((Member(m.source, _what(obj, ns), ns), obj, ns))
+        elif meant := _kind_typo(obj):  # the apiserver knows no such kind: nothing of it is planned
+            said = f"{obj.get('apiVersion')} has no kind {quoted(kind)} podgang knows: did you mean {quoted(meant)}?"
+            plan.members.append(Member(m.source, _what(obj, ns), ns, skipped=said))
+            plan.warnings.append(Finding(codes.KIND_TYPO, m.source, _what(obj, ns), said))
         elif (kinds.workload_kind(obj) is not None or kinds.template_of(obj) or _own_workload(obj)
               or kinds.any_pod_templates(obj)):
             _unfollowed_workload(plan, m.source, obj, ns, settings)
@@ -347,12 +389,171 @@ def build_plan(
     for member, obj, ns in workloads:
         _workload_member(plan, member, obj, ns, objects, cache, settings)
 
+    unconcluded = {kind for kind, fact in feasibility.ABSENT.items()
+                   if any(fact_resources[label].kind == fact for label in partial)}
     for key in sorted(cache.all_group_keys()):
-        _planned_group(plan, desired_group(cache, key), cache, settings, objects, defined, named_by_pods, random_names)
+        _planned_group(plan, desired_group(cache, key), cache, settings, objects, defined, named_by_pods, random_names,
+                       unconcluded, absent)
+    _say_absent(plan, absent, [fact_resources[label] for label in partial])
+    if plan.groups:
+        plan.not_checked = _not_checked(known, fact_resources, cache.known_facts, partial)
     order = {m.source: i for i, m in enumerate(manifests)}
     plan.members.sort(key=lambda member: order.get(member.source, 0))  # as the manifests are written
+    _did_you_mean(plan, objects, settings)
     _show_uids(plan)
     return plan
+
+
+#: the most single-character edits (a letter wrong, missing, added, or two swapped) a typo is
+TYPO_EDITS = 2
+
+
+@functools.cache
+def _known_kinds() -> dict[str, frozenset[str]]:
+    """Every kind podgang knows, by API group: workloads, pods, PodGroups, the facts'."""
+    resources = [POD, *(w.resource for w in kinds.WORKLOADS.values()),
+                 *(b.podgroup for b in BACKENDS.values()), *(r for b in BACKENDS.values() for r in b.fact_resources)]
+    known: dict[str, set[str]] = {}
+    for group, kind in [*((r.group, r.kind) for r in resources), *kinds.TEMPLATE_KINDS]:
+        known.setdefault(group, set()).add(kind)
+    return {group: frozenset(names) for group, names in known.items()}
+
+
+def _edits(a: str, b: str) -> int:
+    """How many single-character edits turn ``a`` into ``b``, a swap of two neighbours one
+    (the optimal string alignment distance)."""
+    before: list[int] = []
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        previous, row = row, [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                row[j] = min(row[j], before[j - 2] + 1)
+        before = previous
+    return row[len(b)]
+
+
+def _typo_of(name: str, known: Collection[str]) -> str | None:
+    """The known name ``name`` is a typo of: at most :data:`TYPO_EDITS` edits away (one for
+    a name of five characters or fewer), the nearest; None when none is that near."""
+    most = min(TYPO_EDITS, max(1, (len(name) - 1) // 4))
+    near = sorted((_edits(name, k), k) for k in known if k != name)
+    return near[0][1] if near and near[0][0] <= most else None
+
+
+def _kind_typo(obj: dict[str, Any]) -> str | None:
+    """The kind podgang knows in ``obj``'s API group that its unknown kind is a typo of
+    (``Deployment`` for ``Deploymnet`` in ``apps/v1``), if any."""
+    kind, known = obj.get("kind"), _known_kinds().get(kinds.api_group(obj))
+    return _typo_of(kind, known) if isinstance(kind, str) and known and kind not in known else None
+
+
+#: the label and annotation keys whose typos are said: podgang's and KAI's
+_KEY = re.compile(r"(podgang\.io|kai\.scheduler)/[A-Za-z0-9][-A-Za-z0-9_.]*")
+
+
+def _known_keys(settings: Settings) -> frozenset[str]:
+    """The keys podgang and KAI read: the settings' and every such constant of the rules' modules."""
+    modules = [kinds, rules, sys.modules[Cache.__module__],
+               *(sys.modules[type(b).__module__] for b in BACKENDS.values())]
+    spelled = [*(getattr(settings, f.name) for f in dataclasses.fields(settings)),
+               *(value for module in modules for value in vars(module).values())]
+    return frozenset(v for v in spelled if isinstance(v, str) and _KEY.fullmatch(v))
+
+
+def _key_typos(obj: dict[str, Any], known: frozenset[str]) -> list[str]:
+    """``podgang.io/min-members`` where ``podgang.io/min-member`` was meant, in the object's
+    labels and annotations and its templates'."""
+    out = []
+    for path, meta in object_metas(obj):
+        for field in ("labels", "annotations"):
+            entries = meta.get(field) if isinstance(meta, dict) else None
+            for key in entries if isinstance(entries, dict) else ():
+                if not isinstance(key, str) or key in known or not _KEY.fullmatch(key):
+                    continue
+                if meant := _typo_of(key, known):
+                    out.append(f"{path}.{field}: {quoted(key)} is no key podgang or KAI reads: did you mean "
+                               f"{quoted(meant)}?")
+    return out
+
+
+def _did_you_mean(plan: Plan, objects: _Objects, settings: Settings) -> None:
+    """A warning for a schedulerName one typo away from a mapped one (``kai-schedular``),
+    whose pods would otherwise be left alone without a word, and for such a key of podgang's
+    or KAI's (``podgang.io/min-members``)."""
+    known = _known_keys(settings)
+    for m, obj, ns in objects.items:
+        plan.warnings.extend(Finding(codes.KEY_TYPO, m.source, _what(obj, ns), typo) for typo in _key_typos(obj, known))
+        kind = obj.get("kind")
+        is_pod = kind == POD.kind and kinds.api_group(obj) == POD.group
+        templates = [obj] if is_pod else [t for _, t in kinds.any_pod_templates(obj)]
+        names = dict.fromkeys(name for t in templates
+                              if isinstance(name := as_dict(t.get("spec")).get("schedulerName"), str))
+        for name in names:
+            if name not in settings.scheduler_names and (meant := _typo_of(name, settings.scheduler_names)):
+                plan.warnings.append(Finding(codes.SCHEDULER_TYPO, m.source, _what(obj, ns), (
+                    f"schedulerName {quoted(name)}: did you mean {quoted(meant)}? (podgang leaves pods of other "
+                    f"schedulers alone: this one gets no gang)")))
+
+
+def _plural(kind: str) -> str:
+    return f"{kind}es" if kind.endswith("s") else f"{kind}s"
+
+
+def _only(count: int, kind: str) -> str:
+    """``only the 2 Queues in the input are known``"""
+    return (f"only the {count} {_plural(kind)} in the input are known" if count != 1
+            else f"only the 1 {kind} in the input is known")
+
+
+def _say_absent(plan: Plan, absent: dict[tuple[str, str], list[str]], partial: list[Resource]) -> None:
+    """One note per queue or PriorityClass the gangs name that the manifests, which hold only
+    some of the cluster's, do not hold: whether it exists is not known."""
+    for (kind, name), gangs in sorted(absent.items()):
+        resource = next(r for r in partial if r.kind == kind)
+        named = ", ".join(gangs[:GANGS_NAMED]) + (f" and {len(gangs) - GANGS_NAMED} more"
+                                                   if len(gangs) > GANGS_NAMED else "")
+        noun = kind.lower() if kind == "Queue" else kind
+        plan.notes.append(Finding(codes.NOT_IN_INPUT, None, f"{noun} {quoted(name)}", (
+            f"not in the input, named by {len(gangs)} gang{'s' if len(gangs) != 1 else ''} ({named}): whether it "
+            f"exists is not checked (the input holds only some {_plural(kind)}: --kubeconfig to read the "
+            f"cluster's, or --complete {resource.plural} if it holds them all)")))
+
+
+def _not_checked(known: Known, fact_resources: Mapping[str, Resource], listed: Collection[str],
+                 partial: Mapping[str, int]) -> list[Finding]:
+    """What the never-placed verdicts could not check, each said once with why."""
+    out: list[Finding] = []
+    unread: dict[str, list[str]] = {}  # why -> the labels it kept out
+    for label in fact_resources:
+        if label in known.unread:
+            unread.setdefault(known.unread[label], []).append(label)
+    if len(unread) == 1 and len(next(iter(unread.values()))) == len(fact_resources):
+        why, labels = next(iter(unread.items()))
+        out.append(Finding(codes.CLUSTER_UNREAD, None, known.cluster,
+                           f"the cluster could not be read ({why}): {', '.join(labels)} are not checked"))
+    else:
+        out += [Finding(codes.CLUSTER_UNREAD, None, label, f"not read from {known.cluster} ({why})")
+                for why, labels in unread.items() for label in labels]
+    unknown = [label for label in fact_resources if label not in listed and label not in known.unread]
+    if unknown:
+        source = "and no --kubeconfig" if not known.cluster else f"nor read from {known.cluster}"
+        checks = "; ".join(CHECKS[fact_resources[label].kind] for label in unknown)
+        out.append(Finding(codes.FACTS_NOT_GIVEN, None, ", ".join(unknown),
+                           f"none in the input {source}: {checks} — not checked"))
+    for label, resource in fact_resources.items():
+        kind = resource.kind
+        if label in partial and kind in feasibility.ABSENT.values():
+            out.append(Finding(codes.FACTS_PARTIAL, None, label, (
+                f"{_only(partial[label], kind)}: one not among them is a note, "
+                f"not a verdict (--kubeconfig to read the cluster's, or --complete {resource.plural} if the input "
+                f"holds them all)")))
+        elif label in partial:
+            out.append(Finding(codes.FACTS_PARTIAL, None, label, (
+                f"{_only(partial[label], kind)}: {CHECKS[kind]} is judged on "
+                f"these alone (--kubeconfig to read the cluster's)")))
+    return out
 
 
 def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> list[Manifest]:
@@ -379,7 +580,7 @@ def _show_uids(plan: Plan) -> None:
     """Every text of the plan with the stand-in for an unassigned UID shown as ``<uid>``:
     the stand-in is the plan's own and never reaches its output."""
     for findings in (plan.denials, plan.warnings, plan.notes):
-        findings[:] = [Finding(f.source, shown(f.what), shown(f.message)) for f in findings]
+        findings[:] = [dataclasses.replace(f, what=shown(f.what), message=shown(f.message)) for f in findings]
     for member in plan.members:
         member.why = shown(member.why)
         member.no_group = shown(member.no_group) if member.no_group else member.no_group
@@ -401,19 +602,19 @@ def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects
     gpu = rules.gpu_problem(obj, settings)
     if replaced:
         if gpu:
-            plan.denials.append(Finding(source, member.what, gpu))
+            plan.denials.append(Finding(codes.GPU_CONFLICT, source, member.what, gpu))
             return
         member.no_group = replaced
-        plan.warnings.append(Finding(source, member.what, f"{replaced}: the webhook admits the pod without a "
-                                     f"group and the garbage collector deletes it"))
+        plan.warnings.append(Finding(codes.OWNER_REPLACED, source, member.what, f"{replaced}: the webhook admits "
+                                     f"the pod without a group and the garbage collector deletes it"))
         return
     suffix = rules.generated_suffix(f"{source}")  # stands in for the webhook's random one: one per pod
     gang = _admitted_gang(obj, chain, settings, suffix)
-    denied = [gang.message] if isinstance(gang, rules.Denial) else []
+    denied = [(codes.DENIED, gang.message)] if isinstance(gang, rules.Denial) else []
     if gpu:
-        denied.append(gpu)
+        denied.append((codes.GPU_CONFLICT, gpu))
     if denied:
-        plan.denials.extend(Finding(source, member.what, message) for message in denied)
+        plan.denials.extend(Finding(code, source, member.what, message) for code, message in denied)
         return
     assert isinstance(gang, rules.Gang)
     member.group, member.why = shown(gang.name), gang.reason
@@ -475,13 +676,13 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
     if entry is None:
         member.why = f"podgang does not know the kind {obj.get('kind')}: a gang of {mm.value}"
         if not mm.pinned:
-            plan.warnings.append(Finding(source, member.what, (
+            plan.warnings.append(Finding(codes.UNKNOWN_KIND, source, member.what, (
                 f"podgang does not follow the size of a {obj.get('kind')}: its pods form a gang of 1 — "
                 f"pin it with {settings.min_member_annotation}")))
     else:
         member.why = mm.reason
         if not entry.gang and pinned is not None:
-            plan.warnings.append(Finding(source, member.what, (
+            plan.warnings.append(Finding(codes.PIN_IGNORED, source, member.what, (
                 f"{settings.min_member_annotation}={pinned} is ignored: {mm.reason}")))
     plan.groups.setdefault((ns, shown(name)), PlannedGroup(ns, shown(name), mm, "owned", owner=OwnerRef.of(obj),
                                                            owner_text=rules.kind_name(obj), backend=backend,
@@ -510,7 +711,7 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     own = kinds.operator_gang(run) if run is not None else None
     if run is not None and own is not None:  # the Trainer's podGroupPolicy: its own PodGroup
         member.no_group = f"{own[1]}; podgang makes no second one"
-        plan.notes.append(Finding(member.source, member.what, member.no_group))
+        plan.notes.append(Finding(codes.OPERATOR_GANG, member.source, member.what, member.no_group))
         return
     if run is not None:  # made here from what the manifests hold (a TrainJob's runtime)
         named = rules.template_group(run, settings)
@@ -523,7 +724,7 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     own = kinds.operator_gang(obj)
     if own is not None:  # the operator's own gang integration: one gang per workload, the operator's
         member.no_group = f"{own[1]}; podgang makes no second one"  # a gang, not podgang's
-        plan.notes.append(Finding(member.source, member.what, member.no_group))
+        plan.notes.append(Finding(codes.OPERATOR_GANG, member.source, member.what, member.no_group))
         return
     if not templates and entry.runs:  # a TrainJob: the trainer makes a JobSet, which makes the pods
         runs = " or ".join(entry.runs)
@@ -532,16 +733,17 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     if not templates or all(problems):
         member.skipped = next((p for p in problems if p), "no pod template")
         return
-    for problem in (rules.partial_scope_problem(obj, ns, settings), rules.staged_problem(obj, settings)):
+    for code, problem in ((codes.PARTLY_IN_SCOPE, rules.partial_scope_problem(obj, ns, settings)),
+                          (codes.STAGED, rules.staged_problem(obj, settings))):
         if problem:
-            plan.warnings.append(Finding(member.source, member.what, problem))
+            plan.warnings.append(Finding(code, member.source, member.what, problem))
     for path, template in templates:
         gpu = rules.gpu_problem(template, settings)
         if gpu:
-            plan.denials.append(Finding(member.source, f"{member.what} {path}", gpu))
+            plan.denials.append(Finding(codes.GPU_CONFLICT, member.source, f"{member.what} {path}", gpu))
     named = rules.template_group(obj, settings)
     if isinstance(named, rules.Denial):
-        plan.denials.append(Finding(member.source, member.what, named.message))
+        plan.denials.append(Finding(codes.DENIED, member.source, member.what, named.message))
         member.why = "denied"
         return
     elsewhere = rules.roles_in_hand_made_group(obj, settings)
@@ -590,8 +792,8 @@ def _under_missing_owner(plan: Plan, member: Member, parent: OwnerRef, replaced:
     owner_text = clip(f"{parent.kind.lower()}/{parent.name}")
     if replaced:
         member.no_group = replaced
-        plan.warnings.append(Finding(member.source, member.what, f"{replaced}: the webhook admits its pods "
-                                     f"without a group and the garbage collector deletes it"))
+        plan.warnings.append(Finding(codes.OWNER_REPLACED, member.source, member.what, f"{replaced}: the webhook "
+                                     f"admits its pods without a group and the garbage collector deletes it"))
         return
     entry = kinds.workload_kind(parent)
     if not parent.uid:
@@ -610,8 +812,11 @@ _ORIGINS = {rules.OWNED: "owned", rules.OWNER_LESS: "owner-less", rules.HAND_MAD
 
 
 def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Settings, objects: _Objects,
-                   defined: dict[str, Manifest], named_by_pods: dict[str, Source], random_names: set[str]) -> None:
-    """One PodGroup of the plan, from the grouper's desired state."""
+                   defined: dict[str, Manifest], named_by_pods: dict[str, Source], random_names: set[str],
+                   unconcluded: Collection[str] = (), absent: dict[tuple[str, str], list[str]] | None = None) -> None:
+    """One PodGroup of the plan, from the grouper's desired state. A verdict of a kind in
+    ``unconcluded`` (a queue that does not exist, where the input holds only some queues)
+    goes into ``absent`` instead: the object it names may be in the cluster."""
     backend = desired.backend or settings.default_backend
     key = desired.key
     ns, name = split_key(key)
@@ -623,7 +828,8 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         plan.groups[(ns, name)] = PlannedGroup(
             ns, name, rules.MinMember(written or 1, "as written: no pod or workload in these manifests uses it"),
             "hand-made", defined_at=at, defined_obj=as_written, cluster_min_member=written, backend=backend)
-        plan.notes.append(Finding(at, f"podgroup {ns}/{name}", "no pod or workload in these manifests uses it"))
+        plan.notes.append(Finding(codes.PODGROUP_UNUSED, at, f"podgroup {ns}/{name}",
+                                  "no pod or workload in these manifests uses it"))
         return
     mm = desired.min_member
     top = desired.owner
@@ -651,7 +857,7 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         group.min_subgroup = root
         group.subgroups = tuple(dataclasses.replace(s, reason="as written") for s in tree)
     if desired.users_tree and not desired.users_tree.startswith("KAI"):
-        plan.notes.append(Finding(at, f"podgroup {ns}/{name}", desired.users_tree))
+        plan.notes.append(Finding(codes.USERS_TREE, at, f"podgroup {ns}/{name}", desired.users_tree))
     _note_fixed_size(plan, backend, group)
     if desired.source == rules.OWNER_LESS and desired.owner is not None:
         group.owner_text = f"pod/{desired.owner.name}"
@@ -659,20 +865,22 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         group.owner_text = f"{desired.owner.kind.lower()}/{desired.owner.name}"
     plan.groups[(ns, group.name)] = group
     missing = backend.missing_group(name, ns, cache.podgroups.holder(backend, key))
+    where, what = at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}"
     if desired.source == rules.HAND_MADE and actual is None:
-        plan.warnings.append(Finding(named_by_pods.get(key) or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
+        plan.warnings.append(Finding(codes.PODGROUP_MISSING, named_by_pods.get(key) or where, what,
                                      rules.missing_group_warning(name, ns, missing)))
     for problem in desired.problems:
         if actual is None and problem.startswith(missing):
             continue  # said once, as the webhook says it
-        plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
-    plan.notes.extend(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", advice)
-                      for advice in desired.advice)
+        plan.warnings.append(Finding(codes.GANG_PROBLEM, where, what, problem))
+    plan.notes.extend(Finding(codes.GANG_ADVICE, where, what, advice) for advice in desired.advice)
     for problem in group.options.get("problems") or ():
-        plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}", problem))
+        plan.warnings.append(Finding(codes.SETTING_PROBLEM, where, what, problem))
     for verdict in desired.verdicts:
-        plan.warnings.append(Finding(at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}",
-                                     verdict.message))
+        if verdict.kind in unconcluded and absent is not None:
+            absent.setdefault((feasibility.ABSENT[verdict.kind], verdict.missing), []).append(f"{ns}/{shown(name)}")
+            continue
+        plan.warnings.append(Finding(codes.never_placed(verdict.kind), where, what, verdict.message))
 
 
 _OPTION_FIELDS = {"queue": "queue", "priority_class": "priorityClassName"}
@@ -719,8 +927,8 @@ def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:
     resize = backend.resize(backend.build_podgroup(GangSpec(group.name, group.namespace, size)), size + 1)
     what = f"{backend.name} PodGroups"
     if resize.action != PATCH and not any(n.what == what for n in plan.notes):
-        plan.notes.append(Finding(None, what, f"a live group keeps its size after a scale (say {group.namespace}/"
-                                              f"{group.name} {size} → {size + 1}): {resize.why}"))
+        plan.notes.append(Finding(codes.FIXED_SIZE, None, what, f"a live group keeps its size after a scale "
+                                  f"(say {group.namespace}/{group.name} {size} → {size + 1}): {resize.why}"))
 
 
 def native_version_in(manifests: list[Manifest]) -> tuple[str, str] | None:
@@ -774,13 +982,8 @@ def apply_scale(manifests: list[Manifest], scales: dict[str, int]) -> tuple[list
             if isinstance(node, dict):
                 node[path[-1]] = count
             before = old if old is not None else 1
-            done.append(f"{entry.kind.lower()}/{name} {_path_text(path[1:])} {before} → {count}")
+            done.append(f"{entry.kind.lower()}/{name} {kinds.path_text(path[1:])} {before} → {count}")
     return out, done
-
-
-def _path_text(path: tuple[str | int, ...]) -> str:
-    """``workerGroupSpecs[0].replicas`` of ``("workerGroupSpecs", 0, "replicas")``."""
-    return "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path).lstrip(".")
 
 
 def plan_with_scale(
@@ -788,14 +991,14 @@ def plan_with_scale(
     scales: dict[str, int],
     settings: Settings = DEFAULT,
     default_namespace: str = "default",
-    facts: Mapping[str, list[dict[str, Any]] | None] | None = None,
+    known: Known = Known(),
 ) -> Plan:
     """The plan after ``scales``; each group remembers its minMember before them."""
     if not scales:
-        return build_plan(manifests, settings, default_namespace, facts)
-    before = build_plan(manifests, settings, default_namespace, facts)
+        return build_plan(manifests, settings, default_namespace, known)
+    before = build_plan(manifests, settings, default_namespace, known)
     scaled, changes = apply_scale(_as_followed(manifests, before, settings), scales)
-    after = build_plan(scaled, settings, default_namespace, facts)
+    after = build_plan(scaled, settings, default_namespace, known)
     after.scaled = changes
     for key, group in after.groups.items():
         old = before.groups.get(key)
@@ -842,6 +1045,17 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
             target[k] = copy.deepcopy(v)
 
 
+def min_text(group: PlannedGroup) -> str:
+    """A group's size as the plan shows it everywhere: ``minMember 3``, ``minMember 3 → 4``
+    after a scale, or a tree's ``minSubGroup 2 (≥ 9 pods)``."""
+    value = group.min_member.value
+    if group.min_subgroup is not None:  # a tree: its root counts parts, the pods follow from them
+        return f"minSubGroup {group.min_subgroup} (≥ {value} pods)"
+    if group.before is not None and group.before.value != value:
+        return f"minMember {group.before.value} → {value}"
+    return f"minMember {value}"
+
+
 def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[dict[str, Any]], list[str]]:
     """The PodGroups that would exist, as manifests to apply, and comments for the
     ones that cannot be written out here (a name that depends on a UID the cluster
@@ -854,7 +1068,7 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
         backend = group.backend or settings.default_backend
         if group.origin == "hand-made":
             if group.defined_obj is None:
-                comments.append(f"PodGroup {group.namespace}/{group.name} (minMember {group.min_member.value}) is "
+                comments.append(f"PodGroup {group.namespace}/{group.name} ({min_text(group)}) is "
                                 f"referenced but no manifest defines it: create it, or the pods stay Pending")
                 continue
             doc = copy.deepcopy(group.defined_obj)
@@ -879,7 +1093,7 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
         if not group.name_known:
             why = ("its name ends in a random suffix the webhook picks" if group.random_name
                    else "the grouper creates it once the cluster assigns the UID")
-            comments.append(f"PodGroup {group.namespace}/{group.name} (minMember {group.min_member.value}, "
+            comments.append(f"PodGroup {group.namespace}/{group.name} ({min_text(group)}, "
                             f"{group.owner_text}): {why}")
             continue
         # an owner-less pod's group has no owner (the webhook makes it before the pod has a UID)

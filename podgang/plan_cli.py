@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import re
 import sys
@@ -21,13 +22,17 @@ import orjson
 import yaml
 
 from podgang import api
+from podgang import plan_codes as codes
 from podgang.backends import native
 from podgang.manifests import ManifestError, read_manifests
 from podgang.options import add_backend_flags, add_flag, backends_from
-from podgang.plan import Finding, ScaleError, native_version_in, plan_with_scale, podgroup_manifests
+from podgang.plan import (Finding, Known, ScaleError, min_text, native_version_in, plan_with_scale,
+                          podgroup_manifests)
 from podgang.settings import Settings
 
 OUTPUTS = ("text", "yaml", "json")
+#: the fact resources whose absence from a complete input is a verdict (``--complete``)
+COMPLETE = ("queues", "priorityclasses")
 INT32_MAX = 2**31 - 1  # what a PodGroup's minMember (and a replica count) holds
 REASON_CHARS = 200  # of a minMember's reason quoted in an error
 _COUNT = re.compile(r"[0-9]+")  # ASCII digits only
@@ -62,6 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                              "its scheduler would never place (nothing else is read from it); with "
                                              "--native-version auto, ask its API discovery which native version it "
                                              "serves")
+    parser.add_argument("--complete", action="append", default=[], choices=COMPLETE, metavar="RESOURCE",
+                        help=f"the input holds every one of these the cluster has ({', '.join(COMPLETE)}; "
+                             f"repeatable): one the gangs name that is not in the input does not exist, a "
+                             f"never-placed verdict (without it, and without --kubeconfig, a note)")
     add_flag(parser, "--exclude-namespace", default=["kube-system"], repeat=True,
              help="namespaces podgang leaves alone (repeatable)")
     parser.add_argument("--namespace", default="default", help="namespace of manifests that name none (default: default)")
@@ -77,15 +86,18 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     native_note = None
     try:
         manifests = read_manifests(args.paths)
+        if not manifests:
+            raise ManifestError(f"{', '.join(args.paths)}: no objects (empty, or only '---' and comments)")
         if any(b.name == native.NATIVE.name for b in settings.enabled_backends):
             version, why = _native_version(args, manifests)
             settings = settings.with_changes(backends=tuple(
                 (name, native.native_backend(version) if b.name == native.NATIVE.name else b)
                 for name, b in settings.backends))
-            native_note = Finding(None, "native gangs", f"planned for {native.GROUP}/{version} "
+            native_note = Finding(codes.NATIVE_PLANNED, None, "native gangs", f"planned for {native.GROUP}/{version} "
                                   f"(Kubernetes {native.KUBERNETES[version]}): {why}")
-        facts = asyncio.run(_cluster_facts(args.kubeconfig, settings)) if args.kubeconfig else None
-        plan = plan_with_scale(manifests, dict(args.scale), settings, args.namespace, facts)
+        known = asyncio.run(_cluster_facts(args.kubeconfig, settings)) if args.kubeconfig else Known()
+        known = dataclasses.replace(known, complete=tuple(args.complete))
+        plan = plan_with_scale(manifests, dict(args.scale), settings, args.namespace, known)
         problems = out_of_bounds(plan)
     except (ManifestError, ScaleError, NativeVersionError) as exc:
         problems = str(exc).splitlines()
@@ -109,27 +121,30 @@ class NativeVersionError(ValueError):
     """--native-version auto could not ask the cluster it was given."""
 
 
-async def _cluster_facts(kubeconfig: str, settings: Settings) -> dict[str, list[dict[str, Any]] | None]:
+async def _cluster_facts(kubeconfig: str, settings: Settings) -> Known:
     """The enabled backends' fact objects (queues, PriorityClasses, nodes) of the cluster, by label;
-    a kind that cannot be read in one page is None (not known: no verdict is drawn from it)."""
+    a kind that cannot be read in one page is not known (no verdict is drawn from it), and why is kept."""
     try:
         client = await api.make_api_client(kubeconfig)
     except Exception as exc:  # an unreadable kubeconfig: said, not a traceback
         raise NativeVersionError(f"--kubeconfig {kubeconfig}: {exc}") from exc
-    found: dict[str, list[dict[str, Any]] | None] = {}
+    found: dict[str, list[dict[str, Any]]] = {}
+    unread: dict[str, str] = {}
     try:
         reader = api.Api(client, timeout=10)
         for resource in dict.fromkeys(r for b in settings.enabled_backends for r in b.fact_resources):
             try:
                 page = await reader.get(resource.path(), limit=FACTS_PAGE)
-            except api.ApiError:
-                found[resource.label] = None
+            except api.ApiError as exc:
+                unread[resource.label] = str(exc)
                 continue
-            complete = not (page.get("metadata") or {}).get("continue")
-            found[resource.label] = [i for i in page.get("items") or [] if isinstance(i, dict)] if complete else None
+            if (page.get("metadata") or {}).get("continue"):
+                unread[resource.label] = f"more than {FACTS_PAGE} of them"
+                continue
+            found[resource.label] = [i for i in page.get("items") or [] if isinstance(i, dict)]
     finally:
         await client.close()
-    return found
+    return Known(found, unread, f"--kubeconfig {kubeconfig}")
 
 
 #: the most fact objects of one kind read from a cluster (more: that kind is not known)
@@ -195,7 +210,10 @@ def out_of_bounds(plan) -> list[str]:
         elif not 0 <= group.min_member.value <= INT32_MAX:
             reason = group.min_member.reason
             reason = reason if len(reason) <= REASON_CHARS else reason[:REASON_CHARS] + "…"
-            problems.append(f"{where}: minMember {group.min_member.value} ({reason}) is outside "
+            source = group.defined_at or next((m.source for m in plan.members
+                                               if (m.namespace, m.group) == (group.namespace, group.name)), None)
+            at = f"{source}: " if source else ""
+            problems.append(f"{at}{where}: minMember {group.min_member.value} ({reason}) is outside "
                             f"what a PodGroup holds (0 to {INT32_MAX})")
     return problems
 
@@ -203,7 +221,7 @@ def out_of_bounds(plan) -> list[str]:
 def findings_text(plan) -> list[str]:
     """Every denial and warning, one line each, and the verdict: for stderr."""
     lines = []
-    for title, findings in (("denied", plan.denials), ("warning", plan.warnings)):
+    for title, findings in (("denied", plan.denials), ("warning", plan.warnings), ("not checked", plan.not_checked)):
         for f in findings:
             where = f"{f.source} " if f.source else ""
             lines.append(f"podgang plan: {title}: {where}{f.what}: {f.message}")
@@ -218,15 +236,6 @@ def _verdict(plan) -> str:
 
 # ---------------------------------------------------------------------------
 # output
-
-
-def _min_text(group) -> str:
-    value = group.min_member.value
-    if group.min_subgroup is not None:  # a tree: its root counts parts, the pods follow from them
-        return f"minSubGroup {group.min_subgroup} (≥ {value} pods)"
-    if group.before is not None and group.before.value != value:
-        return f"minMember {group.before.value} → {value}"
-    return f"minMember {value}"
 
 
 def write_text(plan, out: TextIO) -> None:
@@ -254,10 +263,10 @@ def write_text(plan, out: TextIO) -> None:
     out.write(f"PodGroups ({len(groups)})\n")
     if groups:
         name_w = max(len(f"{g.namespace}/{g.name}") for g in groups)
-        min_w = max(len(_min_text(g)) for g in groups)
+        min_w = max(len(min_text(g)) for g in groups)
         for g in groups:
             origin = _origin_text(g, {x.backend.name for x in groups if x.backend is not None})
-            out.write(f"  {f'{g.namespace}/{g.name}'.ljust(name_w)}  {_min_text(g).ljust(min_w)}  "
+            out.write(f"  {f'{g.namespace}/{g.name}'.ljust(name_w)}  {min_text(g).ljust(min_w)}  "
                       f"{g.min_member.reason}   [{origin}]\n")
             for line in tree_lines(g.subgroups):
                 out.write(f"    {line}\n")
@@ -268,8 +277,9 @@ def write_text(plan, out: TextIO) -> None:
                     value = placement_text(value)
                 out.write(f"    {setting} {value}" + (f"  [{where}]" if where else "") + "\n")
     out.write("\n")
-    for title, findings in (("Denied", plan.denials), ("Warnings", plan.warnings), ("Notes", plan.notes)):
-        if title == "Notes" and not findings:
+    for title, findings in (("Denied", plan.denials), ("Warnings", plan.warnings), ("Notes", plan.notes),
+                            ("Not checked", plan.not_checked)):
+        if title in ("Notes", "Not checked") and not findings:
             continue
         out.write(f"{title} ({len(findings)})\n")
         for f in findings:
@@ -347,7 +357,8 @@ def _origin(g) -> str:
 
 def plan_as_dict(plan) -> dict[str, Any]:
     def finding(f):
-        return {"source": str(f.source) if f.source else None, "object": f.what, "message": f.message}
+        return {"code": f.code, "source": str(f.source) if f.source else None, "object": f.what,
+                "message": f.message}
 
     return {
         "scaled": plan.scaled,
@@ -373,6 +384,7 @@ def plan_as_dict(plan) -> dict[str, Any]:
         "denials": [finding(f) for f in plan.denials],
         "warnings": [finding(f) for f in plan.warnings],
         "notes": [finding(f) for f in plan.notes],
+        "notChecked": [finding(f) for f in plan.not_checked],
     }
 
 

@@ -5,14 +5,17 @@ the offline commands the pages show print what the pages say, and the site build
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from podgang import cli, kinds
 from podgang.metrics import GrouperMetrics, WebhookMetrics
@@ -60,6 +63,80 @@ def test_the_kinds_page_has_every_kind_of_the_registry_with_its_rules():
     assert "headgroup" in ray and "`suspended`" in ray  # its roles, and where KAI's grouper differs
 
 
+def _scale_pattern(doc: str) -> re.Pattern:
+    """``spec.replicatedJobs[<i>].replicas`` as a pattern of the fields it stands for."""
+    parts = re.split(r"(<[^>]+>)", doc)
+    return re.compile("".join(r"[^.\[\]]+" if part.startswith("<") else re.escape(part) for part in parts))
+
+
+def test_the_kinds_page_names_the_field_scale_sets_for_every_kind_that_scales():
+    """A kind sized by parts (JobSet, PyTorchJob, RayCluster …) had no field on the page: its
+    fields, in words, are checked against what --scale sets on every example of that kind."""
+    page = (REFERENCE / "workload-kinds.md").read_text().split("## `podgang plan --scale`")[1]
+    for kind in kinds.WORKLOADS.values():
+        if kind.scale_parts is not None:
+            assert kind.scale_parts_doc, f"{kind.kind}: say in scale_parts_doc which fields --scale sets"
+            row = next(line for line in page.splitlines() if line.startswith(f"| `{kind.kind}` |"))
+            assert f"`{kind.scale_parts_doc}`" in row
+    checked = set()
+    for path in [*(ROOT / "examples").glob("*.yaml"), *(ROOT / "tests" / "corpus").rglob("*.yaml")]:
+        for obj in yaml.safe_load_all(path.read_text()):
+            kind = kinds.workload_kind(obj) if isinstance(obj, dict) else None
+            if kind is None or kind.scale_parts is None:
+                continue
+            for field in kind.scale_parts(obj).values():
+                assert _scale_pattern(kind.scale_parts_doc).fullmatch(kinds.path_text(field)), (path, field)
+                checked.add(kind.kind)
+    assert {"JobSet", "PyTorchJob", "MPIJob", "RayCluster"} <= checked
+
+
+def test_the_plan_page_lists_every_kind_plan_reads():
+    """It had left out the training, Ray and Spark kinds and the Nodes, Queues and PriorityClasses."""
+    page = (ROOT / "docs" / "plan.md").read_text()
+    listed = page[page.index(generate.KINDS_READ_BEGIN):page.index(generate.KINDS_READ_END)]
+    for kind in [*(k.kind for k in kinds.WORKLOADS.values()), "Pod", "PodGroup", "Node", "Queue", "PriorityClass"]:
+        assert f"`{kind}`" in listed, kind
+
+
+def _user_pages() -> list[Path]:
+    return [ROOT / "README.md", ROOT / "charts" / "podgang" / "README.md", *(ROOT / "docs").rglob("*.md")]
+
+
+def test_the_docs_install_podgang_into_one_namespace():
+    """The chart README installed into podgang-system, the install page into podgang."""
+    for page in _user_pages():
+        assert "podgang-system" not in page.read_text(), page
+
+
+def test_the_docs_make_no_reference_a_user_cannot_follow():
+    """"seed 003" and "spec §3" name documents podgang was built from, not ones its users have."""
+    for page in [*_user_pages(), ROOT / "examples" / "README.md"]:
+        found = re.findall(r"\b[Ss]eeds? 0\d\d\b|§", page.read_text())
+        assert not found, (page, found)
+
+
+def test_the_cli_install_page_installs_what_the_package_declares():
+    """Nothing said how to install the CLI and the kubectl plugin outside the development venv."""
+    page = (ROOT / "docs" / "install-cli.md").read_text()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for script in project["scripts"]:
+        assert f"`{script}`" in page, script
+    assert f"dist/podgang-{project['version']}-py3-none-any.whl" in page
+    for command in cli.PLUGIN_COMMANDS:
+        assert f"kubectl podgang {command}" in page, command
+    assert "install-cli.md" in (ROOT / "mkdocs.yml").read_text()
+
+
+def test_the_webhook_names_the_docs_use_are_the_charts():
+    """The webhook page named pods.podgang.io; the chart's are mutate-pods.podgang.io … ."""
+    chart = (ROOT / "charts" / "podgang" / "templates" / "webhook-configurations.yaml").read_text()
+    names = set(re.findall(r'"([a-z-]+\.podgang\.io)"', chart))
+    assert "validate-pods.podgang.io" in names
+    for page in _user_pages():
+        used = set(re.findall(r"(?<![\w.-])([a-z-]+\.podgang\.io)(?![\w/-])", page.read_text()))
+        assert used <= names, (page, used - names)
+
+
 def _flags(parser):
     for action in parser._actions:
         yield from action.option_strings
@@ -97,6 +174,19 @@ def test_the_keys_page_has_podgangs_keys_from_their_definitions():
         assert f"| `{key}` |" in page, key
     undocumented = [key for key, _kind, _where, meaning in generate.keys() if not meaning]
     assert not undocumented, f"keys without a #: comment at their definition: {undocumented}"
+
+
+def test_every_podgang_and_kai_key_the_code_spells_is_on_the_keys_page():
+    """However its constant is named (KAI's batch-min-member was missing)."""
+    page = (REFERENCE / "keys.md").read_text()
+    spelled = set()
+    for package in generate.KEY_SOURCES:
+        for path in (ROOT / package).rglob("*.py"):
+            spelled |= {node.value for node in ast.walk(ast.parse(path.read_text()))
+                        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                        and re.fullmatch(r"(podgang\.io|kai\.scheduler)/[a-z0-9-]+", node.value)}
+    assert "kai.scheduler/batch-min-member" in spelled
+    assert [key for key in sorted(spelled) if f"| `{key}` |" not in page] == []
 
 
 def test_every_chart_value_has_a_meaning_in_values_yaml_or_the_schema():

@@ -402,7 +402,9 @@ def test_machine_output_still_tells_the_user_every_denial_and_warning_on_stderr(
     assert f"podgang plan: denied: {denied}#1 pod gpu/both: cannot request both GPU and GPU memory" in err[0]
     assert err[1] == (f"podgang plan: warning: {missing}#1 podgroup team-a/missing-group: PodGroup missing-group "
                       "not found in namespace team-a: the pod stays Pending until it exists")
-    assert err[2:] == ["podgang plan: 1 denied, 1 warning"]
+    assert err[2].startswith("podgang plan: not checked: priorityclasses.scheduling.k8s.io, queues.scheduling.run.ai, "
+                             "nodes: none in the input and no --kubeconfig: ")
+    assert err[3:] == ["podgang plan: 1 denied, 1 warning"]
     # stdout stays clean for the next tool in the pipeline
     if output == "json":
         assert len(json.loads(result.stdout)["denials"]) == 1
@@ -665,7 +667,8 @@ def test_the_largest_minmember_is_planned(tmp_path):
     ("args", "expected"),
     [
         (["--scale", "deployment/model-1=2147483647"],
-         "podgang plan: PodGroup models-deploys/shared-app-podgroup: minMember 2147483649 (deployment/app-server 1 + "
+         "podgang plan: examples/02-shared-podgroup-deployments.yaml#1: PodGroup models-deploys/shared-app-podgroup: "
+         "minMember 2147483649 (deployment/app-server 1 + "
          "deployment/model-1 2147483647 + deployment/model-2 1 = 2147483649) is outside what a PodGroup holds "
          "(0 to 2147483647)\n"),
     ],
