@@ -646,7 +646,8 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             and backend.resize(actual, current + 1).action == PATCH):  # found at its members' total: followed
         _annotate(writes, {settings.followed_size_annotation: str(current)}, rv, current)
     rule = desired.size_rule
-    if rule is not None and rule.first_look and not rule.follows:  # the user's elastic gang, said once and recorded
+    if (rule is not None and rule.first_look and not rule.follows and current is not None
+            and backend.resize(actual, current + 1).action == PATCH):  # the user's elastic gang, said once and recorded
         writes.append(Write("record-elastic", {"metadata": {
             "annotations": {settings.elastic_size_annotation: str(rule.written)}, **(
                 {"resourceVersion": rv} if rv else {})}}, current, None, rule.why))

@@ -904,7 +904,7 @@ def _grace_taken_over(backend: Backend, options: dict[str, Any], desired: Desire
     """A hand-made group's own grace period where podgang takes its eviction over (the
     subgroups it writes come with KAI's ``stalenessGracePeriod: -1s``): shown, with where
     podgang keeps it."""
-    if not desired.subgroups:
+    if not desired.subgroups or backend.eviction_grace_field is None:
         return options
     patch = {"spec": backend.subgroups_spec(desired.subgroups, desired.min_subgroup)}
     kept = kept_grace(backend, podgroup, patch, settings).get(settings.grace_period_annotation)
