@@ -134,7 +134,7 @@ RUN_OWNERS: dict[str, tuple[str, ...]] = {k.kind: k.runs for k in WORKLOADS.valu
 
 def workload_kind(obj_or_kind: Any) -> WorkloadKind | None:
     """The registry entry of an object, an owner reference or a kind name. An object or
-    reference is matched by its API group and kind, never its kind alone: Volcano's
+    reference is looked up in the hub by its API group and kind, never its kind alone: Volcano's
     ``batch.volcano.sh`` Job is not a ``batch/v1`` Job. A bare kind name (the grouper's
     own stores, filled by watches of the kind's resource), or an object whose apiVersion
     is left out (a list's items), is taken as the entry of that name."""
@@ -144,10 +144,11 @@ def workload_kind(obj_or_kind: Any) -> WorkloadKind | None:
         kind, api_version = obj_or_kind.kind, obj_or_kind.api_version or None
     else:
         kind, api_version = as_dict(obj_or_kind).get("kind"), as_dict(obj_or_kind).get("apiVersion")
-    entry = WORKLOADS.get(kind) if isinstance(kind, str) else None
-    if entry is None or not isinstance(api_version, str):
-        return entry
-    return entry if api_version.rpartition("/")[0] == entry.resource.group else None
+    if not isinstance(kind, str):
+        return None
+    if not isinstance(api_version, str):
+        return WORKLOADS.get(kind)
+    return HUB.get((api_version.rpartition("/")[0], kind))
 
 
 def api_group(obj: Any) -> str:
