@@ -5,7 +5,7 @@
 
 Each page is read from what the code itself uses:
 
-- ``docs/reference/workload-kinds.md``: the ``WorkloadKind`` registry (``podgang/kinds.py``),
+- ``docs/reference/workload-kinds.md``: the ``WorkloadKind`` hub (``podgang/kinds/``),
   its ``KindDoc`` beside KAI's own pod-grouper (``OWN_GROUPER_RULES`` in ``podgang/backends/kai.py``);
 - ``docs/reference/cli.md``: the argument parsers of ``podgang webhook|grouper|plan|status|certs``;
 - ``docs/reference/chart-values.md`` and the Values section of ``charts/podgang/README.md``
@@ -83,10 +83,10 @@ def workload_kinds_page() -> str:
              f"{'yes' if k.followed else 'no: the top owner of its pods'} | {'yes' if k.resource.optional else 'no'} |"
              for k in kinds.WORKLOADS.values()]
     return "\n".join([
-        _banner("the WorkloadKind registry in podgang/kinds.py"),
+        _banner("the WorkloadKind hub in podgang/kinds/"),
         "# Workload kinds",
         "",
-        "Every kind podgang knows, one entry each in `podgang/kinds.py`. A kind not listed here is",
+        "Every kind podgang knows, one entry each in the hub of `podgang/kinds/`. A kind not listed here is",
         "the top owner of its pods: a gang of 1 until `podgang.io/min-member` pins its size. A pod",
         "nothing owns is a gang of 1. Why each rule is what it is: [Workloads](../workloads/index.md).",
         "",

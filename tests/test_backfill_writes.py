@@ -11,7 +11,7 @@ from typing import Any
 from tests.crd_support import crd_valid
 from tests.grouper_support import (ANN, LABEL, NS, deploy_with_pods, deployment, events, kai_subgroups, min_member,
                                    owned_group, pod, replicaset, running_grouper, scale)
-from tests.test_kinds_training import template
+from tests.test_kinds_kubeflow import template
 
 SUBGROUP = "kai.scheduler/subgroup-name"
 SKIP = "kai.scheduler/skip-podgrouper"

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from podgang import kinds
+
 ROOT = Path(__file__).resolve().parent.parent
 #: installed package -> folder (pyproject's package-dir)
 PACKAGES = {"podgang": "podgang", "podgang.webhook": "webhook", "podgang.grouper": "grouper",
@@ -134,3 +136,31 @@ def test_the_wheel_holds_every_module(tmp_path):
     missing = sorted(m for m in MODULES if f"{m.replace('.', '/')}.py" not in names
                      and f"{m.replace('.', '/')}/__init__.py" not in names)
     assert missing == [], f"the wheel lacks {missing}"
+
+
+#: the most lines a module of the kinds package may have: a family that outgrows it is split
+KINDS_MODULE_LINES = 700
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m == "podgang.kinds" or m.startswith("podgang.kinds.")))
+def test_no_module_of_the_kinds_package_is_over_700_lines(name):
+    lines = len(MODULES[name].read_text().splitlines())
+    assert lines <= KINDS_MODULE_LINES, f"{MODULES[name]}: {lines} lines; split its family"
+
+
+#: what each module of the kinds package may import of the package: the model, and for a
+#: TrainJob the JobSet it is made into; never the hub (``__init__``), which imports them all
+KINDS_IMPORTS = {"podgang.kinds.model": set(), "podgang.kinds.trainjob": {"podgang.kinds.model", "podgang.kinds.jobset"}}
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.startswith("podgang.kinds.")))
+def test_a_kinds_family_imports_the_model_not_another_family(name):
+    found = {m for m in GRAPH[name] if m == "podgang.kinds" or m.startswith("podgang.kinds.")}
+    assert found <= KINDS_IMPORTS.get(name, {"podgang.kinds.model"}), f"{name} imports {sorted(found)}"
+
+
+def test_the_hub_is_keyed_by_each_entrys_api_group_and_kind():
+    """The hub's rows are written by hand: each must name its entry's own group and kind, and no
+    kind name may come twice (``WORKLOADS`` and the bare-name lookups are by kind name)."""
+    assert list(kinds.HUB) == [(entry.resource.group, entry.kind) for entry in kinds.HUB.values()]
+    assert len(kinds.WORKLOADS) == len(kinds.HUB), "two API groups share a kind name"

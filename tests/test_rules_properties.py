@@ -3,7 +3,9 @@ a decision or a clear error, never an exception; group names are always valid.""
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 import re
 import string
 from decimal import Decimal
@@ -389,8 +391,10 @@ def _ref(data) -> OwnerRef:
     return OwnerRef.from_dict(raw if isinstance(raw, dict) else {})
 
 
-#: the pure modules whose every public function takes untrusted input
-PURE_MODULES = (rules, kinds, objects, quantities)
+#: the pure modules whose every public function takes untrusted input (the kinds package's
+#: lookups and each of its family modules)
+PURE_MODULES = (rules, kinds, *(importlib.import_module(f"{kinds.__name__}.{m.name}")
+                                for m in pkgutil.iter_modules(kinds.__path__)), objects, quantities)
 
 #: what a request can be: 0 up to an int64 of milli-units
 decimals = st.decimals(min_value=0, max_value=Decimal(2**63 - 1) / 1000, allow_nan=False, allow_infinity=False)
