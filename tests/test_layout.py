@@ -138,14 +138,32 @@ def test_the_wheel_holds_every_module(tmp_path):
     assert missing == [], f"the wheel lacks {missing}"
 
 
-#: the most lines a module of the kinds package may have: a family that outgrows it is split
-KINDS_MODULE_LINES = 700
+#: the most lines a module of the kinds and rules packages may have: one that outgrows it is split
+PACKAGE_MODULE_LINES = 700
 
 
-@pytest.mark.parametrize("name", sorted(m for m in MODULES if m == "podgang.kinds" or m.startswith("podgang.kinds.")))
-def test_no_module_of_the_kinds_package_is_over_700_lines(name):
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if m.split(".")[:2] in (["podgang", "kinds"],
+                                                                                    ["podgang", "rules"])))
+def test_no_module_of_the_kinds_and_rules_packages_is_over_700_lines(name):
     lines = len(MODULES[name].read_text().splitlines())
-    assert lines <= KINDS_MODULE_LINES, f"{MODULES[name]}: {lines} lines; split its family"
+    assert lines <= PACKAGE_MODULE_LINES, f"{MODULES[name]}: {lines} lines; split it"
+
+
+#: the rules package's modules, each importing only those before it (docs/architecture.md)
+RULES_ORDER = ("names", "scope", "owners", "results", "durations", "gpu", "pins", "membership", "trees", "roles",
+               "sizes", "shared", "gangs")
+
+
+def test_the_rules_modules_are_the_ones_the_architecture_lists():
+    assert sorted(m for m in MODULES if m.startswith("podgang.rules.")) == sorted(f"podgang.rules.{m}"
+                                                                                  for m in RULES_ORDER)
+
+
+@pytest.mark.parametrize("position,name", list(enumerate(RULES_ORDER)))
+def test_a_rules_module_imports_only_the_ones_before_it(position, name):
+    found = {m for m in GRAPH[f"podgang.rules.{name}"] if m.startswith("podgang.rules")}
+    allowed = {f"podgang.rules.{m}" for m in RULES_ORDER[:position]}
+    assert found <= allowed, f"podgang.rules.{name} imports {sorted(found - allowed)}"
 
 
 #: what each module of the kinds package may import of the package: the model, and for a

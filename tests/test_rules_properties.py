@@ -391,10 +391,11 @@ def _ref(data) -> OwnerRef:
     return OwnerRef.from_dict(raw if isinstance(raw, dict) else {})
 
 
-#: the pure modules whose every public function takes untrusted input (the kinds package's
-#: lookups and each of its family modules)
-PURE_MODULES = (rules, kinds, *(importlib.import_module(f"{kinds.__name__}.{m.name}")
-                                for m in pkgutil.iter_modules(kinds.__path__)), objects, quantities)
+#: the pure modules whose every public function takes untrusted input (each module of the rules
+#: and kinds packages, and the kinds package's lookups)
+PURE_MODULES = (*(importlib.import_module(f"{package.__name__}.{m.name}")
+                  for package in (rules, kinds) for m in pkgutil.iter_modules(package.__path__)),
+                kinds, objects, quantities)
 
 #: what a request can be: 0 up to an int64 of milli-units
 decimals = st.decimals(min_value=0, max_value=Decimal(2**63 - 1) / 1000, allow_nan=False, allow_infinity=False)
@@ -475,6 +476,9 @@ ARGS = {
     "pinned_min_member": lambda d: (d.draw(anything),),
     "desired_size": lambda d: (d.draw(anything),),
     "size_writes": lambda d: (d.draw(anything),),
+    "count_fields": lambda d: (d.draw(anything),),
+    "count_refusals": lambda d: (d.draw(anything),),
+    "path_text": lambda d: (d.draw(st.lists(st.text(max_size=6) | st.integers(0, 5), max_size=4).map(tuple)),),
     "declared_roles": lambda d: (d.draw(anything),),
     "required_roles": lambda d: (d.draw(anything), d.draw(st.lists(anything, max_size=3)), d.draw(
         st.none() | st.dictionaries(st.text(max_size=8), st.integers(0, 5), max_size=2))),
