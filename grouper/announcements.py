@@ -14,8 +14,8 @@ from podgang import feasibility, rules
 from podgang.backends import Backend
 
 from podgang.grouper.gangs import GROUP, NEWS
-from podgang.grouper.model import Obj, split_key
-from podgang.grouper.podgroups import Desired, changed_by_others, is_managed, natural_gang
+from podgang.gang import Obj, split_key
+from podgang.gang import Desired, changed_by_others, is_managed, natural_gang
 
 log = logging.getLogger("podgang.grouper")
 

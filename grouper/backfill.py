@@ -14,8 +14,8 @@ from podgang.backends import Backend
 from podgang.objects import POD, is_terminating
 
 from podgang.grouper.gangs import POD_KEY
-from podgang.grouper.model import Obj, obj_key, split_key
-from podgang.grouper.podgroups import Desired, desired_group, pod_gang, pod_leaf, pod_subgroup
+from podgang.gang import Obj, obj_key, split_key
+from podgang.gang import Desired, desired_group, pod_gang, pod_leaf, pod_subgroup
 
 log = logging.getLogger("podgang.grouper")
 

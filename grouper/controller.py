@@ -3,7 +3,7 @@
 Informers feed a slim cache; every change enqueues the keys it touches
 (``("g", "namespace/group")`` for a PodGroup, ``("p", "namespace/pod")`` for a
 pod to backfill). Workers take one key at a time: compute the desired PodGroup
-from the cache through the rules (:mod:`grouper.podgroups`), compare it with the
+from the cache through the rules (:mod:`podgang.gang`), compare it with the
 cached PodGroup and write only the difference; then feed the gang's counts to
 the stale-gang tracker and act on its verdict. Level-triggered and idempotent:
 the same state twice writes nothing. Our own writes go back into the cache at
@@ -25,13 +25,13 @@ from podgang.events import EventSink
 from podgang.metrics import GrouperMetrics
 from podgang.settings import Settings
 
-from podgang.grouper import stale
+from podgang.gang import stale
 from podgang.grouper.announcements import NEVER_PLACED, PLACEABLE, Announcements, GangNews
 from podgang.grouper.backfill import Backfill
 from podgang.grouper.gangs import GROUP, NEWS, POD_KEY, GangRecords
 from podgang.grouper.informer import Informer
-from podgang.grouper.model import Cache, Obj, split_key
-from podgang.grouper.podgroups import Desired, desired_group, group_backend, plan_writes, size_held
+from podgang.gang import Cache, Obj, split_key
+from podgang.gang import Desired, desired_group, group_backend, plan_writes, size_held
 from podgang.grouper.staleness import Staleness
 from podgang.grouper.watches import Watches
 from podgang.grouper.writes import WOKEN_ANNOTATION, Writes

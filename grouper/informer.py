@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping
 from podgang.api import Api, ApiError, Gone, NotFound
 from podgang.kinds import Resource
 
-from podgang.grouper.model import Obj, is_newer, key_of, resource_version
+from podgang.gang import Obj, is_newer, key_of, resource_version
 
 log = logging.getLogger("podgang.grouper.informer")
 

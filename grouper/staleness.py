@@ -14,10 +14,11 @@ from podgang import rules
 from podgang.api import describe
 from podgang.objects import is_active
 
-from podgang.grouper import eviction, stale
+from podgang.gang import stale
+from podgang.grouper import eviction
 from podgang.grouper.gangs import GROUP
-from podgang.grouper.model import Obj
-from podgang.grouper.podgroups import (
+from podgang.gang import Obj
+from podgang.gang import (
     Desired,
     counted_members,
     desired_group,

@@ -15,7 +15,7 @@ from podgang.objects import NAMESPACE, POD, Resource
 
 from podgang.grouper.gangs import GROUP, POD_KEY
 from podgang.grouper.informer import Informer
-from podgang.grouper.model import Obj, key_of, obj_key, resource_version, split_key
+from podgang.gang import Obj, key_of, obj_key, resource_version, split_key
 
 log = logging.getLogger("podgang.grouper")
 

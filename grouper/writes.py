@@ -1,6 +1,6 @@
 """A gang's PodGroup written: create, resize, subgroups, adopt, replace, retire, wake.
 
-Only the difference the rules plan (:func:`~podgang.grouper.podgroups.plan_writes`) is
+Only the difference the rules plan (:func:`~podgang.gang.plan_writes`) is
 sent, the answer kept in the cache so that neither it nor its watch echo queues the gang again.
 """
 
@@ -15,10 +15,10 @@ from podgang.api import ApiError, NamespaceTerminating
 from podgang.backends import Backend
 from podgang.objects import is_terminating
 
-from podgang.grouper import stale
+from podgang.gang import stale
 from podgang.grouper.gangs import GROUP
-from podgang.grouper.model import Obj, resource_version, split_key
-from podgang.grouper.podgroups import Desired, Write, describe_change, is_managed, is_orphan_candidate, retired_by
+from podgang.gang import Obj, resource_version, split_key
+from podgang.gang import Desired, Write, describe_change, is_managed, is_orphan_candidate, retired_by
 
 log = logging.getLogger("podgang.grouper")
 

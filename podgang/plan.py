@@ -3,7 +3,7 @@
 A plan is what the two processes would do, through their own code: each pod is
 admitted as the webhook admits it (the rules decide its gang and check its GPU
 requests), then the manifests fill the grouper's own cache and every PodGroup is
-what the grouper's :func:`podgang.grouper.podgroups.desired_group` says — the same
+what the grouper's :func:`podgang.gang.desired_group` says — the same
 function the running grouper calls, so the plan is what the cluster will do.
 This module only turns manifests into those inputs and the answers into a report.
 No I/O.
@@ -26,8 +26,8 @@ from podgang import feasibility, kinds, rules
 from podgang import plan_codes as codes
 from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, gang_spec, slim_fact
-from podgang.grouper.model import Cache, key_of, split_key, template_backend
-from podgang.grouper.podgroups import Desired, desired_group, gang_options, kept_grace, owned_subgroups
+from podgang.gang import Cache, key_of, split_key, template_backend
+from podgang.gang import Desired, desired_group, gang_options, kept_grace, owned_subgroups
 from podgang.manifests import Manifest, Source, object_metas
 from podgang.objects import POD, OwnerRef, Resource, as_dict, clip, metadata, quoted
 from podgang.settings import DEFAULT, Settings

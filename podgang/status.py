@@ -1,8 +1,8 @@
 """``podgang status``: what every gang looks like right now, and why.
 
 The answer comes from the grouper's own code run on live objects: the objects fill
-the grouper's :class:`~podgang.grouper.model.Cache` through its Slimmer, and each
-group is what :func:`~podgang.grouper.podgroups.desired_group` says — the function
+the grouper's :class:`~podgang.gang.Cache` through its Slimmer, and each
+group is what :func:`~podgang.gang.desired_group` says — the function
 the running grouper calls — so the minMember and its reason shown here are the ones
 the grouper writes. Staleness is read from the grouper's ``GangStale`` /
 ``GangRecovered`` / ``GangEvicted`` events (its tracker lives in its memory) and
@@ -21,8 +21,8 @@ from typing import Any, Mapping
 from podgang import feasibility, kinds, rules
 from podgang.backends import Backend
 from podgang.backends.base import SchedulerVerdict, one_line, slim_fact
-from podgang.grouper.model import Cache, key_of, obj_key, split_key
-from podgang.grouper.podgroups import (
+from podgang.gang import Cache, key_of, obj_key, split_key
+from podgang.gang import (
     Desired,
     changed_by_others,
     counted_members,
@@ -34,7 +34,7 @@ from podgang.grouper.podgroups import (
     size_writers,
     with_owners,
 )
-from podgang.grouper.stale import format_duration
+from podgang.gang.stale import format_duration
 from podgang.objects import as_dict, as_list, is_active, is_terminating, metadata, pod_phase, spec, status
 from podgang.settings import Settings
 

@@ -26,7 +26,7 @@ import yaml
 from kubernetes_asyncio import config
 
 from podgang import api, kinds
-from podgang.grouper.stale import format_duration
+from podgang.gang.stale import format_duration
 from podgang.backends.base import slim_fact
 from podgang.objects import POD, Resource, as_dict
 from podgang.discovery import discovered

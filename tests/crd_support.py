@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from podgang import rules
-from podgang.grouper.podgroups import owned_subgroups
+from podgang.gang import owned_subgroups
 from tests.realcluster import WORKLOAD_CRDS
 
 

@@ -17,7 +17,7 @@ from podgang.backends.base import PATCH, GangSource
 from podgang.backends.coscheduling import MAX_WORKLOAD_NAME, timeout_seconds
 from podgang.objects import OwnerRef
 from podgang.rules import HAND_MADE, Gang, gang_for_pod, hand_made_group, min_member_for
-from podgang.grouper.model import Slimmer
+from podgang.gang import Slimmer
 from podgang.settings import DEFAULT, Settings
 from tests.webhook_support import review, review_names
 

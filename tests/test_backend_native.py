@@ -15,7 +15,7 @@ import pytest
 from podgang.backends import BACKENDS, NATIVE, GangSpec, NativeBackend, native_version
 from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, SchedulerVerdict
 from podgang.backends.native import DISCOVERY_PATH, FIELD
-from podgang.grouper.podgroups import Desired, plan_writes, size_held
+from podgang.gang import Desired, plan_writes, size_held
 from podgang.objects import OwnerRef
 from podgang.rules import HAND_MADE, OWNED, MinMember, gang_for_pod
 from podgang.settings import DEFAULT

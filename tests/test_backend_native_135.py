@@ -17,8 +17,8 @@ import pytest
 from podgang.backends import NATIVE, GangSpec, NativeBackend, NativeWorkloads, native_backend, native_version
 from podgang.backends.base import REPLACE_WHEN_EMPTY
 from podgang.backends.native import WORKLOAD_FIELD, gang_name, pod_group_for, split_gang
-from podgang.grouper.model import Cache
-from podgang.grouper.podgroups import Desired, desired_group, plan_writes, size_held
+from podgang.gang import Cache
+from podgang.gang import Desired, desired_group, plan_writes, size_held
 from podgang.objects import OwnerRef
 from podgang.rules import HAND_MADE, OWNED, MinMember, gang_for_pod, is_valid_group_name
 from podgang.settings import DEFAULT

@@ -18,7 +18,7 @@ from podgang.backends import KAI
 from podgang.backends.base import GangSource
 from podgang.backends.coscheduling import COSCHEDULING
 from podgang.backends.volcano import VOLCANO
-from podgang.grouper.podgroups import judged_settings
+from podgang.gang import judged_settings
 from podgang.nodes import node_facts, placement, may_use, slim_node
 from podgang.settings import DEFAULT
 from podgang.status import Snapshot, build_report, explain_pod

@@ -12,9 +12,9 @@ import pytest
 
 from podgang.settings import DEFAULT
 
-from podgang.grouper.model import Cache, Slimmer, obj_key
+from podgang.gang import Cache, Slimmer, obj_key
 from podgang.kinds import rolling_out
-from podgang.grouper.podgroups import (
+from podgang.gang import (
     describe_change,
     desired_group,
     gang_counts,

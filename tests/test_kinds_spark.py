@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from podgang import kinds, rules
-from podgang.grouper.podgroups import pod_subgroup
+from podgang.gang import pod_subgroup
 from tests.crd_support import crd_valid, gang_and_parts
 from tests.grouper_support import NS, kai_subgroups, min_member, owned_group, pod, running_grouper
 

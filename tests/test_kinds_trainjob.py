@@ -9,7 +9,7 @@ import copy
 from typing import Any
 
 from podgang import kinds, rules
-from podgang.grouper.podgroups import owned_subgroups
+from podgang.gang import owned_subgroups
 from podgang.manifests import read_manifests
 from podgang.plan import build_plan
 from tests.crd_support import crd_valid

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"podgang": "podgang", "podgang.webhook": "webhook", "podgang.grouper": "grouper",
             "podgang.certs": "certs"}
 #: the pure layers: no I/O library, and nothing from a process
-PURE = ("podgang.objects", "podgang.rules", "podgang.kinds", "podgang.rollouts", "podgang.settings",
+PURE = ("podgang.objects", "podgang.rules", "podgang.gang", "podgang.kinds", "podgang.rollouts", "podgang.settings",
         "podgang.backends", "podgang.feasibility", "podgang.nodes", "podgang.quantities")
 PROCESSES = ("podgang.webhook", "podgang.grouper", "podgang.certs", "podgang.plan", "podgang.api",
              "podgang.events", "podgang.metrics")
@@ -111,6 +111,34 @@ def test_the_pure_layers_import_no_process_and_no_io_library(name):
     libraries |= {n.module.split(".")[0] for n in tree.body if isinstance(n, ast.ImportFrom) and n.module}
     assert not libraries & set(IO_LIBRARIES), f"{name} imports an I/O library"
     assert not {m for m in GRAPH[name] if m.startswith(PROCESSES)}, f"{name} imports a process"
+
+
+#: the layers docs/architecture.md draws, top first: a module imports only its own layer and those below
+LAYERS = (
+    ("processes", ("podgang.webhook", "podgang.grouper", "podgang.certs", "podgang.cli", "podgang.plan",
+                   "podgang.plan_cli", "podgang.plan_codes", "podgang.status", "podgang.status_cli")),
+    ("process plumbing", ("podgang.api", "podgang.discovery", "podgang.events", "podgang.metrics",
+                          "podgang.options", "podgang.logs", "podgang.manifests")),
+    ("the gang model", ("podgang.gang",)),
+    ("rules", ("podgang.rules", "podgang.feasibility")),
+    ("what the rules know", ("podgang.backends", "podgang.kinds", "podgang.rollouts", "podgang.nodes",
+                             "podgang.settings", "podgang.quantities")),
+    ("objects", ("podgang.objects", "podgang")),
+)
+
+
+def layer_of(name: str) -> int:
+    """The layer of a module: the one whose prefix is the longest that names it."""
+    found = [(len(prefix), i) for i, (_, prefixes) in enumerate(LAYERS) for prefix in prefixes
+             if name == prefix or name.startswith(prefix + ".")]
+    assert found, f"{name} is in no layer of docs/architecture.md"
+    return max(found)[1]
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_nothing_imports_a_layer_above_its_own(name):
+    above = sorted(m for m in GRAPH[name] if layer_of(m) < layer_of(name))
+    assert not above, f"{name} ({LAYERS[layer_of(name)][0]}) imports {above}, from a layer above it"
 
 
 def test_one_module_spells_kais_group_and_keys():

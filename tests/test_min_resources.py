@@ -12,7 +12,7 @@ import pytest
 
 from podgang import kinds, quantities, rules
 from podgang.backends import COSCHEDULING, KAI, VOLCANO
-from podgang.grouper.podgroups import Desired, plan_writes
+from podgang.gang import Desired, plan_writes
 from podgang.rules import HAND_MADE, OWNED, MinMember
 from podgang.settings import Settings
 from tests.backend_support import NS, SCHEDULERS, grouper, member, podgroup_of

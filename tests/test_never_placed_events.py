@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from podgang import feasibility
 from podgang.grouper.controller import NEVER_PLACED, PLACEABLE, Controller
-from podgang.grouper.podgroups import Desired
+from podgang.gang import Desired
 from podgang.settings import DEFAULT
 
 

@@ -21,8 +21,8 @@ from podgang.backends.kai import KAI
 from podgang.backends.volcano import VOLCANO
 from podgang.events import EventRecorder, EventSink
 from podgang.grouper.controller import Controller, Options
-from podgang.grouper.model import Cache
-from podgang.grouper.podgroups import desired_group, plan_writes
+from podgang.gang import Cache
+from podgang.gang import desired_group, plan_writes
 from podgang.manifests import Manifest, Source
 from podgang.plan import build_plan, plan_with_scale, shown
 from podgang.settings import DEFAULT, Settings
@@ -503,7 +503,7 @@ def test_pods_naming_their_operators_group_are_that_gang_and_podgangs_own_is_ret
     """KubeRay run with batchScheduler volcano (an operator flag the RayCluster does not show)
     names ray-<cluster>-pg on its pods: that is the gang; the group podgang made when the
     cluster appeared, before its pods, is no longer wanted."""
-    from podgang.grouper.podgroups import retired_by
+    from podgang.gang import retired_by
     ray = ray_gang()
     ours = VOLCANO.build_podgroup(GangSpec("pg-raycluster-ray-1", NS, 3, labels=DEFAULT.managed_labels,
                                            owner=rules.OwnerRef.of(ray)))

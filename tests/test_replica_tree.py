@@ -13,9 +13,9 @@ from podgang.backends import GangSpec
 from podgang.backends.base import min_pods, tree_shape
 from podgang.backends.kai import KAI
 from podgang.backends.volcano import VOLCANO
-from podgang.grouper import stale
-from podgang.grouper.model import Cache
-from podgang.grouper.podgroups import desired_group, plan_writes
+from podgang.gang import stale
+from podgang.gang import Cache
+from podgang.gang import desired_group, plan_writes
 from podgang.settings import DEFAULT
 from tests.grouper_support import NS, deployment, events, owner_ref, pod, podgroup, running_grouper, template, uid
 from tests.kube_emulator import merge_patch

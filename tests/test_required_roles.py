@@ -16,8 +16,8 @@ from podgang.backends import GangSpec
 from podgang.backends.coscheduling import COSCHEDULING
 from podgang.backends.kai import KAI
 from podgang.backends.volcano import VOLCANO
-from podgang.grouper.model import Cache
-from podgang.grouper.podgroups import desired_group, plan_writes
+from podgang.gang import Cache
+from podgang.gang import desired_group, plan_writes
 from podgang.settings import DEFAULT, Settings
 from podgang.status import Snapshot, build_report
 from tests.grouper_support import LABEL, NS, podgroup

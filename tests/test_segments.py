@@ -20,8 +20,8 @@ from podgang import plan_cli, rules
 from podgang.backends import GangSpec
 from podgang.backends.base import GangSource
 from podgang.backends.kai import KAI
-from podgang.grouper.model import Cache
-from podgang.grouper.podgroups import desired_group, plan_writes, pod_gang
+from podgang.gang import Cache
+from podgang.gang import desired_group, plan_writes, pod_gang
 from podgang.manifests import Manifest, Source
 from podgang.metrics import WebhookMetrics
 from podgang.plan import build_plan

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from podgang.backends.base import GangSpec
 from podgang.backends.kai import KAI
-from podgang.grouper.model import Cache
-from podgang.grouper.podgroups import desired_group
+from podgang.gang import Cache
+from podgang.gang import desired_group
 from podgang.rules import MinMember, SizeRule, hand_made_size_rule, shared_min_member
 from podgang.settings import DEFAULT
 from tests.test_grouper_units import feed

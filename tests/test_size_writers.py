@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from podgang.backends import BACKENDS, COSCHEDULING, KAI, NATIVE, VOLCANO, NativeWorkloads, native_backend
-from podgang.grouper.model import SIZE_WRITERS, Slimmer
-from podgang.grouper.podgroups import changed_by_others
+from podgang.gang import SIZE_WRITERS, Slimmer
+from podgang.gang import changed_by_others
 from podgang.objects import field_writers
 from podgang.settings import DEFAULT
 

@@ -1,11 +1,11 @@
-"""Stale gangs (spec §5): grouper/stale.py with a fake clock."""
+"""Stale gangs (spec §5): podgang/gang/stale.py with a fake clock."""
 
 from __future__ import annotations
 
 import pytest
 from hypothesis import event, given, settings as hsettings, strategies as st
 
-from podgang.grouper.stale import GangObservation, StaleGangTracker, StaleVerdict, format_duration
+from podgang.gang.stale import GangObservation, StaleGangTracker, StaleVerdict, format_duration
 
 G = "ns/pg-train"
 

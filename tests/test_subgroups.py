@@ -16,9 +16,9 @@ from podgang.backends.base import Subgroup
 from podgang.backends.coscheduling import COSCHEDULING
 from podgang.backends.kai import KAI
 from podgang.backends.volcano import VOLCANO
-from podgang.grouper import stale
-from podgang.grouper.model import Cache
-from podgang.grouper.podgroups import desired_group, plan_writes
+from podgang.gang import stale
+from podgang.gang import Cache
+from podgang.gang import desired_group, plan_writes
 from podgang.settings import DEFAULT, Settings
 from tests.grouper_support import LABEL, NS, deployment, pod, podgroup, replicaset
 from tests.kube_emulator import merge_patch

@@ -1,10 +1,6 @@
-"""What each PodGroup should look like, computed purely from the cache through
-the rules, and the smallest set of writes that gets the actual PodGroup there.
-
-:func:`desired_group` answers "what should ``namespace/group`` be?" (its kind of
-group, owner, minMember and why, the workloads and pods behind it) and
-:func:`plan_writes` compares that with the PodGroup in the cache. Both are pure:
-the controller does the I/O. The same state twice plans no writes.
+"""What each PodGroup should be, computed purely from the cache through the rules:
+:func:`desired_group` answers "what should ``namespace/group`` be?" — its kind of group,
+owner, minMember and why, the workloads and pods behind it, its subgroups and settings.
 """
 
 from __future__ import annotations
@@ -12,26 +8,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from podgang import feasibility, kinds, quantities, rules
+from podgang import feasibility, kinds, rules
 from podgang.backends import Backend
-from podgang.backends.base import (PATCH, REPLACE_WHEN_EMPTY, ClusterFacts, GangSource, gang_spec, min_pods,
-                                   tree_shape)
-from podgang.objects import OwnerRef, clip, is_active, is_terminating, pod_phase, quoted
+from podgang.backends.base import ClusterFacts, GangSource, min_pods
+from podgang.objects import OwnerRef, clip, is_active, is_terminating, quoted
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
 from podgang.settings import Settings
 
-from podgang.grouper.stale import ReplicaCount
-from podgang.grouper.model import (
-    SIZE_WRITERS,
-    Cache,
-    Obj,
-    display_name,
-    key_of,
-    pod_ref,
-    split_key,
-    template_backend,
-    workload_ref,
-)
+from podgang.gang.stale import ReplicaCount
+from podgang.gang.cache import Cache
+from podgang.gang.slim import (SIZE_WRITERS, Obj, display_name, key_of, pod_ref, split_key, template_backend,
+                               workload_ref)
 
 
 @dataclass(frozen=True)
@@ -87,6 +74,8 @@ def is_managed(podgroup: Any, settings: Settings) -> bool:
 
 
 MANAGERS_NAMED = 3  # other writers named in one message; the rest are counted
+
+
 MANAGER_CHARS = 48  # of one manager's name (the apiserver allows 128)
 
 
@@ -554,328 +543,6 @@ def gang_options(backend: Backend, members: Any, workloads: Any,
     return backend.gang_options(GangSource(tuple(members), tuple(templates), tuple(workloads), facts))
 
 
-# ---------------------------------------------------------------------------
-# writes
-
-
-@dataclass(frozen=True)
-class Write:
-    """One API write the controller performs."""
-
-    #: "create" | "patch-min-member" | "patch-subgroups" | "record-size" | "record-elastic" | "adopt" | "replace"
-    action: str
-    body: dict[str, Any] | None = None
-    old: int | None = None  # previous minMember (patch)
-    new: int | None = None  # new minMember (create/patch)
-    note: str = ""
-    subgroups: str = ""  # patch-min-member: the subgroups set in the same patch (their sum is the minMember)
-    resources: str = ""  # patch-min-member, patch-subgroups: the minResources set in the same patch
-
-
-def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> list[Write]:
-    """The writes that make ``actual`` what ``desired`` says, and nothing else.
-
-    A size change goes the way the backend says: a patch, or (a group whose size
-    cannot change while it lives) a ``replace`` — delete it so that it is created
-    again with the new size — once no pod names it; until then nothing is written
-    and :func:`size_held` says why (the desired size is recorded on the group)."""
-    backend = desired.backend or settings.default_backend
-    if desired.pending:
-        return []
-    if actual is None:
-        if desired.may_create and desired.min_member is not None:
-            manifest = backend.build_podgroup(gang_spec(
-                desired.name, desired.namespace, desired.min_member.value, labels=settings.managed_labels,
-                options=desired.options, owner=desired.owner, subgroups=desired.subgroups,
-                min_subgroup=desired.min_subgroup, min_resources=desired.min_resources))
-            if desired.min_member.idle and _size_fixed(backend, manifest):
-                return []  # a group of 1 now would hold the pods of a later scale-up to 1: wait for them
-            if desired.subgroups:  # recorded as podgang's, as a patch records them: podgang may remove them
-                manifest["metadata"].setdefault("annotations", {})[settings.subgroups_annotation] = ",".join(
-                    s.name for s in desired.subgroups)
-            return [Write("create", manifest, None, desired.min_member.value)]
-        return []
-    if _md(actual).get("deletionTimestamp"):
-        return []
-    managed = is_managed(actual, settings)
-    writes: list[Write] = []
-    rv = _md(actual).get("resourceVersion")
-    current = backend.min_member(actual)
-    # a tree's root is sized by its subgroups (written with them below), never by a minMember beside them
-    if desired.min_member is not None and current != desired.min_member.value and desired.min_subgroup is None:
-        resize = backend.resize(actual, desired.min_member.value)
-        if resize.action == PATCH and resize.body is not None and (managed or desired.source == HAND_MADE):
-            body = dict(resize.body)
-            if rv:
-                body["metadata"] = {"resourceVersion": rv}
-            note = "" if managed else "hand-made PodGroup: podgang changes only its minMember"
-            if follows_hand_made(desired):  # remembered: a later scale is podgang's to follow, not elastic
-                body["metadata"] = {**body.get("metadata", {}), "annotations": {
-                    settings.followed_size_annotation: str(desired.min_member.value)}}
-            writes.append(Write("patch-min-member", body, current, desired.min_member.value, note))
-        elif resize.action == REPLACE_WHEN_EMPTY and managed and not desired.members:
-            # scaled to 0 (idle): deleted, and created again only when the workload wants pods
-            new = None if desired.min_member.idle else desired.min_member.value
-            writes.append(Write("replace", None, current, new, resize.why))
-    subgroups = _subgroups_write(desired, actual, backend, settings)
-    if subgroups is not None and (managed or desired.source == HAND_MADE):
-        at = next((i for i, w in enumerate(writes) if w.action == "patch-min-member"), None)
-        if at is not None:  # one patch: a scheduler may refuse a minMember other than the subgroups' sum
-            resized = writes[at]
-            body = {**resized.body, "spec": {**resized.body["spec"], **subgroups.body["spec"]},
-                    "metadata": _merged_metadata(resized.body.get("metadata"), subgroups.body["metadata"])}
-            writes[at] = replace(resized, body=body, subgroups=subgroups.note)
-        else:
-            if rv:
-                subgroups.body["metadata"]["resourceVersion"] = rv
-            writes.append(subgroups)
-    resources = _min_resources_write(desired, actual, backend, settings)
-    if resources is not None and (managed or desired.source == HAND_MADE):
-        at = next((i for i, w in enumerate(writes) if w.action in ("patch-min-member", "patch-subgroups")), None)
-        if at is not None:  # one patch: the size and what it needs change together
-            resized = writes[at]
-            body = {**resized.body, "spec": {**resized.body["spec"], **resources.body["spec"]},
-                    "metadata": _merged_metadata(resized.body.get("metadata"), resources.body.get("metadata"))}
-            writes[at] = replace(resized, body=body, resources=resources.note)
-        else:
-            if rv:
-                resources.body.setdefault("metadata", {})["resourceVersion"] = rv
-            writes.append(resources)
-    followed = (_md(actual).get("annotations") or {}).get(settings.followed_size_annotation)
-    if (follows_hand_made(desired) and current == desired.min_member.value and followed != str(current)
-            and backend.resize(actual, current + 1).action == PATCH):  # found at its members' total: followed
-        _annotate(writes, {settings.followed_size_annotation: str(current)}, rv, current)
-    rule = desired.size_rule
-    if (rule is not None and rule.first_look and not rule.follows and current is not None
-            and backend.resize(actual, current + 1).action == PATCH):  # the user's elastic gang, said once and recorded
-        writes.append(Write("record-elastic", {"metadata": {
-            "annotations": {settings.elastic_size_annotation: str(rule.written)}, **(
-                {"resourceVersion": rv} if rv else {})}}, current, None, rule.why))
-    awaited = None if desired.awaited_roles is None else ",".join(desired.awaited_roles) or None
-    if desired.source == HAND_MADE and awaited != (_md(actual).get("annotations") or {}).get(
-            settings.awaited_roles_annotation):  # the declared roles still to come, for the webhook to name
-        _annotate(writes, {settings.awaited_roles_annotation: awaited}, rv, current)
-    recorded = (_md(actual).get("annotations") or {}).get(settings.desired_size_annotation)
-    held = size_held(desired, actual, settings) is not None
-    wanted = str(desired.min_member.value) if held and desired.min_member is not None else None
-    if managed and recorded != wanted and not any(w.action == "replace" for w in writes):
-        body = {"metadata": {"annotations": {settings.desired_size_annotation: wanted}}}
-        if rv:
-            body["metadata"]["resourceVersion"] = rv
-        writes.append(Write("record-size", body, current, desired.min_member.value if held else None))
-    if managed and desired.owner is not None and not _md(actual).get("ownerReferences"):
-        body = {"metadata": {"ownerReferences": [desired.owner.to_dict()]}}
-        if rv:
-            body["metadata"]["resourceVersion"] = rv
-        writes.append(Write("adopt", body, note=f"{desired.owner.kind.lower()} {desired.owner.name}"))
-    return writes
-
-
-def _annotate(writes: list[Write], note: dict[str, str | None], rv: str | None, current: int | None) -> None:
-    """Annotations set in the patch that is sent anyway, else in a write of their own."""
-    at = next((i for i, w in enumerate(writes) if w.body is not None and w.action.startswith("patch-")), None)
-    if at is not None:
-        body = {**writes[at].body, "metadata": _merged_metadata(writes[at].body.get("metadata"),
-                                                              {"annotations": note})}
-        writes[at] = replace(writes[at], body=body)
-    else:
-        writes.append(Write("record-size", {"metadata": {"annotations": note, **(
-            {"resourceVersion": rv} if rv else {})}}, current, None))
-
-
-def follows_hand_made(desired: Desired) -> bool:
-    """A hand-made group whose size in pods podgang follows (not pinned, not the user's elastic
-    gang, not a tree: that counts complete replicas, and has no minMember to remember)."""
-    return desired.source == HAND_MADE and desired.min_member is not None and not desired.min_member.pinned \
-        and bool(desired.workloads) and desired.min_subgroup is None
-
-
-def _subgroups_write(desired: Desired, actual: Obj, backend: Backend, settings: Settings) -> Write | None:
-    """The patch that gives ``actual`` the subgroups of ``desired`` (a flat list, or a tree
-    and its root), recording their names in ``podgang.io/subgroups``; or, once the group has
-    one part again (a workload left), the one that removes those podgang wrote (never
-    subgroups a user wrote)."""
-    current = backend.subgroup_tree_of(actual)
-    if current is None:
-        return None  # the scheduler has no subgroups
-    wanted = desired.subgroups
-    written = (_md(actual).get("annotations") or {}).get(settings.subgroups_annotation)
-    if not wanted and not (written and current[1]):
-        return None
-    if tree_shape(current[1], current[0]) == tree_shape(wanted, desired.min_subgroup):
-        return None
-    body = backend.subgroups_patch(actual, wanted, desired.min_subgroup)
-    if body is None:
-        return None
-    body["metadata"] = {"annotations": {settings.subgroups_annotation: ",".join(s.name for s in wanted) or None,
-                                        **kept_grace(backend, actual, body, settings)}}
-    return Write("patch-subgroups", body, note=describe_tree(desired) if wanted else
-                 "none (the group has one part again: the one minMember is the gang)")
-
-
-def kept_grace(backend: Backend, actual: Obj, patch: Mapping[str, Any], settings: Settings) -> dict[str, str]:
-    """The annotation that keeps a user's grace period as podgang's own
-    (``podgang.io/staleness-grace-period``) when ``patch`` turns the scheduler's eviction of
-    ``actual`` off for podgang's (KAI's ``stalenessGracePeriod: -1s``); empty when there is
-    none, or the group already says podgang's."""
-    taken = backend.grace_taken_over(actual, patch.get("spec") or {})
-    if taken is None or settings.grace_period_annotation in (_md(actual).get("annotations") or {}):
-        return {}
-    return {settings.grace_period_annotation: taken}
-
-
-def describe_tree(desired: Desired) -> str:
-    """The subgroups podgang writes, in one line: ``prefill 1 of 2 replicas × 2 pods, decode 2``."""
-    children: dict[str | None, list[rules.Subgroup]] = {}
-    for s in desired.subgroups:
-        children.setdefault(s.parent, []).append(s)
-    parts = []
-    for s in children.get(None, []):
-        below = children.get(s.name, [])
-        if s.of_subgroups:
-            pods = sorted({c.min_member for c in below})
-            each = f" × {pods[0]} pods" if len(pods) == 1 else ""
-            parts.append(f"{s.name} {s.min_member} of {len(below)} replicas{each}")
-        else:
-            parts.append(f"{s.name} {s.min_member}")
-    if desired.min_subgroup is not None:
-        whole = "all" if desired.min_subgroup == len(children.get(None, [])) else str(desired.min_subgroup)
-        parts.append(f"the group needs {whole} of {len(children.get(None, []))} (minSubGroup)")
-    what = "workload's" if desired.source == HAND_MADE else "role's"
-    return ", ".join(parts) + (f" (each {what} minimum inside the gang)" if desired.min_subgroup is None else "")
-
-
-def _min_resources_write(desired: Desired, actual: Obj, backend: Backend, settings: Settings) -> Write | None:
-    """The patch that brings ``actual``'s minimum resources to the gang's (a scale, a
-    workload joining a shared group). A hand-made group's are the user's once they differ
-    from what podgang last wrote there (``podgang.io/min-resources``): kept."""
-    wanted = desired.min_resources
-    if not wanted:
-        return None
-    current = backend.min_resources_of(actual)
-    if current is not None and quantities.same_resources(current, wanted):
-        return None
-    body = backend.min_resources_patch(actual, wanted)
-    if body is None:
-        return None
-    if desired.source == HAND_MADE:
-        written = (_md(actual).get("annotations") or {}).get(settings.min_resources_annotation)
-        if current is not None and not (written and quantities.same_resources(current, quantities.parse_compact(written))):
-            return None  # the user's own
-        body["metadata"] = {"annotations": {settings.min_resources_annotation: quantities.compact(wanted)}}
-    return Write("patch-min-resources", body, note=quantities.describe(wanted))
-
-
-def _merged_metadata(a: Any, b: Any) -> dict[str, Any]:
-    """Two merge patches' metadata as one (annotations of both, the first's resourceVersion)."""
-    a, b = dict(a or {}), dict(b or {})
-    notes = {**(b.pop("annotations", None) or {}), **(a.pop("annotations", None) or {})}
-    return {**b, **a, **({"annotations": notes} if notes else {})}
-
-
-def _size_fixed(backend: Backend, podgroup: Obj) -> bool:
-    """Whether ``backend`` cannot change the size of ``podgroup`` while it lives."""
-    size = backend.min_member(podgroup) or 1
-    return backend.resize(podgroup, size + 1).action == REPLACE_WHEN_EMPTY
-
-
-def subgroup_sizes(desired: Desired) -> tuple[tuple[str, int], ...]:
-    """(subgroup, minimum) of the group, as :meth:`Backend.subgroups_of` lists them."""
-    return tuple((s.name, s.min_member) for s in desired.subgroups)
-
-
-def size_held(desired: Desired, actual: Obj | None, settings: Settings) -> str | None:
-    """Why ``actual`` keeps a size other than the desired one for now (the backend
-    cannot change it on a live group, or not at all), or None."""
-    if actual is None or desired.min_member is None or desired.pending or desired.min_subgroup is not None:
-        return None  # (a tree is sized by its subgroups, written in place)
-    backend = desired.backend or settings.default_backend
-    current = backend.min_member(actual)
-    if current == desired.min_member.value:
-        return None
-    resize = backend.resize(actual, desired.min_member.value)
-    if resize.action == PATCH:
-        return None
-    managed = is_managed(actual, settings)
-    if resize.action == REPLACE_WHEN_EMPTY and managed and not desired.members:
-        return None  # replaced right away
-    then = ""
-    if resize.action == REPLACE_WHEN_EMPTY:  # podgang replaces only the groups it made
-        then = (f"; podgang then replaces it with minMember {desired.min_member.value}" if managed
-                else "; a hand-made group: recreate it to change its size")
-    return f"minMember stays {current} (wanted {desired.min_member.value}): {resize.why}{then}"
-
-
-def is_orphan_candidate(desired: Desired, actual: Obj | None, settings: Settings) -> bool:
-    """A podgang group with no owner that no pod or workload references: the
-    webhook created it for a pod that never appeared (e.g. the apiserver
-    rejected the pod after admission)."""
-    if actual is None or desired.source is not None or desired.pending or desired.members:
-        return False
-    if _md(actual).get("deletionTimestamp") or _md(actual).get("ownerReferences"):
-        return False
-    return is_managed(actual, settings)
-
-
-def retired_by(desired: Desired, actual: Obj | None, cache: Cache) -> str | None:
-    """Why a podgang group is no longer wanted although its owner still exists, or
-    None: the owner no longer has it (a LeaderWorkerSet scaled down drops the groups
-    of its removed replica groups) and no pod names it any more. Garbage collection
-    only removes it with the owner, so the grouper does."""
-    if actual is None or desired.source is not None or desired.pending or desired.members:
-        return None
-    if _md(actual).get("deletionTimestamp") or not is_managed(actual, cache.settings):
-        return None
-    for ref in _md(actual).get("ownerReferences") or ():
-        owner = cache.by_uid.get(str((ref or {}).get("uid") or ""))
-        if owner is not None and owner.get("kind") == (ref or {}).get("kind") and kinds.workload_kind(owner):
-            return f"{display_name(owner)} no longer has it and no pod names it"
-    return None
-
-
-# ---------------------------------------------------------------------------
-# stale-gang inputs
-
-
-@dataclass(frozen=True)
-class GangCounts:
-    active: int
-    succeeded: int
-    remaining: tuple[Obj, ...] = field(default=())  # members an eviction would remove
-
-
-def gang_counts(members: tuple[Obj, ...] | list[Obj]) -> GangCounts:
-    active = succeeded = 0
-    remaining = []
-    for pod in members:
-        phase = pod_phase(pod)
-        if phase == "Succeeded":
-            succeeded += 1
-        if is_active(pod):
-            active += 1
-        if not is_terminating(pod) and phase not in ("Succeeded", "Failed"):
-            remaining.append(pod)
-    return GangCounts(active, succeeded, tuple(remaining))
-
-
-def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
-    """The members that count toward the gang: not the pods of a finished run, a
-    Job of its own or of a CronJob (past runs keep their Succeeded pods around as
-    history, and a finished run no longer counts toward a shared group's
-    minMember either). The Jobs of a JobSet are parts of one run: a finished
-    part's pods stay members (a Succeeded member: never stale)."""
-    out = []
-    for pod in desired.members:
-        owner = rules.controller_ref(pod)
-        run = cache.by_uid.get(owner.uid) if owner is not None and owner.uid else None
-        if run is not None and run.get("kind") == owner.kind and kinds.is_finished(run):
-            above = rules.controller_ref(run)
-            if above is None or kinds.run_kinds(above):
-                continue
-        out.append(pod)
-    return out
-
-
 def lent_metadata(cache: Cache, workloads: tuple[Obj, ...]) -> tuple[Obj, ...]:
     """The workloads with the labels and annotations their cached owner lends them (a
     TrainJob's, on the JobSet it makes): what the gang's scheduler settings are read from."""
@@ -903,50 +570,3 @@ def with_owners(cache: Cache, workloads: tuple[Obj, ...] | list[Obj]) -> list[Ob
             seen.add(id(obj))
             out.append(obj)
     return out
-
-
-def rollout_reason(desired: Desired, cache: Cache) -> str | None:
-    """Why the workloads behind a gang are removing its pods on purpose right
-    now (being deleted, suspended, rolling out, or finished: a failed Job's controller deletes the rest of
-    its pods), or None."""
-    for workload in desired.workloads:
-        if _md(workload).get("deletionTimestamp"):
-            return f"{display_name(workload)} is being deleted"
-        if kinds.is_suspended(workload):  # a Job or JobSet (e.g. preempted by Kueue)
-            return f"{display_name(workload)} is suspended"
-        why = kinds.rolling_out(workload, cache.workload_pods(workload))
-        if why:
-            return why
-    finished = finished_workloads(desired)
-    if finished and len(finished) == len(desired.workloads):
-        return "; ".join(f"{display_name(w)} finished" for w in finished)
-    return None
-
-
-def describe_change(old: dict[str, int] | None, new: dict[str, int], fallback: str,
-                    pinned_before: frozenset[str] = frozenset(), pinned_now: frozenset[str] = frozenset()) -> str:
-    """Why minMember moved, from the contributions before and after:
-    ``deployment model-1 scaled 1 → 2``, ``deployment model-3 added (1)``,
-    ``deployment model-1 pinned 1 → 4`` (its podgang.io/min-member, not a scale), ..."""
-    if old is None:
-        return fallback
-    parts = []
-    for name in sorted(set(old) | set(new)):
-        before, after = old.get(name), new.get(name)
-        if before == after:
-            continue
-        if before is None:
-            parts.append(f"{name} added ({after})")
-        elif after is None:
-            parts.append(f"{name} removed (was {before})")
-        elif name in pinned_now:
-            parts.append(f"{name} pinned {before} → {after}")
-        elif name in pinned_before:
-            parts.append(f"{name} unpinned {before} → {after}")
-        else:
-            parts.append(f"{name} scaled {before} → {after}")
-    return "; ".join(parts) if parts else fallback
-
-
-def finished_workloads(desired: Desired) -> list[Obj]:
-    return [w for w in desired.workloads if kinds.is_finished(w)]

@@ -1,0 +1,100 @@
+"""A gang's members as counted for its staleness: which pods count, bound or running, and
+why a workload replaces its pods on purpose right now.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from podgang import kinds, rules
+from podgang.objects import is_active, is_terminating, pod_phase
+
+from podgang.gang.cache import Cache
+from podgang.gang.slim import Obj, display_name
+from podgang.gang.desired import Desired, _md
+
+
+@dataclass(frozen=True)
+class GangCounts:
+    active: int
+    succeeded: int
+    remaining: tuple[Obj, ...] = field(default=())  # members an eviction would remove
+
+
+def gang_counts(members: tuple[Obj, ...] | list[Obj]) -> GangCounts:
+    active = succeeded = 0
+    remaining = []
+    for pod in members:
+        phase = pod_phase(pod)
+        if phase == "Succeeded":
+            succeeded += 1
+        if is_active(pod):
+            active += 1
+        if not is_terminating(pod) and phase not in ("Succeeded", "Failed"):
+            remaining.append(pod)
+    return GangCounts(active, succeeded, tuple(remaining))
+
+
+def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
+    """The members that count toward the gang: not the pods of a finished run, a
+    Job of its own or of a CronJob (past runs keep their Succeeded pods around as
+    history, and a finished run no longer counts toward a shared group's
+    minMember either). The Jobs of a JobSet are parts of one run: a finished
+    part's pods stay members (a Succeeded member: never stale)."""
+    out = []
+    for pod in desired.members:
+        owner = rules.controller_ref(pod)
+        run = cache.by_uid.get(owner.uid) if owner is not None and owner.uid else None
+        if run is not None and run.get("kind") == owner.kind and kinds.is_finished(run):
+            above = rules.controller_ref(run)
+            if above is None or kinds.run_kinds(above):
+                continue
+        out.append(pod)
+    return out
+
+
+def rollout_reason(desired: Desired, cache: Cache) -> str | None:
+    """Why the workloads behind a gang are removing its pods on purpose right
+    now (being deleted, suspended, rolling out, or finished: a failed Job's controller deletes the rest of
+    its pods), or None."""
+    for workload in desired.workloads:
+        if _md(workload).get("deletionTimestamp"):
+            return f"{display_name(workload)} is being deleted"
+        if kinds.is_suspended(workload):  # a Job or JobSet (e.g. preempted by Kueue)
+            return f"{display_name(workload)} is suspended"
+        why = kinds.rolling_out(workload, cache.workload_pods(workload))
+        if why:
+            return why
+    finished = finished_workloads(desired)
+    if finished and len(finished) == len(desired.workloads):
+        return "; ".join(f"{display_name(w)} finished" for w in finished)
+    return None
+
+
+def describe_change(old: dict[str, int] | None, new: dict[str, int], fallback: str,
+                    pinned_before: frozenset[str] = frozenset(), pinned_now: frozenset[str] = frozenset()) -> str:
+    """Why minMember moved, from the contributions before and after:
+    ``deployment model-1 scaled 1 → 2``, ``deployment model-3 added (1)``,
+    ``deployment model-1 pinned 1 → 4`` (its podgang.io/min-member, not a scale), ..."""
+    if old is None:
+        return fallback
+    parts = []
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name), new.get(name)
+        if before == after:
+            continue
+        if before is None:
+            parts.append(f"{name} added ({after})")
+        elif after is None:
+            parts.append(f"{name} removed (was {before})")
+        elif name in pinned_now:
+            parts.append(f"{name} pinned {before} → {after}")
+        elif name in pinned_before:
+            parts.append(f"{name} unpinned {before} → {after}")
+        else:
+            parts.append(f"{name} scaled {before} → {after}")
+    return "; ".join(parts) if parts else fallback
+
+
+def finished_workloads(desired: Desired) -> list[Obj]:
+    return [w for w in desired.workloads if kinds.is_finished(w)]
