@@ -20,6 +20,11 @@ from typing import Any, Iterator
 
 import yaml
 
+try:  # the Kubernetes API's own schemas, with the CLI's `plan` extra (70 MB: not in the image)
+    import kubernetes_validate
+except ImportError:  # pragma: no cover - said under plan's "Not checked"
+    kubernetes_validate = None
+
 from podgang.backends import BACKENDS
 from podgang.kinds import WORKLOADS, count_refusals
 from podgang.objects import POD
@@ -212,9 +217,55 @@ def object_metas(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
             pending.append((_join(path, key), child, holds_objects))
 
 
+#: what the schema check says at most of one object
+SCHEMA_MESSAGE_CHARS = 200
+#: the Kubernetes versions podgang supports (1.35's native gangs, 1.36's): a value is refused only
+#: when every one of them refuses it — a field one of them has is not a mistake
+SCHEMA_VERSIONS = ("1.35.0", "1.36.0")
+
+
+def schema_refusal(obj: dict[str, Any]) -> str | None:
+    """What the Kubernetes API's own schema (``kubernetes-validate``, strict as ``kubectl apply``
+    is) refuses first in an object of a built-in kind — a field it does not have, a value of the
+    wrong type — or None: nothing, a custom resource, or no schemas installed. A required field
+    left out is not said: manifests sketched for a plan may omit what the plan does not need."""
+    group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+    if kubernetes_validate is None or not (group == "" or "." not in group or group.endswith(".k8s.io")):
+        return None  # a custom resource: its schema is its CRD's, which plan does not have
+    if group in {b.podgroup.group for b in BACKENDS.values()}:
+        return None  # a gang object: its backend says what the apiserver refuses, in the apiserver's words
+    # owner references are plan's own business: exported without their UIDs, they stand for the
+    # owners among the manifests (a placeholder UID), as the cluster will fill them
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    checked = {**obj, "metadata": {k: v for k, v in meta.items() if k != "ownerReferences"}} if meta else obj
+    first = None
+    for version in (*SCHEMA_VERSIONS, kubernetes_validate.latest_version()):
+        try:
+            kubernetes_validate.validate(checked, version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            if getattr(exc, "validator", None) == "required":
+                return None  # a value left out, not a value refused: a plan's sketch may omit what it does not need
+            where = ".".join(str(step) for step in getattr(exc, "path", ()) or ())
+            message = str(getattr(exc, "message", exc)).splitlines()[0]
+            first = first or (f"{where}: {message}" if where else message)
+            continue
+        except Exception:  # a custom resource's kind, a version without these schemas, an object they cannot take
+            continue
+        return None  # a version podgang supports takes it
+    if first is None:
+        return None
+    return first if len(first) <= SCHEMA_MESSAGE_CHARS else first[:SCHEMA_MESSAGE_CHARS - 1] + "…"
+
+
+def schema_checked() -> bool:
+    """Whether ``plan`` checks built-in kinds against the Kubernetes API's schemas."""
+    return kubernetes_validate is not None
+
+
 def refusals(obj: dict[str, Any]) -> list[str]:
     """What the apiserver would refuse in ``obj``'s labels and annotations (and its templates'),
-    and in the fields that count its pods (``spec.replicas: "3"``)."""
+    in the fields that count its pods (``spec.replicas: "3"``), and — for a built-in kind, when
+    nothing of that is wrong — anything else its schema refuses."""
     problems = count_refusals(obj)
     for path, meta in object_metas(obj):
         if not isinstance(meta, dict):
@@ -232,6 +283,9 @@ def refusals(obj: dict[str, Any]) -> list[str]:
                 written = _as_written(value)
                 fix = f" (quote it: {json.dumps(written)})" if written is not None else ""
                 problems.append(f"{path}.{field}.{_shown(str(key))} must be a string{fix}")
+    if not problems:
+        schema = schema_refusal(obj)
+        problems += [schema] if schema else []
     return problems
 
 

@@ -28,7 +28,7 @@ from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, gang_spec, slim_fact
 from podgang.gang import Cache, key_of, split_key, template_backend
 from podgang.gang import Desired, desired_group, gang_options, kept_grace, owned_subgroups
-from podgang.manifests import Manifest, Source, object_metas
+from podgang.manifests import Manifest, Source, object_metas, schema_checked
 from podgang.objects import POD, OwnerRef, Resource, as_dict, clip, metadata, quoted
 from podgang.settings import DEFAULT, Settings
 
@@ -397,6 +397,10 @@ def build_plan(
     _say_absent(plan, absent, [fact_resources[label] for label in partial])
     if plan.groups:
         plan.not_checked = _not_checked(known, fact_resources, cache.known_facts, partial)
+    if not schema_checked():
+        plan.not_checked.append(Finding(codes.SCHEMAS_NOT_INSTALLED, None, "the Kubernetes API's schemas", (
+            "kubernetes-validate is not installed: of the built-in kinds, only the counts, labels and "
+            "annotations are checked for what the apiserver refuses (pip install 'podgang[plan]')")))
     order = {m.source: i for i, m in enumerate(manifests)}
     plan.members.sort(key=lambda member: order.get(member.source, 0))  # as the manifests are written
     _did_you_mean(plan, objects, settings)

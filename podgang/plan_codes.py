@@ -75,5 +75,8 @@ CLUSTER_UNREAD = _code("cluster-unread", "notChecked",
                        "a --kubeconfig cluster, or one of its lists, that could not be read")
 FACTS_NOT_GIVEN = _code("facts-not-given", "notChecked", "queues, PriorityClasses or nodes neither in the input nor "
                                                          "read from a cluster: the checks that need them are not made")
+SCHEMAS_NOT_INSTALLED = _code("schemas-not-installed", "notChecked", "the Kubernetes API's schemas "
+                              "(kubernetes-validate, the CLI's plan extra) are not installed: built-in kinds are "
+                              "checked only in their counts, labels and annotations")
 FACTS_PARTIAL = _code("facts-partial", "notChecked", "queues, PriorityClasses or nodes only from the input: what "
                                                      "they can tell is judged on those alone")

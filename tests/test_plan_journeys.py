@@ -170,6 +170,30 @@ def test_a_replica_count_written_as_a_string_is_refused_naming_file_and_document
         'must be an integer, not the string "3" (write it unquoted: 3)']
 
 
+def test_any_value_the_apiservers_schema_refuses_is_refused_naming_file_document_and_field(tmp_path):
+    """A field a built-in kind does not have (a typo), or a value of the wrong type anywhere in it,
+    is what kubectl apply refuses (strict field validation): plan says so rather than plan it."""
+    typo = deployment("web").replace("schedulerName: kai-scheduler", "schedulerName: kai-scheduler\n"
+                                                                     "      nodeSelectr: {gpu: a100}")
+    assert "nodeSelectr" in typo
+    assert refused(tmp_path, typo) == [
+        "podgang plan: app.yaml: document 1: deployment/web: the apiserver refuses this object: spec.template.spec: "
+        "Additional properties are not allowed ('nodeSelectr' was unexpected)"]
+
+
+def test_a_field_one_supported_kubernetes_version_has_is_not_refused(tmp_path):
+    """A 1.35 pod naming its native gang by ``spec.workloadRef`` (a field 1.36 dropped) is planned."""
+    path = write(tmp_path, "pod.yaml", """
+        apiVersion: v1
+        kind: Pod
+        metadata: {name: worker-0}
+        spec:
+          workloadRef: {name: training, podGroup: workers}
+          containers: [{name: c, image: busybox}]
+        """)
+    assert plan(path, "--backend", "default-scheduler=native").returncode in (0, 1)
+
+
 def test_a_negative_replica_count_is_refused(tmp_path):
     assert refused(tmp_path, deployment("web").replace("replicas: 2", "replicas: -3")) == [
         "podgang plan: app.yaml: document 1: deployment/web: the apiserver refuses this object: spec.replicas -3 "
