@@ -382,6 +382,11 @@ async def test_kai_a_declared_deployment_role_holds_the_other_roles_pods_until_i
                          "annotations": {"podgang.io/required-roles": "prefill,decode"}},
             "spec": {"minMember": 1, "queue": KAI_TEAM_QUEUE}})
 
+        async def declared_parts():  # a gang of its declared roles from the start, before any workload
+            spec = (await serve_group(here))["spec"]
+            return {s["name"] for s in spec.get("subGroups") or []} == {"prefill", "decode"}
+        await until(declared_parts, "the group made a gang of its two declared roles by the grouper")
+
         async def deployment(name: str, replicas: int) -> None:
             await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/deployments", {
                 "apiVersion": "apps/v1", "kind": "Deployment",

@@ -81,8 +81,12 @@ def test_two_lws_roles_are_a_tree_of_complete_replicas_in_their_shared_group():
     cache = Cache()
     prefill, decode = lws("prefill", 2, 2), lws("decode", 2, 2)
     feed(cache, prefill, decode, podgroup("shared", 1))
-    # no pods made yet: the roles, no leaf (KAI would place a replica's first pods alone)
-    assert tree(desired_group(cache, f"{NS}/shared")) == [("decode", 1, None, True), ("prefill", 1, None, True)]
+    # no pods made yet: each role one part needing its minimum's pods, no leaf (KAI would place a
+    # replica's first pods alone) — and never a parent without leaves, which KAI takes for no part:
+    # the role made first would take the room while the other's pods are being made
+    assert tree(desired_group(cache, f"{NS}/shared")) == [("decode", 2, None, False), ("prefill", 2, None, False)]
+    first, _ = lws_pods(prefill)
+    feed(cache, *first)  # prefill's owners only, no pod yet: decode is still a part the gang waits for
     for workload in (prefill, decode):
         owners, pods = lws_pods(workload)
         waiting = [{**p, "spec": {k: v for k, v in p["spec"].items() if k != "nodeName"}, "status": {"phase": "Pending"}}
@@ -432,7 +436,8 @@ async def test_the_grouper_evicts_a_broken_replica_alone_and_a_role_without_its_
         assert not events(emu, "GangStale")
         for name in ("decode-0", "decode-0-1", "decode-1", "decode-1-1"):  # every decode replica lost
             emu.delete("pods", NS, name)
-        stale = await wait_event(emu, "GangStale", "role decode: 0 of minimum 1 complete replicas")
+        # the role's pods all gone: it is a part needing its pods again (no leaf to KAI), short of them
+        stale = await wait_event(emu, "GangStale", "decode: 0 of minimum 2 active")
         assert stale
         await emu.wait_for(lambda: not emu.list("pods", NS), 5.0)  # prefill-0 evicted with the gang
 

@@ -71,6 +71,19 @@ def test_the_declared_roles_are_read_and_a_bad_name_is_said(raw, roles, bad):
 # ---------------------------------------------------------------------------- KAI: a tree
 
 
+def test_a_group_that_declares_its_roles_is_a_gang_of_them_before_any_workload_comes():
+    """Written before its workloads (as a user applies it first): each declared role is a part
+    of minimum 1 at once, so the first role's pods, however soon they come, wait for the others
+    (the webhook leaves their subgroup out until it is listed; KAI places none before the gang)."""
+    cache = feed(Cache(), declaring("prefill,decode"))
+    desired = desired_group(cache, KEY)
+    assert [(s.name, s.min_member) for s in desired.subgroups] == [("decode", 1), ("prefill", 1)]
+    assert desired.min_member.value == 2 and desired.awaited_roles == ("prefill", "decode")
+    group = apply(cache)
+    assert group["spec"]["minMember"] == 2 and group["metadata"]["annotations"][AWAITED] == "prefill,decode"
+    assert desired_group(feed(Cache(), declaring(None)), KEY).min_member is None  # one that declares none: left alone
+
+
 def test_a_declared_role_no_lws_fills_yet_is_required_so_the_first_role_waits_for_it():
     """The seed's failure: prefill and its pods first, decode's LWS 2 s later. Without the
     annotation the root needs prefill alone (minSubGroup 1) and KAI places both its
@@ -101,7 +114,8 @@ def test_a_declared_role_no_lws_fills_yet_is_required_so_the_first_role_waits_fo
     decode = lws("decode", 2, 2)
     feed(cache, decode)
     desired = desired_group(cache, KEY)
-    assert tree(desired)[0] == ("decode", 1, None, True) and desired.awaited_roles == ()
+    # decode's LWS fills the role: no longer awaited, and one part needing its minimum's pods until they are made
+    assert tree(desired)[0] == ("decode", 2, None, False) and desired.awaited_roles == ()
     assert not any(REQUIRED in p for p in desired.problems)
     feed(cache, *with_pods(decode))
     group = apply(cache)

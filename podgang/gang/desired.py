@@ -288,9 +288,13 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
 
     # 2. Workloads name it in their pod templates: a hand-made group (§3 last row).
     hand = cache.template_workloads(group_key)
-    if hand:
+    # a group that declares its roles is a gang of those roles from the start, before any
+    # workload fills one: nothing is placed until each can be (seed 004, whatever order they come in)
+    if hand or (actual is not None and rules.declared_roles(actual, settings)[0]):
         standalone = _standalone(members)
         mm = rules.shared_min_member(hand, len(standalone), actual, settings)
+        if not hand and not standalone and not mm.pinned:  # only its declared roles, each counted below
+            mm = MinMember(0, "its declared roles, before any workload")
         contributions = []
         pinned = set()
         for w in hand:
