@@ -10,6 +10,7 @@ and the plan would describe a cluster that can never exist.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -21,7 +22,10 @@ from typing import Any, Iterator
 import yaml
 
 try:  # the Kubernetes API's own schemas, with the CLI's `plan` extra (70 MB: not in the image)
+    import jsonschema
     import kubernetes_validate
+    from kubernetes_validate.utils import all_versions, major_minor, schema_contents
+    from referencing import Registry, Resource
 except ImportError:  # pragma: no cover - said under plan's "Not checked"
     kubernetes_validate = None
 
@@ -241,20 +245,32 @@ def schema_refusal(obj: dict[str, Any]) -> str | None:
     first = None
     for version in (*SCHEMA_VERSIONS, kubernetes_validate.latest_version()):
         try:
-            kubernetes_validate.validate(checked, version, strict=True)
-        except kubernetes_validate.ValidationError as exc:
-            if getattr(exc, "validator", None) == "required":
-                return None  # a value left out, not a value refused: a plan's sketch may omit what it does not need
-            where = ".".join(str(step) for step in getattr(exc, "path", ()) or ())
-            message = str(getattr(exc, "message", exc)).splitlines()[0]
-            first = first or (f"{where}: {message}" if where else message)
-            continue
+            error = jsonschema.exceptions.best_match(
+                _schema_validator(version, str(obj.get("kind")), str(obj.get("apiVersion"))).iter_errors(checked))
         except Exception:  # a custom resource's kind, a version without these schemas, an object they cannot take
             continue
-        return None  # a version podgang supports takes it
+        if error is None or error.validator == "required":
+            return None  # a version podgang supports takes it (a value left out is not a value refused)
+        where = ".".join(str(step) for step in error.absolute_path)
+        message = str(error.message).splitlines()[0]
+        first = first or (f"{where}: {message}" if where else message)
     if first is None:
         return None
     return first if len(first) <= SCHEMA_MESSAGE_CHARS else first[:SCHEMA_MESSAGE_CHARS - 1] + "…"
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_validator(version: str, kind: str, api_version: str) -> Any:
+    """The strict schema of ``kind`` in ``api_version`` at Kubernetes ``version``, as
+    ``kubernetes-validate`` lays them out, loaded once (its own ``validate`` reads the schemas
+    again for every object: 25 ms each, minutes for a few thousand pods)."""
+    chosen = [v for v in all_versions() if major_minor(v) <= major_minor(version)][-1]
+    folder = f"kubernetes-json-schema/v{chosen}-local-strict"
+    group = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    schema = schema_contents(f"{folder}/{kind.lower()}-{group}.json", version)
+    definitions = schema_contents(f"{folder}/_definitions.json", version)
+    registry = Resource.from_contents(definitions) @ (Resource.from_contents(schema) @ Registry())
+    return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
 
 def schema_checked() -> bool:

@@ -1,0 +1,178 @@
+"""The manifests as the cluster would hold them (UIDs the cluster would assign, the objects an
+operator makes from them) and admission as the webhook does it.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any, Mapping
+
+
+from podgang import kinds, rules
+from podgang.manifests import Manifest, Source
+from podgang.objects import OwnerRef, clip, metadata
+from podgang.settings import Settings
+
+from podgang.plan.model import _UID_DIGITS, _UID_TOKEN, UNKNOWN_UID
+
+
+def _ns(obj: dict[str, Any], default_namespace: str) -> str:
+    return metadata(obj).get("namespace") or default_namespace
+
+
+def _what(obj: dict[str, Any], namespace: str) -> str:
+    """``job default/train``; a kind named as one podgang knows but of another API group
+    with its group (``job.batch.volcano.sh default/train``: not a batch/v1 Job)."""
+    md = metadata(obj)
+    kind = str(obj.get('kind')).lower()
+    if obj.get("kind") in kinds.WORKLOADS and kinds.workload_kind(obj) is None:
+        kind = f"{kind}.{kinds.api_group(obj) or 'core'}"
+    return f"{kind} {namespace}/{md.get('name') or md.get('generateName') or '?'}"
+
+
+def shown(name: str) -> str:
+    """A name with the stand-in for a UID the cluster has not assigned shown as ``<uid>``."""
+    if _UID_TOKEN not in name:
+        return name
+    head, _, rest = name.partition(_UID_TOKEN)
+    digits = len(rest) - len(rest.lstrip("0123456789"))
+    return shown(f"{head}{UNKNOWN_UID}{rest[digits:]}")
+
+
+def _api_group(api_version: Any) -> str:
+    """``apps`` of ``apps/v1``, ``""`` of ``v1``: an owner reference names an object by
+    its API group and kind, whatever the version."""
+    return str(api_version or "").rpartition("/")[0]
+
+
+class _Objects:
+    """Copies of the manifests' objects completed as the apiserver would complete
+    them (a namespace, a UID, owner references that carry it), indexed for owner walks.
+
+    An owner reference names an object as the cluster resolves it: the same API group,
+    kind and name in the referrer's namespace, and the same UID. A manifest written by
+    hand (or exported in part) often has no ``metadata.uid`` while references to it
+    carry one: such an object takes the UID the first reference gives it (the cluster
+    can only have matched them so); a reference without a UID takes its owner's."""
+
+    def __init__(self, manifests: list[Manifest], default_namespace: str):
+        #: (ignored, the one that wins) of every object defined more than once: the last
+        #: definition is what the cluster holds after applying them in order
+        self.duplicates: list[tuple[Manifest, Manifest]] = []
+        manifests = self._last_of_each(manifests, default_namespace)
+        self.items: list[tuple[Manifest, dict[str, Any], str]] = []  # (manifest, completed copy, namespace)
+        self.sources: dict[str, Source] = {}  # by UID
+        self.by_name: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # (namespace, API group, kind, name)
+        self.by_uid: dict[str, dict[str, Any]] = {}
+        for m in manifests:
+            obj = copy.deepcopy(m.obj)
+            if not isinstance(obj.get("metadata"), dict):
+                obj["metadata"] = {}
+            md = obj["metadata"]
+            ns = _ns(obj, default_namespace)
+            md["namespace"] = ns
+            if not isinstance(md.get("uid"), str) or not md["uid"]:
+                md.pop("uid", None)
+            else:
+                self.by_uid.setdefault(md["uid"], obj)
+            self.items.append((m, obj, ns))
+            if isinstance(md.get("name"), str):
+                self.by_name[(ns, _api_group(obj.get("apiVersion")), str(obj.get("kind")), md["name"])] = obj
+        for _, obj, ns in self.items:  # an owner written without a UID has the one its references give it
+            for ref in self._refs(obj):
+                owner = self.named(ref, ns)
+                uid = ref.get("uid")
+                if owner is not None and "uid" not in owner["metadata"] and isinstance(uid, str) and uid \
+                        and uid not in self.by_uid:
+                    owner["metadata"]["uid"] = uid
+                    self.by_uid[uid] = owner
+        numbers = itertools.count(1)
+        for m, obj, _ in self.items:
+            md = obj["metadata"]
+            if "uid" not in md:
+                md["uid"] = f"{_UID_TOKEN}{next(numbers):0{_UID_DIGITS}d}"
+                self.by_uid[md["uid"]] = obj
+            self.sources.setdefault(md["uid"], m.source)
+        for _, obj, ns in self.items:  # references by name get the UID the object was given
+            for ref in self._refs(obj):
+                owner = self.named(ref, ns)
+                if owner is not None and not ref.get("uid"):
+                    ref["uid"] = owner["metadata"]["uid"]
+
+    def _last_of_each(self, manifests: list[Manifest], default_namespace: str) -> list[Manifest]:
+        """The manifests with each object (API group, kind, namespace, name) once: its last
+        definition; the others are remembered in :attr:`duplicates`."""
+        last: dict[tuple[str, str, str, str], Manifest] = {}
+        for m in manifests:
+            name = metadata(m.obj).get("name")
+            if isinstance(name, str) and name:
+                key = (_ns(m.obj, default_namespace), _api_group(m.obj.get("apiVersion")), str(m.obj.get("kind")), name)
+                if key in last:
+                    self.duplicates.append((last[key], m))
+                last[key] = m
+        ignored = {id(first) for first, _ in self.duplicates}
+        return [m for m in manifests if id(m) not in ignored]
+
+    @staticmethod
+    def _refs(obj: dict[str, Any]) -> list[dict[str, Any]]:
+        refs = metadata(obj).get("ownerReferences")
+        return [r for r in refs if isinstance(r, dict)] if isinstance(refs, list) else []
+
+    def named(self, ref: Mapping[str, Any] | OwnerRef, namespace: str) -> dict[str, Any] | None:
+        """The object of the manifests in ``namespace`` with the API group, kind and
+        name ``ref`` gives, whatever its UID."""
+        if isinstance(ref, OwnerRef):
+            api_version, kind, name = ref.api_version, ref.kind, ref.name
+        else:
+            api_version, kind, name = ref.get("apiVersion"), ref.get("kind"), ref.get("name")
+        return self.by_name.get((namespace, _api_group(api_version), str(kind), str(name)))
+
+    def owner(self, ref: OwnerRef | None, namespace: str) -> dict[str, Any] | None:
+        """The object ``ref`` (a reference held by an object in ``namespace``) names, when
+        it is in the manifests: same namespace, API group, kind, name and UID."""
+        if ref is None:
+            return None
+        found = self.named(ref, namespace)
+        return found if found is not None and found["metadata"]["uid"] == ref.uid else None
+
+    def replaced(self, ref: OwnerRef | None, namespace: str) -> str | None:
+        """Why ``ref`` finds no owner although the manifests hold an object of its
+        kind and name (another UID: the owner the reference meant was replaced), or None."""
+        found = self.named(ref, namespace) if ref is not None else None
+        if ref is None or found is None or found["metadata"]["uid"] == ref.uid:
+            return None
+        ref_uid = f"uid {clip(ref.uid, 64)}" if ref.uid else "no uid"
+        return (f"the ownerReference to {clip(f'{ref.kind.lower()}/{ref.name}')} has {ref_uid}, but "
+                f"{clip(f'{ref.kind.lower()} {namespace}/{ref.name}')} in these manifests has uid "
+                f"{shown(clip(found['metadata']['uid'], 64))} (the owner was replaced)")
+
+    def source_of(self, objs) -> Source | None:
+        """Where the first of ``objs`` is written."""
+        return next((self.sources[uid] for o in objs if (uid := metadata(o).get("uid")) in self.sources), None)
+
+    def chain(self, obj: dict[str, Any]) -> tuple[list[dict[str, Any]], OwnerRef | None]:
+        """The owners of ``obj`` found in the manifests, nearest first, and the
+        reference the walk stopped at (None: it reached the top)."""
+        chain: list[dict[str, Any]] = []
+        namespace = metadata(obj).get("namespace") or ""
+        for _ in range(16):
+            ref = rules.owner_to_look_up(obj, chain)
+            found = self.owner(ref, namespace)
+            if found is None:
+                return chain, ref
+            chain.append(found)
+        return chain, None
+
+
+def _admitted_gang(pod: dict[str, Any], chain: list[dict[str, Any]], settings: Settings,
+                   suffix: str) -> rules.Gang | rules.Denial:
+    """The gang the webhook gives ``pod``. A pod that already names the very group
+    podgang gives it (an exported pod) is in that gang, not in a hand-made one."""
+    gang = rules.gang_for_pod(pod, chain, settings=settings, name_suffix=suffix)
+    if isinstance(gang, rules.Gang) and gang.hand_made:
+        natural = rules.gang_for_pod(rules.without_membership(pod, settings), chain, settings=settings)
+        if isinstance(natural, rules.Gang) and natural.name == gang.name:
+            return rules.Gang(natural.name, natural.source, f"{natural.reason}; already named {gang.name} by podgang",
+                              natural.owner, natural.top_owner, natural.subgroup)
+    return gang

@@ -1,0 +1,86 @@
+"""``podgang plan -o yaml``: the PodGroups that would exist, as manifests to apply.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+
+from podgang.backends.base import gang_spec
+from podgang.gang import kept_grace
+from podgang.settings import DEFAULT, Settings
+
+from podgang.plan.model import _UID_TOKEN, Plan, PlannedGroup
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    """Apply a JSON merge patch (RFC 7386) to ``target`` in place."""
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            _merge(target[k], v)
+        else:
+            target[k] = copy.deepcopy(v)
+
+
+def min_text(group: PlannedGroup) -> str:
+    """A group's size as the plan shows it everywhere: ``minMember 3``, ``minMember 3 → 4``
+    after a scale, or a tree's ``minSubGroup 2 (≥ 9 pods)``."""
+    value = group.min_member.value
+    if group.min_subgroup is not None:  # a tree: its root counts parts, the pods follow from them
+        return f"minSubGroup {group.min_subgroup} (≥ {value} pods)"
+    if group.before is not None and group.before.value != value:
+        return f"minMember {group.before.value} → {value}"
+    return f"minMember {value}"
+
+
+def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[dict[str, Any]], list[str]]:
+    """The PodGroups that would exist, as manifests to apply, and comments for the
+    ones that cannot be written out here (a name that depends on a UID the cluster
+    assigns or on a random suffix, or a hand-made group no manifest defines).
+    """
+    docs: list[dict[str, Any]] = []
+    comments: list[str] = []
+    for key in sorted(plan.groups):
+        group = plan.groups[key]
+        backend = group.backend or settings.default_backend
+        if group.origin == "hand-made":
+            if group.defined_obj is None:
+                comments.append(f"PodGroup {group.namespace}/{group.name} ({min_text(group)}) is "
+                                f"referenced but no manifest defines it: create it, or the pods stay Pending")
+                continue
+            doc = copy.deepcopy(group.defined_obj)
+            md = doc.setdefault("metadata", {})
+            for noise in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
+                md.pop(noise, None)
+            md.setdefault("namespace", group.namespace)
+            doc.pop("status", None)
+            if group.users_tree:  # the user's tree: as written
+                docs.append(doc)
+                continue
+            if group.min_subgroup is None:
+                resize = backend.resize(doc, group.min_member.value)
+                if resize.body is not None:
+                    _merge(doc, resize.body)
+            subgroups = backend.subgroups_patch(doc, group.subgroups, group.min_subgroup)
+            if group.subgroups and subgroups is not None:
+                kept = kept_grace(backend, doc, subgroups, settings)
+                _merge(doc, {**subgroups, "metadata": {"annotations": kept}} if kept else subgroups)
+            docs.append(doc)
+            continue
+        if not group.name_known:
+            why = ("its name ends in a random suffix the webhook picks" if group.random_name
+                   else "the grouper creates it once the cluster assigns the UID")
+            comments.append(f"PodGroup {group.namespace}/{group.name} ({min_text(group)}, "
+                            f"{group.owner_text}): {why}")
+            continue
+        # an owner-less pod's group has no owner (the webhook makes it before the pod has a UID)
+        owned = group.origin == "owned" and group.owner is not None and group.owner.uid \
+            and _UID_TOKEN not in group.owner.uid
+        docs.append(backend.build_podgroup(gang_spec(
+            group.name, group.namespace, group.min_member.value, labels=settings.managed_labels,
+            options=group.options, owner=group.owner if owned else None,
+            subgroups=group.subgroups, min_subgroup=group.min_subgroup)))
+    return docs, comments
