@@ -33,9 +33,10 @@ def test_forgetting_never_shares_a_mutable_default():
 
 async def test_evictions_running_are_listed_for_cancellation():
     records = GangRecords()
-    task = asyncio.create_task(asyncio.sleep(60))
+    never = asyncio.Event()  # evictions that last until cancelled
+    task = asyncio.create_task(never.wait())
     records.of("team/a").evicting[None] = task
-    records.of("team/a").evicting["decode-1"] = replica = asyncio.create_task(asyncio.sleep(60))
+    records.of("team/a").evicting["decode-1"] = replica = asyncio.create_task(never.wait())
     assert set(records.evictions()) == {task, replica}
     for t in (task, replica):
         t.cancel()
