@@ -100,8 +100,8 @@ def replica_tree(workload: Any, settings: Settings = DEFAULT,
     pods exist — KAI places the pods of a leaf beyond its role's minimum one by one, and
     ignores a pod whose leaf the group does not list, so a replica whose workers are not
     made yet is never started in part — and kept while any of its pods is bound (a replica
-    scaled away keeps it until they are gone). A role none of whose pods exist yet is one part
-    needing its minimum's pods (no leaves yet): the gang waits for the role."""
+    scaled away keeps it until they are gone). A role none of whose pods exist (not made yet,
+    or all deleted) is one part needing its minimum's pods (no leaves): the gang waits for the role."""
     replicas = min_replicas(workload, settings)
     unit = replica_units(workload)
     if replicas is None or unit is None:
@@ -114,10 +114,11 @@ def replica_tree(workload: Any, settings: Settings = DEFAULT,
         indices = sorted(i for i, (live, placed) in present.items() if isinstance(i, int) and 0 <= i < 10**6
                          and ((i < unit.count and live >= unit.pods) or placed > 0))
         if not any(live > 0 or placed > 0 for live, placed in present.values()):
-            # none of its pods made yet: the role as one part needing its minimum's pods, which the
-            # gang waits for — a parent with no leaf is no part to KAI, and the other roles' replicas
-            # would take the room meanwhile (roles applied together, their pods made one after the other)
-            return (Subgroup(role, count * unit.pods, f"{why} × {unit.reason}: none of its pods made yet", pinned),)
+            # none of its pods exist (not made yet, or all deleted and being made again): the role as one
+            # part needing its minimum's pods, which the gang waits for — a parent with no leaf is no part
+            # to KAI, and the other roles' replicas would take the room meanwhile (roles applied together,
+            # their pods made one after the other)
+            return (Subgroup(role, count * unit.pods, f"{why} × {unit.reason}: none of its pods exist", pinned),)
     if present is None or not unit.leader_first:
         waiting: dict[int, int] = {}
     else:  # LeaderReady: a replica's leader alone, placed first (its workers come once it is Ready)
