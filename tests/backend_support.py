@@ -15,7 +15,7 @@ from podgang.events import EventRecorder, EventSink
 from podgang.grouper.controller import Controller, Options
 from podgang.settings import Settings
 from tests.grouper_support import pod
-from tests.kube_emulator import KubeEmulator, ResourceType
+from tests.emulator import KubeEmulator, ResourceType
 from tests.webhook_support import review
 
 SCHEDULERS = {"volcano": (VOLCANO, "volcano"), "coscheduling": (COSCHEDULING, "scheduler-plugins-scheduler"),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from tests import realcluster
-from tests.kube_emulator import kube_emulator_fixture
+from tests.emulator import kube_emulator_fixture
 
 CLUSTER_FIXTURES = {"cluster", "cluster_135", "podgang", "podgang_135"}
 _started: list[realcluster.Cluster] = []
@@ -93,6 +93,6 @@ def podgang_135(cluster_135, tmp_path_factory):
 
 @pytest.fixture
 async def emu():
-    """A fresh HTTP API emulator (tests/kube_emulator.py) for one test."""
+    """A fresh HTTP API emulator (tests/emulator/) for one test."""
     async for e in kube_emulator_fixture():
         yield e

@@ -34,7 +34,7 @@ from podgang.api import (
 )
 from podgang.grouper.leader import TimedLeaseLock
 from podgang.kinds import POD
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 
 FIXTURES = Path(__file__).parent / "fixtures" / "api"
 NS = "team-a"

@@ -15,7 +15,7 @@ from podgang.events import EventRecorder, EventSink
 from podgang.grouper.controller import Controller, Options
 from tests.backend_support import NS, SCHEDULERS, grouper, member, podgroup_of, resource, settings_for
 from tests.grouper_support import deployment, events, owned_group, replicaset, scale
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 from tests.webhook_support import eventually
 
 @pytest.mark.parametrize("name", ["volcano", "coscheduling"])

@@ -26,7 +26,7 @@ from podgang.plan import build_plan, podgroup_manifests
 from podgang.settings import Settings
 from tests.backend_support import bare_pod_review
 from tests.grouper_support import deployment, events, owned_group, owner_ref, replicaset, uid
-from tests.kube_emulator import KubeEmulator, ResourceType
+from tests.emulator import KubeEmulator, ResourceType
 from tests.webhook_support import decoded_patch, eventually, running_webhook
 
 KEY = "toy.example.com/gang"

@@ -9,7 +9,7 @@ import pytest
 
 from podgang.backends import GangSpec
 from tests.backend_support import SCHEDULERS, bare_pod_review, podgroup_of, resource, settings_for
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 from tests.webhook_support import decoded_patch, running_webhook
 
 #: backend -> (where the group lands in the patched pod, the group-of-one's spec)

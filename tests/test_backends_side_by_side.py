@@ -39,7 +39,7 @@ from tests.grouper_support import (
     scale,
     settle_status,
 )
-from tests.kube_emulator import KubeEmulator, ResourceType
+from tests.emulator import KubeEmulator, ResourceType
 from tests.test_backend_interface import KEY, NS, SCHEDULER, ToyBackend, toy_pod
 from tests.webhook_support import decoded_patch, eventually, review, running_webhook
 

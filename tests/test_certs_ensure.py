@@ -16,7 +16,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from podgang.certs import pki
 from podgang.certs.kube import CertBundle, EnsureError, decide, ensure, published_bundle, service_dns_names, write_files
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 
 NS, SECRET, SVC = "podgang-system", "podgang-webhook-tls", "podgang-webhook"
 HOST = f"{SVC}.{NS}.svc"

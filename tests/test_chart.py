@@ -23,7 +23,7 @@ from podgang.backends import BACKENDS, KAI
 from podgang.cli import command_parser
 from podgang.kinds import FOLLOWED, OWNER_KINDS, POD, WORKLOADS
 from podgang.settings import DEFAULT
-from tests.rbac import allows, rules_for
+from tests.emulator.rbac import allows, rules_for
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "podgang"

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 
 from podgang.events import EventRecorder, EventSink
-from tests.kube_emulator import kube_emulator_fixture
+from tests.emulator import kube_emulator_fixture
 from tests.webhook_support import eventually
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "team", "uid": "u-1"}}

@@ -1,4 +1,4 @@
-"""grouper/eviction.py against the HTTP API emulator (tests/kube_emulator.py),
+"""grouper/eviction.py against the HTTP API emulator (tests/emulator/),
 through the real kubernetes_asyncio client. Retries never wait: ``sleep`` is a fake
 that records the backoff it was asked for."""
 
@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio.client import ApiClient
 from podgang.api import TooManyRequests, parse_status
 from podgang.grouper.eviction import EvictionResult, evict_pods
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 
 NS = "team-a"
 EVICTION = r"/api/v1/namespaces/team-a/pods/[^/]+/eviction$"

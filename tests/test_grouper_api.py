@@ -16,7 +16,7 @@ from kubernetes_asyncio.client import ApiClient
 from podgang.api import Api, resolve_environment_once
 from podgang.grouper.informer import Informer
 from podgang.kinds import POD as PODS, PYTORCH_JOB
-from tests.kube_emulator import kube_emulator_fixture
+from tests.emulator import kube_emulator_fixture
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-0", "namespace": "team"},
        "spec": {"containers": [{"name": "c", "image": "x"}]}}

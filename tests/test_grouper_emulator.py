@@ -31,7 +31,7 @@ from tests.grouper_support import (
     scale,
     settle_status,
 )
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 from tests.webhook_support import eventually
 
 SHARED = "shared-app-podgroup"

@@ -1,4 +1,4 @@
-"""Tests for tests/kube_emulator.py, driven through the real kubernetes_asyncio client and
+"""Tests for tests/emulator/, driven through the real kubernetes_asyncio client and
 raw aiohttp, checked against the recorded apiserver responses in tests/fixtures/api/."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from kubernetes_asyncio.client import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.kube_emulator import (
+from tests.emulator import (
     KubeEmulator, merge_patch, parse_label_selector,
 )
 

@@ -14,7 +14,7 @@ import pytest
 from podgang import objects, rules
 from podgang.logs import JsonFormatter
 from podgang.webhook.admission import MAX_WARNING, Verdict, encode_response
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 from tests.webhook_support import mutate_once, review, running_webhook, seed_owners, with_annotations
 
 HUGE = 100_000

@@ -11,7 +11,7 @@ import pytest
 
 from podgang.metrics import GrouperMetrics, WebhookMetrics
 from tests.grouper_support import deploy_with_pods, min_member, owned_group, running_grouper
-from tests.kube_emulator import kube_emulator_fixture
+from tests.emulator import kube_emulator_fixture
 from tests.metrics_support import exported_series
 from tests.webhook_support import eventually, review, running_webhook
 

@@ -30,7 +30,7 @@ from podgang.status import Snapshot, build_report
 from tests.backend_support import SCHEDULERS, podgroup_of, resource
 from tests.crd_support import crd_valid
 from tests.test_grouper_units import feed
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 from tests.webhook_support import eventually
 
 NS = "serving"

@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 from podgang import cli, plan_codes
-from tests.kube_emulator import ResourceType
+from tests.emulator import ResourceType
 
 REPO = Path(__file__).resolve().parent.parent
 

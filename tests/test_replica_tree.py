@@ -18,7 +18,7 @@ from podgang.gang import Cache
 from podgang.gang import desired_group, plan_writes
 from podgang.settings import DEFAULT
 from tests.grouper_support import NS, deployment, events, owner_ref, pod, podgroup, running_grouper, template, uid
-from tests.kube_emulator import merge_patch
+from tests.emulator import merge_patch
 from tests.test_grouper_emulator import wait_event
 from tests.test_grouper_units import feed, remove
 from tests.test_plan_cli import plan, write

@@ -21,7 +21,7 @@ from podgang.gang import desired_group, plan_writes
 from podgang.settings import DEFAULT, Settings
 from podgang.status import Snapshot, build_report
 from tests.grouper_support import LABEL, NS, podgroup
-from tests.kube_emulator import merge_patch
+from tests.emulator import merge_patch
 from tests.test_grouper_units import feed
 from tests.test_plan_cli import plan, write
 from tests.test_replica_tree import kai_schema, lws, lws_pods, tree

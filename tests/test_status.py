@@ -21,7 +21,7 @@ from podgang import cli, status_cli
 from podgang.status import events_about, scheduler_verdict
 from podgang.backends import KAI, NATIVE
 from podgang.settings import DEFAULT
-from tests import rbac
+from tests.emulator import rbac
 from tests.backend_support import resource
 from tests.grouper_support import (
     NS,

@@ -21,7 +21,7 @@ from podgang.gang import Cache
 from podgang.gang import desired_group, plan_writes
 from podgang.settings import DEFAULT, Settings
 from tests.grouper_support import LABEL, NS, deployment, pod, podgroup, replicaset
-from tests.kube_emulator import merge_patch
+from tests.emulator import merge_patch
 from tests.test_grouper_units import feed, remove
 
 CRDS = Path(__file__).parent / "fixtures" / "crds"

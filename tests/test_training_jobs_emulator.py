@@ -13,7 +13,7 @@ import pytest
 
 from tests.crd_support import crd_valid
 from tests.grouper_support import NS, events, kai_subgroups, min_member, owned_group, owner_ref, pod, running_grouper
-from tests.kube_emulator import ResourceType
+from tests.emulator import ResourceType
 from tests.test_kinds_kubeflow import template
 from tests.webhook_support import patched, review, running_webhook
 

@@ -21,8 +21,8 @@ from podgang.certs import pki
 from podgang.certs.kube import decide, ensure, service_dns_names
 from podgang.webhook import cli as webhook_cli
 from podgang.webhook.server import WebhookServer
-from tests.kube_emulator import KubeEmulator
-from tests.rbac import rules_for
+from tests.emulator import KubeEmulator
+from tests.emulator.rbac import rules_for
 from tests.test_chart import render
 from tests.webhook_support import eventually, handshake
 

@@ -16,7 +16,7 @@ import pytest
 from podgang.webhook.connections import ConnectionLimits
 from podgang.webhook.http import MAX_HEAD
 from podgang.webhook.server import MAX_BODY, WebhookConfig, WebhookServer
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 from tests.webhook_support import (
     DEPLOYMENT_UID,
     TEST_SETTINGS,

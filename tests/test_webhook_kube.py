@@ -1,4 +1,4 @@
-"""The webhook against an HTTP Kubernetes API (tests/kube_emulator.py), over real TLS:
+"""The webhook against an HTTP Kubernetes API (tests/emulator/), over real TLS:
 every recorded AdmissionReview end to end, owner look-ups through the cache,
 PodGroups of owner-less pods, API failures that must never deny a pod, and
 self-managed certificates."""
@@ -15,7 +15,7 @@ import time
 import pytest
 
 from podgang import rules
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 from tests.webhook_support import (
     CRON_RUN_UID,
     DEPLOYMENT_UID,

@@ -13,7 +13,7 @@ import sys
 import aiohttp
 import pytest
 
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 from tests.webhook_support import (
     DEPLOYMENT_UID,
     ROOT,

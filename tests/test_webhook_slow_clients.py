@@ -22,7 +22,7 @@ from podgang import cli
 from podgang.metrics import WebhookMetrics
 from podgang.webhook import connections
 from podgang.webhook.connections import ConnectionLimits
-from tests.kube_emulator import KubeEmulator
+from tests.emulator import KubeEmulator
 from tests.test_webhook_process import WebhookProcess
 from tests.webhook_support import (
     DEPLOYMENT_UID,

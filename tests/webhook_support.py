@@ -105,7 +105,7 @@ def recorded_object(name: str, uid: str) -> dict:
 
 
 def seed_owners(emu: Any) -> None:
-    """Put the recordings' owners into a tests.kube_emulator.KubeEmulator."""
+    """Put the recordings' owners into a tests.emulator.KubeEmulator."""
     emu.put(recorded_object("deployment-create", DEPLOYMENT_UID))
     emu.put(recorded_object("replicaset-create-by-deployment", REPLICASET_UID))
     emu.put(recorded_object("statefulset-create", STATEFULSET_UID))

@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.kube_emulator import KubeEmulator  # noqa: E402
+from tests.emulator import KubeEmulator  # noqa: E402
 
 from podgang.backends import KAI  # noqa: E402
 from podgang.objects import OwnerRef  # noqa: E402

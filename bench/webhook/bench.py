@@ -4,7 +4,7 @@ bare aiohttp TLS endpoint (and, when a Go toolchain is found, the Go anchor from
 
 - Certificates: ``podgang certs generate`` (a real CA and leaf).
 - The review: the recorded owned-pod CREATE ``tests/fixtures/admission/pod-create-by-replicaset.json``.
-- Owners: the in-process HTTP API emulator (``tests/kube_emulator.py``) serves the
+- Owners: the in-process HTTP API emulator (``tests/emulator/``) serves the
   ReplicaSet and the Deployment; the webhook looks them up once, on the first request
   (the warm-up); the run fails if it made any other API call.
 - Load: ``wrk -t1 -c50`` (``apt-get install wrk``), else an aiohttp client with 50
@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.kube_emulator import KubeEmulator  # noqa: E402
+from tests.emulator import KubeEmulator  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "admission" / "pod-create-by-replicaset.json"
 ANCHOR = Path(os.environ.get("PODGANG_GO_ANCHOR", ROOT.parent / "shared" / "anchors" / "go-webhook"))
