@@ -33,7 +33,7 @@ test-fast: $(BIN)/.installed
 	$(BIN)/python -m pytest -q -m "not real_cluster"
 
 # The reference pages (docs/reference/, the chart README's values) and the outputs of the
-# offline commands the docs show, written again from their sources; tests/test_docs.py fails
+# offline commands the docs show, written again from their sources; tests/unit/test_docs.py fails
 # while any of them is stale.
 reference: $(BIN)/.installed
 	$(BIN)/python docs/generate.py

@@ -290,7 +290,7 @@ def _rules_text(rules: list[dict]) -> str:
 def rbac_table() -> str:
     """Every role the chart binds, by ServiceAccount, as Helm renders the chart with its
     defaults (release and namespace ``podgang``)."""
-    from tests.test_chart import render  # the test suite's Helm engine (helm-python-sdk): one rendering
+    from tests.chart_support import render  # the test suite's Helm engine (helm-python-sdk): one rendering
 
     docs = render(release="podgang", namespace="podgang")
     roles = {(d["kind"], d["metadata"]["name"]): d for d in docs if d["kind"] in ("Role", "ClusterRole")}

@@ -1,7 +1,7 @@
 """Both processes' Prometheus metrics in one place, so that one concept has one
 label name in both (``call`` and ``code`` for a failed API call, ``result``,
 ``reason``, ``kind``), and the chart's dashboard and alerts can be checked
-against what is really exported (tests/test_dashboards.py).
+against what is really exported (tests/unit/test_dashboards.py).
 
 Each process object gets its own registry, so several servers or groupers in one
 process (tests) never share counts. Every registry also carries the process

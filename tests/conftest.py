@@ -1,9 +1,14 @@
-"""Fixtures shared across the suite: the real clusters (``tests/realcluster.py``).
+"""Fixtures shared across the suite: the real clusters (``tests/realcluster.py``) and the
+API emulator (``tests/emulator/``).
 
-A test that asks for ``cluster`` (Kubernetes 1.36 with KAI, its binder and pod-grouper,
-Volcano and coscheduling; kube-scheduler does native gangs) or ``cluster_135`` (Kubernetes
-1.35, seed 002's Workload API) is marked ``real_cluster``: ``make test-fast`` leaves those
-out, ``make test`` runs everything. One cluster per version serves the whole session;
+The suite is in three tiers, a folder each, and each test is marked by its folder:
+``tests/unit/`` (``unit``: no server, no cluster), ``tests/emulated/`` (``emulated``: the
+HTTP API emulator, podgang's processes on real TLS) and ``tests/real/`` (``real_cluster``: a
+test there asks for ``cluster`` — Kubernetes 1.36 with KAI, its binder and pod-grouper,
+Volcano and coscheduling; kube-scheduler does native gangs — or ``cluster_135``, Kubernetes
+1.35, seed 002's Workload API). A test that asks for a tier's fixture outside its folder is
+refused at collection. ``make test-fast`` leaves the real cluster out, ``make test`` runs
+everything. One cluster per version serves the whole session;
 podgang (``podgang`` fixture) is installed once on it. When a real-cluster test fails, the
 tail of every process's log is attached to its report.
 """
@@ -13,20 +18,38 @@ from __future__ import annotations
 import pytest
 
 from tests import realcluster
+from tests.paths import TESTS as HERE
 from tests.emulator import kube_emulator_fixture
 
 CLUSTER_FIXTURES = {"cluster", "cluster_135", "podgang", "podgang_135"}
+#: tier folder -> (its marker, the fixtures only its tests may ask for)
+TIERS = {
+    "unit": ("unit", frozenset()),
+    "emulated": ("emulated", frozenset({"emu"})),
+    "real": ("real_cluster", frozenset(CLUSTER_FIXTURES)),
+}
 _started: list[realcluster.Cluster] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "real_cluster: needs ../shared/kube-bin (a real control plane and schedulers)")
+    config.addinivalue_line("markers", "unit: tests/unit/, no server and no cluster")
+    config.addinivalue_line("markers", "emulated: tests/emulated/, the HTTP API emulator or podgang's processes")
+    config.addinivalue_line("markers", "real_cluster: tests/real/, needs ../shared/kube-bin (a real control plane "
+                                       "and schedulers)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.real_cluster)
+        tier = item.path.parent.name
+        if tier not in TIERS or item.path.parent.parent != HERE:
+            raise pytest.UsageError(f"{item.nodeid}: a test lives in one of tests/{{{','.join(TIERS)}}}/")
+        marker, _ = TIERS[tier]
+        item.add_marker(marker)
+        asked = set(getattr(item, "fixturenames", ()))
+        for other, (_, fixtures) in TIERS.items():
+            if other != tier and asked & fixtures and not (tier == "real" and other == "emulated"):
+                raise pytest.UsageError(f"{item.nodeid} asks for {', '.join(sorted(asked & fixtures))}: "
+                                        f"it belongs in tests/{other}/")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -59,7 +59,7 @@ LOG_TAIL_LINES = 120
 PODGANG_NS = "podgang-system"
 RELEASE = "podgang"
 
-#: the one namespace the session's podgang leaves alone: tests/test_grouper_apiserver.py runs
+#: the one namespace the session's podgang leaves alone: tests/real/test_grouper_apiserver.py runs
 #: a grouper of its own there
 TEST_OWN_NAMESPACE = "gang-real"
 

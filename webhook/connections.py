@@ -23,7 +23,7 @@ after its ``timeoutSeconds`` anyway, so:
   apiserver's connections.
 
 The table and the accept loop are here; the connections they hold are
-:class:`webhook.http.HttpConnection` (tests/test_webhook_slow_clients.py).
+:class:`webhook.http.HttpConnection` (tests/emulated/test_webhook_slow_clients.py).
 """
 from __future__ import annotations
 

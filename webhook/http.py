@@ -7,7 +7,7 @@ issue 11 item 9), aiohttp's server machinery (its parser wrapper, ``RequestHandl
 review, podgang's own work a fifth; a bare aiohttp endpoint that only answers reached
 0.7 of the Go standard-library anchor. The admission path needs little of HTTP: two
 POSTs and three GETs, a bounded body, keep-alive. What is kept, and checked by
-tests/test_webhook_http.py:
+tests/emulated/test_webhook_http.py:
 
 - requests are parsed by llhttp (Node's parser, via ``httptools``): malformed requests
   get 400, headers above :data:`MAX_HEAD` bytes 431, and a body above the limit 413 on

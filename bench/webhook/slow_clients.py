@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 import aiohttp  # noqa: E402
 
-from tests.test_webhook_slow_clients import rss_mb, trickling_client, webhook_process  # noqa: E402
+from tests.webhook_processes import rss_mb, trickling_client, webhook_process  # noqa: E402
 from tests.webhook_support import DEPLOYMENT_UID, group_after, owned_pod_review  # noqa: E402
 
 OUT = ROOT / "bench" / "out"

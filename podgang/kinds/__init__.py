@@ -14,13 +14,13 @@ One module per family, each beside its tests (as KAI's pod-grouper keeps a plugi
 kind behind its ``hub.go``), so that a family is read and changed on its own:
 
 - ``model.py``: the entry and its parts, and the rules families share;
-- ``core.py``: ReplicaSet, Deployment, StatefulSet, Job, CronJob, DaemonSet (tests/test_rules.py);
-- ``lws.py``: LeaderWorkerSet (tests/test_replica_tree.py, test_segments.py);
-- ``jobset.py``: JobSet (tests/test_kinds_trainjob.py, test_replica_tree.py);
-- ``kubeflow.py``: PyTorchJob, TFJob, MPIJob, XGBoostJob, JAXJob, PaddleJob (tests/test_kinds_kubeflow.py);
-- ``trainjob.py``: Trainer v2's TrainJob and the JobSet it gets (tests/test_kinds_trainjob.py);
-- ``ray.py``: RayCluster, RayJob, RayService (tests/test_kinds_ray.py);
-- ``spark.py``: SparkApplication (tests/test_kinds_spark.py).
+- ``core.py``: ReplicaSet, Deployment, StatefulSet, Job, CronJob, DaemonSet (tests/unit/test_rules.py);
+- ``lws.py``: LeaderWorkerSet (tests/emulated/test_replica_tree.py, test_segments.py);
+- ``jobset.py``: JobSet (tests/unit/test_kinds_trainjob.py, test_replica_tree.py);
+- ``kubeflow.py``: PyTorchJob, TFJob, MPIJob, XGBoostJob, JAXJob, PaddleJob (tests/unit/test_kinds_kubeflow.py);
+- ``trainjob.py``: Trainer v2's TrainJob and the JobSet it gets (tests/unit/test_kinds_trainjob.py);
+- ``ray.py``: RayCluster, RayJob, RayService (tests/unit/test_kinds_ray.py);
+- ``spark.py``: SparkApplication (tests/unit/test_kinds_spark.py).
 
 Families import ``model.py`` (``trainjob.py`` also ``jobset.py``), never this module;
 every name is imported from here, ``podgang.kinds``.

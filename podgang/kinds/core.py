@@ -1,6 +1,6 @@
 """Kubernetes' own workloads: ReplicaSet, Deployment, StatefulSet, Job, CronJob and
 DaemonSet (and a bare pod's size and template), one gang per object or, for a CronJob,
-per run. Tested in tests/test_rules.py, test_rollouts.py and test_what_gets_a_gang.py."""
+per run. Tested in tests/unit/test_rules.py, test_rollouts.py and test_what_gets_a_gang.py."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 whole, replicated jobs joining in the order ``dependsOn`` and ``startupPolicy`` make them.
 The JobSet the Trainer makes for a TrainJob is one of these (its own gang, when its
 runtime has a ``podGroupPolicy``, is said here; :mod:`podgang.kinds.trainjob` builds it).
-Tested in tests/test_kinds_trainjob.py and test_replica_tree.py."""
+Tested in tests/unit/test_kinds_trainjob.py and test_replica_tree.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Kubeflow's training jobs (training-operator's v1 kinds, mpi-operator's v2beta1
 MPIJob): one entry each from one factory, a subgroup per replica type, a smaller
-``minAvailable`` taken from the workers first. Tested in tests/test_kinds_kubeflow.py."""
+``minAvailable`` taken from the workers first. Tested in tests/unit/test_kinds_kubeflow.py."""
 
 from __future__ import annotations
 

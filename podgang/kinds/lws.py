@@ -1,6 +1,6 @@
 """LeaderWorkerSet: one gang per replica group (its leader and workers), counted in
 complete groups, made leader first under ``startupPolicy: LeaderReady``. Tested in
-tests/test_replica_tree.py and test_segments.py."""
+tests/emulated/test_replica_tree.py and test_segments.py."""
 
 from __future__ import annotations
 

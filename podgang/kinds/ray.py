@@ -1,6 +1,6 @@
 """KubeRay: a RayCluster on its own, or made by a RayJob or a RayService (each cluster
 a gang of its own); a subgroup for the head and for each worker group, multi-host
-replicas counted whole. Tested in tests/test_kinds_ray.py."""
+replicas counted whole. Tested in tests/unit/test_kinds_ray.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The Spark operator's SparkApplication: a staged gang, the driver until it runs, then
 the driver and the executors it makes; its pods' requests worked out as Spark sets them.
-Tested in tests/test_kinds_spark.py."""
+Tested in tests/unit/test_kinds_spark.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Trainer v2's TrainJob: no pods of its own; the JobSet the Trainer makes for it from its
 runtime is its one gang, which ``podgang plan`` builds (:func:`trainjob_jobset`) where the
-Trainer has not run yet. Tested in tests/test_kinds_trainjob.py."""
+Trainer has not run yet. Tested in tests/unit/test_kinds_trainjob.py."""
 
 from __future__ import annotations
 

@@ -1,0 +1,138 @@
+"""The webhook's certificate keeper run as the chart installs it: the arguments of the
+rendered webhook Deployment, and the API emulator allowing exactly what the chart's
+RBAC allows the webhook's ServiceAccount. No call may be refused, and a CA rotation
+must reach both webhook configurations and the served leaf (issue 11: looking each
+name up as both kinds was refused on every check, and a rotated CA was never served).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import datetime as dt
+import ssl
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+from podgang.certs import pki
+from podgang.certs.kube import decide, ensure, service_dns_names
+from podgang.webhook import cli as webhook_cli
+from podgang.webhook.server import WebhookServer
+from tests.emulator import KubeEmulator
+from tests.emulator.rbac import rules_for
+from tests.chart_support import render
+from tests.webhook_support import eventually, handshake
+from tests.paths import ROOT
+
+CHART = ROOT / "charts" / "podgang"
+RELEASE, NAMESPACE = "podgang", "gang-system"
+SERVICE_ACCOUNT = f"{RELEASE}-webhook"
+USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
+KINDS = {"MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
+         "ValidatingWebhookConfiguration": "validatingwebhookconfigurations"}
+
+
+@pytest.fixture(scope="module")
+def chart() -> list[dict]:
+    return render({}, release=RELEASE, namespace=NAMESPACE)
+
+
+def webhook_args(docs: list[dict]) -> list[str]:
+    [deployment] = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == f"{RELEASE}-webhook"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    args = list(container["args"])
+    assert args[0] == "webhook"  # podgang's sub-command
+    return args[1:]
+
+
+def configurations(docs: list[dict]) -> dict[str, dict]:
+    return {d["kind"]: d for d in docs if d["kind"] in KINDS}
+
+
+def published(emu: KubeEmulator, docs: list[dict]) -> list[bytes]:
+    """The caBundle of every webhook of both configurations."""
+    out = []
+    for kind, config in configurations(docs).items():
+        stored = emu.get(KINDS[kind], None, config["metadata"]["name"])
+        out += [base64.b64decode(h["clientConfig"].get("caBundle") or "") for h in stored["webhooks"]]
+    return out
+
+
+@pytest.fixture
+async def emu(chart):
+    async with KubeEmulator() as emu:
+        emu.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        for config in configurations(chart).values():
+            emu.put(config)
+        emu.grant(rules_for(chart, SERVICE_ACCOUNT, NAMESPACE), user=USER)
+        yield emu
+
+
+def config_from_chart(docs: list[dict], cert_dir: Path):
+    parser = argparse.ArgumentParser()
+    webhook_cli.add_arguments(parser)
+    config = webhook_cli.config_from_args(parser.parse_args(webhook_args(docs)))
+    config.host, config.port, config.cert_dir = "127.0.0.1", 0, str(cert_dir)
+    config.cert_check_interval = 3600.0  # the test drives the checks itself
+    return config
+
+
+def age_the_ca(emu: KubeEmulator, config) -> None:
+    """Put a CA with less than a third of its validity left into the Secret: the next
+    check renews it (a rotation)."""
+    aged = decide(None, dns_names=service_dns_names(config.service, config.namespace),
+                  now=pki.utcnow() - dt.timedelta(days=3000), ca_days=3650, days=3650)
+    secret = emu.get("secrets", config.namespace, config.secret)
+    secret["data"] = {k: base64.b64encode(v).decode() for k, v in aged.data.items()}
+    emu.put(secret)
+
+
+async def test_the_emulator_refuses_what_the_charts_rbac_does_not_allow(emu, chart):
+    # the old way (each name looked up as both kinds) is refused here as on a real cluster
+    names = [c["metadata"]["name"] for c in configurations(chart).values()]
+    async with emu.api_client() as api_client:
+        bundle = await ensure(api_client, namespace=NAMESPACE, secret=f"{RELEASE}-webhook-tls",
+                              service=f"{RELEASE}-webhook", webhook_configs=names)
+    assert len(emu.forbidden) == 2 and len(bundle.errors) == 2
+    assert any(line.startswith(
+        f'validatingwebhookconfigurations.admissionregistration.k8s.io "{RELEASE}-mutate-pods" is forbidden: '
+        f'User "{USER}" cannot get resource "validatingwebhookconfigurations"') for line in emu.forbidden)
+    assert all(e.startswith("forbidden: cannot get ") for e in bundle.errors)
+
+
+async def test_the_keeper_under_the_charts_rbac_is_never_refused_and_serves_a_rotated_ca(emu, chart, tmp_path):
+    config = config_from_chart(chart, tmp_path / "certs")
+    assert config.manage_certs and config.namespace == NAMESPACE
+    assert not config.webhook_configs  # no name the RBAC allows on one kind only is looked up as both
+    api_client = emu.api_client()
+    server = WebhookServer(config, api_client)
+    await server.start()
+    try:
+        await eventually(lambda: server.keeper.runs >= 1, what="the first certificate check")
+        first_ca = pki.load_certs((tmp_path / "certs" / "ca.crt").read_bytes())[0]
+        assert published(emu, chart) == [(tmp_path / "certs" / "ca.crt").read_bytes()] * 2
+
+        age_the_ca(emu, config)
+        await server.keeper.ensure_once()
+        ca_file = tmp_path / "certs" / "ca.crt"
+        leaf = x509.load_pem_x509_certificate((tmp_path / "certs" / "tls.crt").read_bytes())
+        assert not pki.issued_by(leaf, first_ca)
+        for bundle in published(emu, chart):  # both configurations trust the new CA
+            assert any(pki.issued_by(leaf, ca) for ca in pki.load_certs(bundle))
+
+        trusting = ssl.create_default_context(cafile=str(ca_file))
+        trusting.check_hostname = False  # the leaf names the Service, not 127.0.0.1
+
+        async def serves_the_new_leaf() -> bool:
+            _, der = await asyncio.to_thread(handshake, server.port, trusting)
+            return x509.load_der_x509_certificate(der).serial_number == leaf.serial_number
+
+        await eventually(serves_the_new_leaf, what="the rotated leaf served")
+        assert server.keeper.problem == ""
+    finally:
+        await server.stop()
+        await api_client.close()
+    assert emu.forbidden == []

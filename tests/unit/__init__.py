@@ -1,0 +1,1 @@
+"""Unit tests: pure functions and in-process objects — no HTTP server, no cluster."""
