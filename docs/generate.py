@@ -6,7 +6,7 @@
 Each page is read from what the code itself uses:
 
 - ``docs/reference/workload-kinds.md``: the ``WorkloadKind`` hub (``podgang/kinds/``),
-  its ``KindDoc`` beside KAI's own pod-grouper (``OWN_GROUPER_RULES`` in ``podgang/backends/kai.py``);
+  its ``KindDoc`` beside KAI's own pod-grouper (``OWN_GROUPER_RULES`` in ``podgang/backends/kai/keys.py``);
 - ``docs/reference/cli.md``: the argument parsers of ``podgang webhook|grouper|plan|status|certs``;
 - ``docs/reference/chart-values.md`` and the Values section of ``charts/podgang/README.md``
   (what Artifact Hub shows): ``values.schema.json`` (which keys, their types and limits) and
@@ -66,7 +66,7 @@ def _scale_field(kind) -> str:
 
 def workload_kinds_page() -> str:
     from podgang import kinds
-    from podgang.backends import kai
+    from podgang.backends.kai import keys as kai_keys
 
     layouts = {kinds.ONE_PER_OBJECT: "one per object", kinds.ONE_PER_RUN: "one per run",
                kinds.ONE_PER_REPLICA: "one per replica group"}
@@ -80,7 +80,7 @@ def workload_kinds_page() -> str:
         roles = k.doc.roles or (f"by label {', '.join(f'`{x}`' for x in k.role_labels)}" if k.role_labels else "—")
         size = k.doc.size or (k.size.__doc__ or "").strip().split("\n")[0] or "—"
         rows.append(f"| `{k.kind}` | {api} | {_cell(gang)} | {_cell(size)} | {_cell(roles)} | "
-                    f"{_cell(k.doc.staging or '—')} | {_cell(kai.OWN_GROUPER_RULES.get(k.kind, 'the same'))} |")
+                    f"{_cell(k.doc.staging or '—')} | {_cell(kai_keys.OWN_GROUPER_RULES.get(k.kind, 'the same'))} |")
     scale = [f"| `{k.kind}` | {', '.join(f'`{a}`' for a in k.aliases)} | {_scale_field(k)} | "
              f"{'yes' if k.followed else 'no: the top owner of its pods'} | {'yes' if k.resource.optional else 'no'} |"
              for k in kinds.WORKLOADS.values()]

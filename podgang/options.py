@@ -12,7 +12,7 @@ import os
 from typing import Any, Callable
 
 from podgang.backends import BACKENDS, Backend
-from podgang.backends import kai
+from podgang.backends.kai import keys as kai_keys
 from podgang.rules import parse_duration
 from podgang.settings import DEFAULT
 
@@ -165,11 +165,11 @@ def add_backend_flags(parser: Any) -> None:
                   f"without this flag and --scheduler-name: {default})")
     add_flag(parser, "--scheduler-name", repeat=True, default=[], dest="scheduler_names", metavar="NAME",
              help=f"the same as --backend NAME={KAI_BY_NAME} (repeatable)")
-    add_flag(parser, "--default-queue", default=kai.DEFAULT_QUEUE, metavar="QUEUE",
-             help=kai.DEFAULT_QUEUE_HELP)
+    add_flag(parser, "--default-queue", default=kai_keys.DEFAULT_QUEUE, metavar="QUEUE",
+             help=kai_keys.DEFAULT_QUEUE_HELP)
     add_flag(parser, "--default-priority-class", type=kind_priority, repeat=True, default=[],
              dest="default_priority_classes", metavar="KIND=CLASS",
-             help=kai.DEFAULT_PRIORITY_HELP)
+             help=kai_keys.DEFAULT_PRIORITY_HELP)
 
 
 def kind_priority(text: str) -> tuple[str, str]:

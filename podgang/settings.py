@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from podgang.backends import KAI, Backend
-from podgang.backends import kai
+from podgang.backends.kai import keys as kai_keys
 from podgang.objects import as_dict
 
 #: the scheduler a pod names when its spec names none
@@ -22,7 +22,7 @@ DEFAULT_SCHEDULER = "default-scheduler"
 class Settings:
     #: scheduler name -> the backend that speaks for it; a pod is in scope when its
     #: ``spec.schedulerName`` is one of these (several names may share a backend)
-    backends: tuple[tuple[str, Backend], ...] = ((kai.SCHEDULER_NAME, KAI),)
+    backends: tuple[tuple[str, Backend], ...] = ((kai_keys.SCHEDULER_NAME, KAI),)
     excluded_namespaces: tuple[str, ...] = ("kube-system",)
     # podgang's own keys (each ``#:`` comment is its line in docs/reference/keys.md)
     #: read on a workload (or an owner above it: a CronJob for its runs) or a PodGroup: pins
@@ -70,8 +70,8 @@ class Settings:
     # still podgang's own on the groups it made, or each would be warned about after an upgrade
     legacy_field_manager: str = "OpenAPI-Generator"
     # GPU keys (KAI's GPU sharing, whatever the backend)
-    gpu_memory_annotation: str = kai.GPU_MEMORY_ANNOTATION
-    gpu_fraction_annotation: str = kai.GPU_FRACTION_ANNOTATION
+    gpu_memory_annotation: str = kai_keys.GPU_MEMORY_ANNOTATION
+    gpu_fraction_annotation: str = kai_keys.GPU_FRACTION_ANNOTATION
     gpu_resource: str = "nvidia.com/gpu"
     # naming
     group_prefix: str = "pg"

@@ -16,7 +16,7 @@ No I/O.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any
 
 from podgang.backends.base import GangSource, GangSpec
 from podgang.backends.keyed import OneKeyBackend, first_annotation

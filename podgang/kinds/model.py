@@ -67,7 +67,7 @@ class Stage:
 class KindDoc:
     """What the reference page says of a kind (``docs/reference/workload-kinds.md`` is
     generated from it by ``make reference``): the rules above in words. What KAI's own
-    pod-grouper does instead is said beside it, from ``podgang.backends.kai``."""
+    pod-grouper does instead is said beside it, from ``podgang.backends.kai.keys``."""
 
     size: str  # its gang's size, in words
     roles: str = ""  # its subgroups; empty: one part (the whole gang)

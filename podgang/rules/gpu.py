@@ -8,7 +8,7 @@ from decimal import Decimal
 from typing import Any, Iterator, Mapping
 
 from podgang import quantities
-from podgang.backends import kai
+from podgang.backends.kai import keys as kai_keys
 from podgang.objects import annotations, clip
 from podgang.objects import as_dict as _dict
 from podgang.objects import as_list as _list
@@ -19,16 +19,16 @@ from podgang.rules.names import _WHOLE_NUMBER
 
 
 # KAI's own texts come first in every GPU denial (its webhook's words)
-MSG_GPU_AND_MEMORY = kai.MSG_GPU_AND_MEMORY
+MSG_GPU_AND_MEMORY = kai_keys.MSG_GPU_AND_MEMORY
 
 
-MSG_FRACTION_AND_GPU = kai.MSG_FRACTION_AND_GPU
+MSG_FRACTION_AND_GPU = kai_keys.MSG_FRACTION_AND_GPU
 
 
-MSG_BAD_MEMORY = kai.MSG_BAD_MEMORY
+MSG_BAD_MEMORY = kai_keys.MSG_BAD_MEMORY
 
 
-MSG_BAD_FRACTION = kai.MSG_BAD_FRACTION
+MSG_BAD_FRACTION = kai_keys.MSG_BAD_FRACTION
 
 
 quantity = quantities.quantity

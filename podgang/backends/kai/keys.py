@@ -1,0 +1,141 @@
+"""Every name KAI-Scheduler spells that podgang reads or writes: its pod keys, its
+PodGroup's fields, its Queue resource, its own pod-grouper's defaults and rules, and the
+messages of its webhook. The GPU sharing annotations are KAI's too; the rules read their
+names from here. Apart from the backend (``kai/__init__.py``) so that the rules, the
+options and the docs can name them without the backend's behaviour. No I/O.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from podgang.objects import Resource
+
+#: written (and read) on a pod: its PodGroup, what the KAI scheduler reads
+GROUP_ANNOTATION = "pod-group-name"
+#: written (and read) on a pod: its PodGroup, as `pod-group-name` (a name of at most 63 characters); select a gang
+#: with `kubectl get pods -l kai.scheduler/podgroup=NAME`; set it on a pod or pod template to
+#: put it into a hand-made group
+GROUP_LABEL = "kai.scheduler/podgroup"
+#: written on a pod: its subgroup inside a PodGroup (its workload's name or role, `standalone`
+#: for a pod nothing owns); a pod template that sets it keeps its own
+SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+SUBGROUPS = "subGroups"
+#: read on a pod: GPU memory in MiB, a positive integer (KAI's GPU sharing, whatever the backend)
+GPU_MEMORY_ANNOTATION = "gpu-memory"
+#: read on a pod: a fraction of one GPU, 0 < x < 1
+GPU_FRACTION_ANNOTATION = "gpu-fraction"
+#: read on a pod with gpu-fraction: on how many GPUs it takes that fraction (KAI counts fraction × devices)
+GPU_FRACTION_DEVICES_ANNOTATION = "gpu-fraction-num-devices"
+GPU_RESOURCE = "nvidia.com/gpu"
+#: the memory of each GPU of a node, in MiB, as NVIDIA's GPU feature discovery labels it (KAI reads it)
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+#: KAI's queue resources and what their quota and limit are counted in (pkg/scheduler/plugins/proportion:
+#: CPU in millicpus, memory in megabytes of 10^6 bytes, GPUs in GPUs and their fractions)
+QUEUE_RESOURCES = (("cpu", Decimal("0.001")), ("memory", Decimal(10) ** 6), ("gpu", Decimal(1)))
+#: KAI's rule (pkg/common/podgroup/preemptible.go): a gang of this priority or more, unless labelled
+#: preemptible, is non-preemptible, and never placed over its queue's quota
+NON_PREEMPTIBLE_PRIORITY = 100
+SCHEDULER_NAME = "kai-scheduler"
+MAX_LABEL_VALUE = 63  # the longest label value the apiserver accepts
+
+# What KAI's own pod-grouper writes on the PodGroups it makes, and where it reads each
+# value (pkg/podgrouper/podgrouper/plugins/defaultgrouper/default_grouper.go): podgang
+# writes the same on the PodGroups it makes, so that KAI schedules them alike.
+#: read on the top owner, then the pod: the KAI gang's `spec.queue`
+QUEUE_LABEL = "kai.scheduler/queue"
+#: read on the top owner, then the pod, without a queue label: the queue (`<project>-<node pool>`
+#: with `kai.scheduler/node-pool`)
+PROJECT_LABEL = "project"
+#: read on the pod: the node pool a `project` queue is suffixed with
+NODE_POOL_LABEL = "kai.scheduler/node-pool"
+#: read on an owner (nearest first) or the pod: the KAI gang's `spec.priorityClassName`
+PRIORITY_LABEL = "priorityClassName"
+#: read on the top owner or pod: the KAI gang's `spec.preemptibility`
+PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
+PREEMPTIBILITY_VALUES = ("preemptible", "non-preemptible")
+#: read on the top owner or pod: the KAI gang's `spec.preemptionDelay`
+PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
+#: on a workload (KAI reads its top owner): the KAI Topology its gang is placed in; with a
+#: required or preferred level it becomes the PodGroup's ``spec.topologyConstraint``, and it
+#: also names the topology of the segments below
+TOPOLOGY_ANNOTATION = "kai.scheduler/topology"
+#: on a workload: the topology level (a node label) all of its gang's pods must share
+TOPOLOGY_REQUIRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-required-placement"
+#: on a workload: the topology level its gang's pods should share where they can
+TOPOLOGY_PREFERRED_PLACEMENT_ANNOTATION = "kai.scheduler/topology-preferred-placement"
+TOPOLOGY_FIELD = "topologyConstraint"
+TOPOLOGY_ANNOTATIONS = ((TOPOLOGY_ANNOTATION, "topology"),
+                        (TOPOLOGY_REQUIRED_PLACEMENT_ANNOTATION, "requiredTopologyLevel"),
+                        (TOPOLOGY_PREFERRED_PLACEMENT_ANNOTATION, "preferredTopologyLevel"))
+#: on a PyTorchJob's Worker pod template (or its pods), on a LeaderWorkerSet or its worker
+#: template: KAI splits the workers into segments of this many consecutive pods, each a
+#: subgroup that is placed whole (an LWS's ``subGroupPolicy.subGroupSize`` comes first)
+SEGMENT_SIZE_ANNOTATION = "kai.scheduler/segment-size"
+#: beside the segment size, on the worker template (or its pods): the topology level each
+#: segment's pods must share (the topology is ``kai.scheduler/topology``)
+SEGMENT_REQUIRED_PLACEMENT_ANNOTATION = "kai.scheduler/segment-topology-required-placement"
+#: beside the segment size: the topology level each segment's pods should share where they can
+SEGMENT_PREFERRED_PLACEMENT_ANNOTATION = "kai.scheduler/segment-topology-preferred-placement"
+SEGMENT_ANNOTATIONS = (SEGMENT_SIZE_ANNOTATION, SEGMENT_REQUIRED_PLACEMENT_ANNOTATION,
+                       SEGMENT_PREFERRED_PLACEMENT_ANNOTATION, TOPOLOGY_ANNOTATION)
+#: written on a KAI PodGroup podgang makes: the top owner's metadata, as KAI's own pod-grouper writes it
+TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
+#: KAI's own gang size: on a batch/v1 Job (its grouper's minMember), on a JobSet replicated
+#: job's Job template (each of its Jobs' minimum, KAI v0.16 and later) and on a JobSet (how
+#: many of its replicated jobs must be placed)
+BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
+#: KubeRay's label that KAI's grouper takes as a Ray cluster's priority class, unchecked
+RAY_PRIORITY_LABEL = "ray.io/priority-class-name"
+RAY_KINDS = ("RayCluster", "RayJob", "RayService")
+STALENESS_GRACE_PERIOD = "stalenessGracePeriod"
+MIN_SUBGROUP = "minSubGroup"
+DISABLED_STALENESS = "-1s"  # a negative grace period: KAI never evicts the gang
+#: written on a pod podgang puts into a KAI gang, `"true"`: KAI's own pod-grouper (v0.15 and
+#: later) leaves it alone
+SKIP_PODGROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"
+DEFAULT_QUEUE = "default-queue"  # KAI's constants.DefaultQueueName
+#: KAI's fallback priority per top-owner kind; every other kind gets TRAIN
+DEFAULT_PRIORITY_CLASSES = (("Deployment", "inference"),)
+TRAIN = "train"
+#: the help of the flags that set the two defaults above (``podgang.options``)
+DEFAULT_QUEUE_HELP = (f"kai: the queue of a gang whose top owner and pods name none (label {QUEUE_LABEL}, "
+                      f"then {PROJECT_LABEL}), as KAI's own pod-grouper does")
+DEFAULT_PRIORITY_HELP = ("kai: the priorityClassName of a gang of a top-owner KIND that names none (repeatable; "
+                         f"KAI's own: {', '.join(f'{k}={v}' for k, v in DEFAULT_PRIORITY_CLASSES)}, "
+                         f"any other kind {TRAIN})")
+#: What KAI's own pod-grouper does with each top-owner kind (its gang, its size, its subgroups),
+#: shown beside podgang's rule on the workload kinds reference page (``make reference``); a kind
+#: not listed is grouped alike. From KAI v0.17's pkg/podgrouper plugins.
+OWN_GROUPER_RULES: dict[str, str] = {
+    "Deployment": "1: one PodGroup per pod (`pg-<pod>-<uid>`, owned by the pod), no gang",
+    "ReplicaSet": "1 (the default grouper)",
+    "StatefulSet": "1 for the whole set",
+    "Job": "the annotation `kai.scheduler/batch-min-member`, else 1",
+    "CronJob": "one PodGroup per Job run, size 1",
+    "LeaderWorkerSet": "the same, but 1 while the leader is unbound under `startupPolicy: LeaderReady`",
+    "JobSet": "`minSubGroup` over replicated jobs (1 under `InOrder`) and a leaf per Job; `dependsOn` not read",
+    "DaemonSet": "1 (the default grouper)",
+    "PyTorchJob": "the same size; subgroups `master`, `worker`",
+    "TFJob": "the same size, no subgroups",
+    "MPIJob": "the same size (it looks for the launcher pod), no subgroups",
+    "XGBoostJob": "the same size, no subgroups",
+    "JAXJob": "the same size, no subgroups",
+    "PaddleJob": "no plugin, no RBAC: one PodGroup per pod, no gang",
+    "TrainJob": ("the same (it skips the TrainJob, copies its labels and annotations onto the JobSet "
+                 "without overwriting, and groups the JobSet)"),
+    "RayCluster": ("the same size, but it checks a field `suspended` that KubeRay does not have "
+                   "(KubeRay's is `suspend`): suspended groups still count"),
+    "RayJob": "one PodGroup per RayJob that also holds the submitter; an error until `status.rayClusterName` is set",
+    "RayService": "one PodGroup per RayService: the old and the new cluster in one gang",
+    "SparkApplication": "no plugin, no RBAC: a Spark pod's group is its `spark-app-selector` label, minMember 1",
+}
+
+# the messages KAI's own webhook denies contradictory GPU requests with
+MSG_GPU_AND_MEMORY = "cannot request both GPU and GPU memory"
+MSG_FRACTION_AND_GPU = "cannot have both GPU fraction request and whole GPU resource request/limit"
+MSG_BAD_MEMORY = f"{GPU_MEMORY_ANNOTATION} annotation value must be a positive integer greater than 0"
+MSG_BAD_FRACTION = f"{GPU_FRACTION_ANNOTATION} annotation value must be a positive number smaller than 1.0"
+
+
+QUEUES = Resource("scheduling.run.ai", "v2", "queues", "Queue", optional=True)
