@@ -13,6 +13,10 @@ PodDisruptionBudgets are respected. Per pod:
   with exponential backoff, ``attempts`` tries in all; then refused with the
   API's message and causes (:class:`podgang.api.ApiError` says it in one line).
 
+``stop`` is asked before every try, the first and each retry: a reason (the gang
+recovered while a PDB held its pods) ends the eviction of the pods not evicted yet,
+which are then *kept*; None goes on.
+
 Pods are evicted concurrently, at most ``concurrency`` at a time. ``sleep`` is
 injectable so tests need not wait.
 """
@@ -34,11 +38,13 @@ class EvictionResult:
     evicted: list[str] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)  # (pod name, reason)
     gone: list[str] = field(default_factory=list)  # 404: already gone counts as success
+    kept: list[str] = field(default_factory=list)  # not evicted: ``stop`` said why before a try
+    stopped: str = ""  # that reason (the first one given)
 
     @property
     def ok(self) -> bool:
         """Every pod is evicted or gone."""
-        return not self.refused
+        return not self.refused and not self.kept
 
 
 def eviction_body(name: str, namespace: str, uid: str | None = None) -> dict[str, Any]:
@@ -64,7 +70,7 @@ def _pod_key(pod: Any) -> tuple[str, str, str | None]:
     )
 
 
-EVICTED, GONE, REFUSED = "evicted", "gone", "refused"
+EVICTED, GONE, REFUSED, KEPT = "evicted", "gone", "refused", "kept"
 
 
 async def _evict_one(
@@ -76,10 +82,14 @@ async def _evict_one(
     attempts: int,
     backoff: float,
     sleep: Callable[[float], Awaitable[Any]],
+    stop: Callable[[], str | None],
 ) -> tuple[str, str]:
     body = eviction_body(name, namespace, uid)
     last = "not attempted"
     for attempt in range(1, attempts + 1):
+        why = stop()
+        if why:
+            return KEPT, why
         try:
             await api.create(f"{POD.path(namespace, name)}/eviction", body)
             return EVICTED, ""
@@ -115,9 +125,11 @@ async def evict_pods(
     backoff: float = 1.0,
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     concurrency: int = 10,
+    stop: Callable[[], str | None] = lambda: None,
 ) -> EvictionResult:
     """Evict ``pods`` (objects as the API serves them; name, namespace and uid are
-    used). Results keep the order of ``pods``; a pod listed twice is evicted once."""
+    used). Results keep the order of ``pods``; a pod listed twice is evicted once.
+    ``stop``: asked before each try; a reason keeps the pods not evicted yet."""
     api = Api(api_client, timeout=timeout)
     attempts = max(int(attempts), 1)
     limit = asyncio.Semaphore(max(int(concurrency), 1))
@@ -137,7 +149,7 @@ async def evict_pods(
     async def one(name: str, namespace: str, uid: str | None) -> tuple[str, str]:
         async with limit:
             return await _evict_one(
-                api, name, namespace, uid, attempts=attempts, backoff=backoff, sleep=sleep
+                api, name, namespace, uid, attempts=attempts, backoff=backoff, sleep=sleep, stop=stop
             )
 
     async with asyncio.TaskGroup() as group:
@@ -148,6 +160,9 @@ async def evict_pods(
             result.evicted.append(name)
         elif outcome == GONE:
             result.gone.append(name)
+        elif outcome == KEPT:
+            result.kept.append(name)
+            result.stopped = result.stopped or reason
         else:
             result.refused.append((name, reason))
     return result

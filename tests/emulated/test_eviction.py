@@ -175,6 +175,43 @@ async def test_a_pdb_lets_some_members_go_and_holds_the_rest(emu, api):
     assert remaining(emu) == ["w-1", "w-2"]
 
 
+async def test_a_gang_that_recovers_while_a_pdb_refuses_keeps_its_pods(emu, api):
+    """Issue 35: ``stop`` is asked before every try. The gang came back while the budget
+    refused its pods: the retries stop there, though the budget would now let one go."""
+    pods = put_pods(emu, "w-0", "w-1")
+    put_pdb(emu, 2)  # 2 healthy needed, 2 there: every eviction refused
+    said: list[str] = []
+
+    async def recover(calls: int) -> None:
+        # once every pod was refused, the gang is whole again (a third member runs), and the
+        # budget allows one disruption: a retry that did not ask would evict
+        await emu.wait_for(lambda: emu.count("POST", EVICTION) >= 2, timeout=5)
+        if calls == 1:
+            emu.put(pod("w-2"))
+            said.append("the gang is no longer stale")
+
+    asked: list[str] = []
+
+    def stop() -> str | None:
+        asked.append("")
+        return said[0] if said else None
+
+    result = await evict_pods(api, pods, timeout=5, sleep=FakeSleep(recover), stop=stop)
+
+    assert result.kept == ["w-0", "w-1"] and result.stopped == "the gang is no longer stale"
+    assert result.evicted == [] and result.refused == [] and not result.ok
+    assert emu.count("POST", EVICTION) == 2  # one try each, none after the gang recovered
+    assert remaining(emu) == ["w-0", "w-1", "w-2"]
+    assert len(asked) == 4  # each pod: before its first try, and before its retry
+
+
+async def test_an_eviction_told_to_stop_before_its_first_try_posts_nothing(emu, api):
+    pods = put_pods(emu, "w-0")
+    result = await evict_pods(api, pods, timeout=5, sleep=FakeSleep(), stop=lambda: "the gang is no longer stale")
+    assert result == EvictionResult(kept=["w-0"], stopped="the gang is no longer stale")
+    assert emu.count("POST", EVICTION) == 0 and remaining(emu) == ["w-0"]
+
+
 async def test_404_counts_as_gone(emu, api):
     pods = put_pods(emu, "w-0")
     missing = pod("w-1")  # already deleted (e.g. by its controller)
