@@ -34,6 +34,9 @@ from podgang.gang import (
 
 log = logging.getLogger("podgang.grouper")
 
+#: said on a recovery while its eviction is still retrying (:meth:`Staleness._eviction_unwanted`)
+STOPPING = "; the eviction under way stops before its next try"
+
 
 class Staleness:
     """Judging gangs stale and evicting them (part of :class:`~podgang.grouper.controller.Controller`)."""
@@ -122,8 +125,10 @@ class Staleness:
                            grace=grace_why)
         elif action == stale.RECOVERED:
             self.metrics.recovered_gangs.inc()
-            self.events.emit(actual, "GangRecovered", verdict.message)
-            self._decision(key, "recovered", verdict.message, started, active=counts.active, minMember=min_member)
+            # a PDB may hold the rest for a while: the eviction asks the tracker before its next try
+            message = verdict.message + (STOPPING if None in record.evicting else "")
+            self.events.emit(actual, "GangRecovered", message)
+            self._decision(key, "recovered", message, started, active=counts.active, minMember=min_member)
         elif action == stale.EVICT and evictor:
             self._decision(key, "leave-to-scheduler", f"{verdict.message}; {evictor}", started)
         elif action == stale.EVICT:
@@ -209,13 +214,25 @@ class Staleness:
                 self.events.emit(actual, "ReplicaBroken", v.message)
                 self._decision(key, "replica-broken", v.message, started, replica=v.leaf)
             elif v.action == stale.RECOVERED:
-                self.events.emit(actual, "ReplicaRecovered", v.message)
-                self._decision(key, "replica-recovered", v.message, started, replica=v.leaf)
+                record = self.gangs.get(key)
+                message = v.message + (STOPPING if record is not None and v.leaf in record.evicting else "")
+                self.events.emit(actual, "ReplicaRecovered", message)
+                self._decision(key, "replica-recovered", message, started, replica=v.leaf)
             elif v.action == stale.EVICT and v.leaf not in self.gangs.of(key).evicting:
                 self.gangs.of(key).evicting[v.leaf] = asyncio.create_task(
                     self._evict(key, v.message, v.leaf), name=f"evict {key} {v.leaf}")
             if v.deadline is not None:
                 self.queue.add((GROUP, key), max(v.deadline - self.clock(), 0.0) + 0.01)
+
+    def _eviction_unwanted(self, key: str, leaf: str | None) -> str | None:
+        """Why an eviction under way must stop before its next try (a PDB's refusals are
+        retried for seconds): the gang is no longer stale — it recovered, its workload started
+        settling, its group went — or the replica no longer broken. The tracker is the judge:
+        every change to the gang's pods is observed at once, the same verdict that says
+        ``GangRecovered``."""
+        if leaf is None:
+            return None if self.tracker.is_stale(key) else "the gang is no longer stale"
+        return None if self.replicas.is_broken(key, leaf) else f"replica {leaf} is no longer broken"
 
     async def _evict(self, key: str, why: str, leaf: str | None = None) -> None:
         """Evict the remaining members of a stale gang — or, with ``leaf``, only those of
@@ -231,6 +248,7 @@ class Staleness:
             result = await eviction.evict_pods(
                 self.api_client, pods, timeout=self.options.eviction_timeout,
                 attempts=self.options.eviction_attempts, backoff=self.options.eviction_backoff,
+                stop=lambda: self._eviction_unwanted(key, leaf),
             )
             actual = self._actual(key, desired)
             what, action = ("GangEvicted", "evict") if leaf is None else ("ReplicaEvicted", "evict-replica")
@@ -245,11 +263,22 @@ class Staleness:
                     self.events.emit(actual, what, message)
                 self._decision(key, action, message, started, evicted=len(result.evicted),
                                **({"replica": leaf} if leaf else {}))
-            elif not result.refused:
+            if result.kept:
+                # the gang (or replica) came back while a PDB held its pods: the rest stay
+                self.metrics.evictions.labels(result="stopped").inc(len(result.kept) + len(result.refused))
+                stayed = [*result.kept, *(pod for pod, _ in result.refused)]
+                message = (f"{why}: stopped, {result.stopped}; {len(stayed)} "
+                           f"member{'s' if len(stayed) != 1 else ''} kept ({', '.join(stayed[:10])}"
+                           f"{' …' if len(stayed) > 10 else ''})")
+                self._decision(key, "evict-stopped", message, started, evicted=len(result.evicted),
+                               kept=len(stayed), **({"replica": leaf} if leaf else {}))
+            elif not result.evicted and not result.refused:
                 # a decision all the same: say so, rather than nothing at all
                 message = f"{why}: nothing left to evict ({len(result.gone)} already gone)"
                 self._decision(key, action, message, started, evicted=0, gone=len(result.gone))
-            if result.refused:
+            if result.kept:
+                pass  # nothing to retry, nothing to start over: the tracker's recovery stands
+            elif result.refused:
                 self.metrics.evictions.labels(result="refused").inc(len(result.refused))
                 detail = "; ".join(f"{pod}: {reason}" for pod, reason in result.refused[:5])
                 whose = "of the stale gang" if leaf is None else f"of broken replica {leaf}"

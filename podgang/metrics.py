@@ -199,7 +199,7 @@ class GrouperMetrics(ProcessMetrics):
             "podgang_grouper_recovered_gangs_total", "Stale gangs that recovered within the grace period.", registry=r,
         )
         self.evictions = Counter(
-            "podgang_grouper_evictions_total", "Pods of stale gangs the grouper evicted, by result (evicted, refused).",
+            "podgang_grouper_evictions_total", "Pods of stale gangs the grouper evicted, by result (evicted, refused; stopped: kept as the gang recovered).",
             ["result"], registry=r,
         )
         self.backfilled = Counter(
@@ -247,7 +247,7 @@ class GrouperMetrics(ProcessMetrics):
         self.initial_reconcile_seconds = Gauge(
             "podgang_grouper_initial_reconcile_seconds", "Time from start to the first complete reconcile.", registry=r,
         )
-        for result in ("evicted", "refused"):  # zeros, not gaps, for the eviction panel and alert
+        for result in ("evicted", "refused", "stopped"):  # zeros, not gaps, for the eviction panel and alert
             self.evictions.labels(result=result)
         for verdict in NEVER_PLACED_VERDICTS:  # zeros, not gaps, for the alert
             self.never_placed_gangs.labels(verdict=verdict)

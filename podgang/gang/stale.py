@@ -192,6 +192,10 @@ class StaleGangTracker:
     def stale_groups(self) -> list[str]:
         return sorted(self._stale)
 
+    def is_stale(self, group: str) -> bool:
+        """Whether ``group`` is stale now (an eviction of it asks before each try)."""
+        return group in self._stale
+
     def satisfied_at(self, group: str) -> int | None:
         """The minMember the group was last satisfied at (for logs and tests)."""
         h = self._groups.get(group)
@@ -315,6 +319,10 @@ class BrokenReplicaTracker:
     def forget(self, group: str) -> None:
         self._complete.pop(group, None)
         self._broken.pop(group, None)
+
+    def is_broken(self, group: str, leaf: str) -> bool:
+        """Whether replica ``leaf`` of ``group`` is broken now (its eviction asks before each try)."""
+        return leaf in self._broken.get(group, {})
 
     def evicted(self, group: str, leaf: str) -> None:
         """A broken replica's pods were evicted: it must be complete again to break again."""

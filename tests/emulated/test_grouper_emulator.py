@@ -652,6 +652,12 @@ async def test_an_eviction_that_finds_the_pods_gone_is_still_logged(emu, caplog)
         assert line.fields["group"] == f"{NS}/{group}" and "duration_ms" in line.fields
 
 
+def put_pdb(emu, group: str, min_available: int) -> None:
+    """A PodDisruptionBudget over the gang's pods."""
+    emu.put({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "gang", "namespace": NS},
+             "spec": {"minAvailable": min_available, "selector": {"matchLabels": {LABEL: group}}}})
+
+
 async def test_a_pdb_refusing_eviction_is_reported_and_retried(emu):
     dep, rs, names = await stale_gang(emu)
     group = owned_group(dep)
@@ -660,9 +666,7 @@ async def test_a_pdb_refusing_eviction_is_reported_and_retried(emu):
         g.controller.options.eviction_backoff = 0.01
         g.controller.options.eviction_attempts = 1
         await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
-        emu.put({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                 "metadata": {"name": "gang", "namespace": NS},
-                 "spec": {"minAvailable": 2, "selector": {"matchLabels": {LABEL: group}}}})
+        put_pdb(emu, group, 2)
         emu.delete("pods", NS, names[0])
         ev = await wait_event(emu, "GangEvictionRefused", "disruption budget", timeout=5.0)
         assert ev[0]["type"] == "Warning"
@@ -670,6 +674,31 @@ async def test_a_pdb_refusing_eviction_is_reported_and_retried(emu):
         emu.delete("poddisruptionbudgets", NS, "gang")
         await emu.wait_for(lambda: all(emu.get("pods", NS, n) is None for n in names[1:]), 5.0)
         await wait_event(emu, "GangEvicted")
+
+
+async def test_a_gang_that_recovers_while_a_pdb_holds_its_eviction_loses_no_more_pods(emu, caplog):
+    """Issue 35: the eviction of a stale gang is retried while a PodDisruptionBudget refuses
+    it; meanwhile the gang comes back (its lost member replaced, running). The eviction asks
+    before its next try and stops: no pod evicted, though the budget would now let one go."""
+    dep, rs, names = await stale_gang(emu)
+    group = owned_group(dep)
+    caplog.set_level("INFO", logger="podgang.grouper")
+    async with running_grouper(emu, staleness_grace_period=0.2) as g:
+        g.controller.options.eviction_backoff = 1.0  # retries after 1, 2, 4 s: the recovery lands between
+        g.controller.options.eviction_attempts = 4
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 2.0)
+        put_pdb(emu, group, 2)
+        emu.delete("pods", NS, names[0])
+        await emu.wait_for(lambda: emu.count("POST", r"/eviction$") >= 2, 5.0, "no eviction tried")
+        emu.put(pod("gang-abc12-new", owner=rs, group=group))  # the ReplicaSet replaced it, it runs
+        await wait_event(emu, "GangRecovered", "3 of 3 members active again, minMember 3; the eviction under way stops")
+        await emu.wait_for(lambda: not g.controller.gangs.evictions(), 5.0, "the eviction went on")
+        assert all(emu.get("pods", NS, n) is not None for n in names[1:])
+        assert not events(emu, "GangEvicted")
+        [stopped] = [r for r in caplog.records if getattr(r, "fields", {}).get("action") == "evict-stopped"]
+        assert "stopped, the gang is no longer stale; 2 members kept" in stopped.getMessage()
+        assert stopped.fields["kept"] == 2 and stopped.fields["evicted"] == 0
+        assert 'podgang_grouper_evictions_total{result="stopped"} 2.0' in g.controller.metrics.exposition()[0].decode()
 
 
 async def watch_a_while(emu, g, group, seconds):

@@ -315,8 +315,10 @@ def test_a_broken_replica_that_recovers_in_time_is_said_and_kept():
     tracker = stale.BrokenReplicaTracker(clock)
     tracker.observe("g", replicas(2, 2), settling=False, grace_period=60)
     tracker.observe("g", replicas(2, 1), settling=False, grace_period=60)
+    assert tracker.is_broken("g", "decode-1") and not tracker.is_broken("g", "decode-0")
     [back] = tracker.observe("g", replicas(2, 2), settling=False, grace_period=60)
     assert back.action == stale.RECOVERED and "decode-1" in back.message
+    assert not tracker.is_broken("g", "decode-1")  # its eviction, were one retrying, stops
 
 
 def test_a_role_below_its_minimum_of_complete_replicas_makes_the_gang_stale_naming_it():
