@@ -88,12 +88,14 @@ class Staleness:
         if (previous is None and not self.initial_reconcile_done and settling is None and not counts.succeeded
                 and 0 < counts.active < min_member and len(counts.remaining) < min_member):
             # First look after a (re)start, and the gang has bound members but fewer
-            # pods than minMember at all: under a gang scheduler its members were only
-            # bound once it was complete, so it was satisfied and lost pods while no
-            # grouper watched (a restart, a leader change). Without this it would
-            # never be found stale. (Pods still Pending may be a scale-up waiting for
-            # capacity: no assumption then.)
-            self.tracker.assume_satisfied(key, min_member)
+            # pods than minMember at all: it lost pods while no grouper watched (a
+            # restart, a leader change), or its minMember rose meanwhile — nothing in the
+            # cluster tells which, nor the size it was placed at. Never taken as
+            # satisfied: its grace period starts now, the full period, and it must reach
+            # its minimum before it runs out (else it would never be found stale, its
+            # bound members holding their nodes for nothing). Pods still Pending that
+            # make up the minimum may be a scale-up waiting for capacity: nothing then.
+            self.tracker.short_at_start(key)
         subgroups = self._subgroup_counts(desired, counts.remaining)
         self._gauge_replicas(key, subgroups)
         if (subgroups and previous is None and not self.initial_reconcile_done and settling is None

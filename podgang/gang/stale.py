@@ -26,6 +26,13 @@ The rules:
   whatever the total says. One still at or above its minimum after a loss is not.
 - *stale*: active < satisfied-at. A gang waiting for capacity after a scale-up
   (minMember rose above a still-intact gang) is therefore not stale.
+- *short when first seen* (:meth:`StaleGangTracker.short_at_start`: after a restart
+  of the grouper, bound members but fewer pods than minMember): never taken as
+  satisfied — nothing says it was whole, or at which size. Its grace period starts at
+  its first observation, the full period, and it is judged by its minMember now: it
+  is satisfied like any gang once it reaches it, and its rest is evicted when the
+  period runs out first. What ends that for any gang (settling, a member succeeded,
+  minMember ≤ 1) ends it for good: the gang is then only "not satisfied yet".
 - never stale: any member Succeeded (and the remembered level is dropped, so a
   finishing job is never mistaken for a lost gang later), a settling workload
   (rolling out or scaling down: its controller removes pods on purpose; the
@@ -108,6 +115,7 @@ class _History:
     satisfied_at: int | None = None  # minMember when last satisfied
     stale_since: float | None = None  # clock time the gang became stale
     subgroups_satisfied: frozenset[str] = frozenset()  # subgroups seen at or above their minimum
+    short_at_start: bool = False  # below its minimum when first seen, never satisfied since
 
 
 def format_duration(seconds: float) -> str:
@@ -173,13 +181,16 @@ class StaleGangTracker:
         self._groups.pop(group, None)
         self._stale.discard(group)
 
-    def assume_satisfied(self, group: str, level: int) -> None:
-        """Remember ``level`` as the level ``group`` was satisfied at, unless a level
-        is known: for a gang that, seen for the first time, shows it must have been
-        satisfied before (e.g. after a restart of the grouper)."""
+    def short_at_start(self, group: str) -> None:
+        """``group``, seen for the first time (after a restart of the grouper, a leader
+        change), has bound members but fewer pods than its minimum: it may have lost
+        members while no grouper watched, or never been whole at that size (raised
+        meanwhile). Not taken as satisfied: its grace period starts at its next
+        observation, and it must reach its minimum before the period runs out. Nothing
+        changes for a gang the tracker knows anything of."""
         h = self._groups.setdefault(group, _History())
-        if h.satisfied_at is None:
-            h.satisfied_at = max(int(level), 1)
+        if h.satisfied_at is None and h.stale_since is None:
+            h.short_at_start = True
 
     def assume_subgroups_satisfied(self, group: str, names: Iterable[str]) -> None:
         """Remember the subgroups ``names`` as satisfied, unless anything is known of
@@ -221,12 +232,15 @@ class StaleGangTracker:
         # Cases that can never be stale.
         if min_member <= 1:
             h.satisfied_at = None
+            h.short_at_start = False
             return self._not_stale(h, f"minMember {min_member} puts no gang constraint")
         if obs.succeeded > 0:
             h.satisfied_at = None
+            h.short_at_start = False
             h.subgroups_satisfied = frozenset()
             return self._not_stale(h, f"{obs.succeeded} member{'s' if obs.succeeded != 1 else ''} succeeded")
         if obs.workload_settling:
+            h.short_at_start = False  # its workload removes pods on purpose: the shortfall is explained
             if active >= min_member:
                 h.satisfied_at = min_member
             elif h.satisfied_at is not None:
@@ -237,8 +251,10 @@ class StaleGangTracker:
 
         if active >= min_member:
             h.satisfied_at = min_member
+            h.short_at_start = False
         level = h.satisfied_at
-        if not lost and (level is None or active >= level):
+        short = h.short_at_start  # below its minimum since first seen: judged by the minimum now
+        if not lost and not short and (level is None or active >= level):
             if h.stale_since is not None:
                 h.stale_since = None
                 return StaleVerdict(
@@ -258,7 +274,11 @@ class StaleGangTracker:
         # Stale: active < the level it was satisfied at.
         grace = _sane_grace(obs.grace_period)
         lost_text = "; ".join(map(str, lost))
-        if level is None or active >= level:  # only a subgroup is short
+        if short:
+            counts = f"{active} of {min_member} members active"
+            tail = (f"minMember {min_member}, short of it since the grouper first saw the gang (not known to have "
+                    f"been whole)" + (f" ({lost_text})" if lost else ""))
+        elif level is None or active >= level:  # only a subgroup is short
             counts, tail = lost_text, f"minMember {min_member}"
         else:
             counts = f"{active} of {level} members active"

@@ -900,6 +900,26 @@ async def test_seed_003_a_member_deleted_while_the_grouper_restarts_is_still_a_s
         await emu.wait_for(lambda: emu.list("pods", NS) == [], 4.0)
 
 
+async def test_a_gang_short_of_its_minimum_at_start_gets_the_full_grace_period_and_is_never_said_placed(
+        emu, caplog):
+    """Issue 35: a grouper starting on a gang below its minimum (a member lost while none ran,
+    or the minimum raised meanwhile) cannot tell whether it was ever whole: it does not take it
+    as satisfied, and evicts only once the whole grace period has run from its first look."""
+    emu.put(podgroup("app-with-models", 3))
+    for name in ("app-server", "model-2"):
+        emu.put(pod(name, group="app-with-models"))
+    caplog.set_level("INFO", logger="podgang.grouper")
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with running_grouper(emu, staleness_grace_period=1.0) as g:
+        await wait_event(emu, "GangStale", "2 of 3 members active, minMember 3, short of it since the grouper "
+                         "first saw the gang (not known to have been whole): evicting the rest in 1s")
+        assert g.controller.tracker.satisfied_at(f"{NS}/app-with-models") is None
+        await emu.wait_for(lambda: emu.list("pods", NS) == [], 5.0)
+        assert min(r.at for r in emu.find_requests("POST", r"/eviction$")) >= started + 1.0
+        assert not [r for r in caplog.records if getattr(r, "fields", {}).get("action") == "placed"]
+
+
 async def test_a_scale_up_waiting_for_capacity_across_a_restart_is_not_stale(emu):
     dep, rs, pods = deploy_with_pods(emu, "gang", 4)
     group = owned_group(dep)

@@ -337,6 +337,60 @@ def test_format_duration(seconds, text):
 
 
 # ---------------------------------------------------------------------------
+# short when first seen (issue 35): after a restart, never taken as satisfied
+
+
+def test_a_gang_short_when_first_seen_is_not_taken_as_satisfied(tracker, clock):
+    tracker.short_at_start(G)
+    v = tracker.observe(obs(2))
+    assert (v.action, v.deadline) == ("stale", clock.now + 60)  # its grace period starts now
+    assert v.message == ("2 of 3 members active, minMember 3, short of it since the grouper first saw the gang "
+                         "(not known to have been whole): evicting the rest in 60s unless it recovers")
+    assert tracker.satisfied_at(G) is None and tracker.is_stale(G)
+
+
+def test_a_gang_short_when_first_seen_waits_the_full_grace_period(tracker, clock):
+    tracker.short_at_start(G)
+    assert run(tracker, clock, [(0, obs(2)), (59.9, obs(2)), (0.1, obs(2))]) == ["stale", "waiting", "evict"]
+    tracker.evicted(G)
+    assert run(tracker, clock, [(1, obs(0)), (1, obs(2))]) == ["none", "none"]  # starts over: not short
+
+
+def test_a_gang_short_when_first_seen_is_judged_by_its_minimum_now(tracker, clock):
+    tracker.short_at_start(G)
+    tracker.observe(obs(2))
+    # raised (a hand-made group edited): still short, of the new minimum
+    assert tracker.observe(obs(2, 4)).message.startswith("2 of 4 members active, minMember 4, short of it")
+    # reaching it: satisfied like any gang, and a later loss is a loss
+    assert tracker.observe(obs(4, 4)).action == "recovered"
+    assert tracker.satisfied_at(G) == 4
+    assert tracker.observe(obs(3, 4)).message.startswith("3 of 4 members active, minMember 4: evicting")
+
+
+def test_a_gang_short_when_first_seen_whose_minimum_drops_to_its_members_is_satisfied(tracker, clock):
+    tracker.short_at_start(G)
+    tracker.observe(obs(2))
+    assert tracker.observe(obs(2, 2)).action == "recovered"
+    assert tracker.satisfied_at(G) == 2 and not tracker.is_stale(G)
+
+
+def test_settling_explains_a_gang_short_when_first_seen_for_good(tracker, clock):
+    """Its workload removes pods on purpose: after that the gang is only not satisfied yet
+    (taken as satisfied at its minimum, it was stale again once the rollout ended)."""
+    tracker.short_at_start(G)
+    assert run(tracker, clock, [(0, obs(2)), (1, obs(2, settling=True)), (1, obs(2)), (120, obs(2))]) == [
+        "stale", "recovered", "none", "none"]
+    assert tracker.observe(obs(2)).message.endswith("not satisfied yet")
+
+
+def test_short_when_first_seen_changes_nothing_for_a_gang_the_tracker_knows(tracker, clock):
+    tracker.observe(obs(3))
+    tracker.short_at_start(G)
+    assert tracker.satisfied_at(G) == 3
+    assert tracker.observe(obs(2)).message.startswith("2 of 3 members active, minMember 3: evicting")
+
+
+# ---------------------------------------------------------------------------
 # property: eviction only after an uninterrupted, full grace period
 
 GROUPS = ["ns/a", "ns/b"]
@@ -352,7 +406,7 @@ observation = st.builds(
 )
 elapsed = st.sampled_from([0.0, 1.0, 9.999, 10.0, 30.0, 60.0, 90.5]) | st.floats(0, 100, allow_nan=False)
 # mostly observations; now and then the caller reports an eviction or a deleted group
-step = st.tuples(st.sampled_from(["observe"] * 10 + ["evicted", "forget"]), elapsed, observation)
+step = st.tuples(st.sampled_from(["observe"] * 10 + ["evicted", "forget", "short_at_start"]), elapsed, observation)
 
 
 @hsettings(max_examples=400, deadline=None)
@@ -365,6 +419,9 @@ def test_property_evict_only_after_an_uninterrupted_grace_period(steps):
     tainted: dict[str, bool] = {}
     for kind, dt, arg in steps:
         clock.advance(dt)
+        if kind == "short_at_start":  # a first look after a restart: never an eviction sooner
+            tracker.short_at_start(arg.group)
+            continue
         if kind != "observe":
             getattr(tracker, kind)(arg.group)
             stale_at.pop(arg.group, None)
