@@ -263,6 +263,39 @@ def test_schema_requires_leader_election_for_several_groupers():
     HELM_CHART.validate_schema(bad)
 
 
+def test_schema_refuses_one_webhook_replica_behind_a_budget_that_blocks_drains():
+    """Issue 35: one replica with a PodDisruptionBudget of minAvailable 1 can never be evicted,
+    so no node running it could be drained. The schema refuses it, and its message lists each
+    way out; lint says the same."""
+    ways_out = ("at '/webhook/replicas': minimum: got 1, want 2",
+                "at '/webhook/podDisruptionBudget/enabled': value must be false",
+                "at '/webhook/podDisruptionBudget/minAvailable': value must be 0")
+    with pytest.raises(helm.HelmValuesError) as refused:
+        HELM_CHART.validate_schema(_with("webhook.replicas", 1))
+    assert all(way in str(refused.value) for way in ways_out), refused.value
+    report = lint({"webhook": {"replicas": 1}})
+    assert any(m["severity"] == 3 and all(way in m["error"] for way in ways_out) for m in report["messages"]), report
+    for budget in ({"enabled": False, "minAvailable": 1}, {"enabled": True, "minAvailable": 0}):
+        values = _with("webhook.podDisruptionBudget", budget)
+        values["webhook"]["replicas"] = 1
+        HELM_CHART.validate_schema(values)
+
+
+@pytest.mark.parametrize("replicas, min_available", [(2, 2), (3, 5)])
+def test_a_budget_that_blocks_every_drain_is_refused_with_a_clear_message(replicas, min_available):
+    """What the schema cannot compare (minAvailable ≥ replicas, for any count) the chart
+    refuses when it renders (helm install, upgrade, template), saying why and what to do.
+    (helm lint renders in lint mode, where a template's fail is only logged.)"""
+    values = {"webhook": {"replicas": replicas, "podDisruptionBudget": {"enabled": True, "minAvailable": min_available}}}
+    with pytest.raises(helm.HelmRenderError) as refused:
+        render(values)
+    assert (f"webhook.podDisruptionBudget.minAvailable {min_available} with webhook.replicas {replicas}: no webhook "
+            f"pod could ever be evicted, so no node running one could be drained; keep minAvailable below replicas"
+            in str(refused.value)), refused.value
+    fine = {"webhook": {"replicas": replicas, "podDisruptionBudget": {"enabled": True, "minAvailable": replicas - 1}}}
+    assert one(render(fine), "PodDisruptionBudget")["spec"]["minAvailable"] == replicas - 1
+
+
 @pytest.mark.parametrize("timeout", [1, 30])
 def test_schema_accepts_timeout_bounds(timeout):
     HELM_CHART.validate_schema(_with("webhook.timeoutSeconds", timeout))
