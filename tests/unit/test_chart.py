@@ -61,7 +61,7 @@ VARIANTS = {
         "image": {"digest": "sha256:" + "a" * 64},
         "webhook": {
             "failurePolicy": "Fail",
-            "priorityClassName": "system-cluster-critical",
+            "priorityClassName": "infra-critical",
             "nodeSelector": {"kubernetes.io/os": "linux"},
             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}],
             "podAnnotations": {"example.com/team": "infra"},
@@ -421,6 +421,7 @@ def test_default_object_set(defaults):
         "Deployment", "Service",  # grouper
         "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
         "FlowSchema", "PriorityLevelConfiguration",  # the grouper's own priority level
+        "ResourceQuota",  # for the pods of their PriorityClass
     ])
     assert not find(defaults, "CustomResourceDefinition")
     assert not find(defaults, "Certificate") and not find(defaults, "Issuer")
@@ -510,6 +511,24 @@ def test_webhook_service_and_pdb(defaults):
     pdb = one(defaults, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
     assert pdb["spec"]["selector"]["matchLabels"] == dep["spec"]["selector"]["matchLabels"]
+
+
+def test_both_deployments_run_at_system_cluster_critical_within_a_quota_that_admits_them(defaults):
+    """Issue 35: an admission webhook and the grouper gangs wait on must not be preempted by
+    the workloads they serve (Gatekeeper runs its webhook and audit at system-cluster-critical,
+    a class every cluster has). Where the apiserver admits that class outside kube-system only
+    under a quota naming it (GKE), the chart's own quota is that one."""
+    for component in ("webhook", "grouper"):
+        assert deployment(defaults, component)["spec"]["template"]["spec"]["priorityClassName"] == \
+            "system-cluster-critical"
+    quota = one(defaults, "ResourceQuota")
+    assert quota["metadata"]["name"] == f"{RELEASE}-priority-classes"
+    assert quota["spec"] == {"hard": {"pods": "8"}, "scopeSelector": {"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "In", "values": ["system-cluster-critical"]}]}}
+    none = render({"webhook": {"priorityClassName": ""}, "grouper": {"priorityClassName": ""}})
+    assert "priorityClassName" not in deployment(none, "webhook")["spec"]["template"]["spec"]
+    assert not find(none, "ResourceQuota")
+    assert not find(render({"priorityClassQuota": {"enabled": False}}), "ResourceQuota")
 
 
 def test_grouper_deployment(defaults):
@@ -974,8 +993,11 @@ def test_everything_variant_applies_the_values():
     docs = render(VARIANTS["everything"])
     pod = deployment(docs, "webhook")["spec"]["template"]["spec"]
     assert pod["imagePullSecrets"] == [{"name": "regcred"}]
-    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert pod["priorityClassName"] == "infra-critical"
     assert pod["nodeSelector"] == {"kubernetes.io/os": "linux"}
+    quota = one(docs, "ResourceQuota")["spec"]["scopeSelector"]["matchExpressions"]
+    assert quota == [{"scopeName": "PriorityClass", "operator": "In",
+                      "values": ["infra-critical", "system-cluster-critical"]}]
     assert pod["tolerations"][0]["key"] == "dedicated"
     assert "nodeAffinity" in pod["affinity"] and "podAntiAffinity" not in pod["affinity"]
     meta = deployment(docs, "webhook")["spec"]["template"]["metadata"]
