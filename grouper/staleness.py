@@ -256,8 +256,8 @@ class Staleness:
             what, action = ("GangEvicted", "evict") if leaf is None else ("ReplicaEvicted", "evict-replica")
             if result.evicted:
                 self.metrics.evictions.labels(result="evicted").inc(len(result.evicted))
-                names = ", ".join(result.evicted[:10]) + (" …" if len(result.evicted) > 10 else "")
-                message = f"{why}: evicted {len(result.evicted)} pod{'s' if len(result.evicted) != 1 else ''} ({names})"
+                message = (f"{why}: evicted {len(result.evicted)} pod{'s' if len(result.evicted) != 1 else ''} "
+                           f"({_first_ten(result.evicted)})")
                 held = size_held(desired, actual, self.settings) if leaf is None else None
                 if held:  # the replacements rejoin the live group at once: it is never empty
                     message += f"; the replacements join the live group, whose size stays until the gang is empty ({held})"
@@ -265,21 +265,19 @@ class Staleness:
                     self.events.emit(actual, what, message)
                 self._decision(key, action, message, started, evicted=len(result.evicted),
                                **({"replica": leaf} if leaf else {}))
-            if result.kept:
-                # the gang (or replica) came back while a PDB held its pods: the rest stay
-                self.metrics.evictions.labels(result="stopped").inc(len(result.kept) + len(result.refused))
-                stayed = [*result.kept, *(pod for pod, _ in result.refused)]
-                message = (f"{why}: stopped, {result.stopped}; {len(stayed)} "
-                           f"member{'s' if len(stayed) != 1 else ''} kept ({', '.join(stayed[:10])}"
-                           f"{' …' if len(stayed) > 10 else ''})")
-                self._decision(key, "evict-stopped", message, started, evicted=len(result.evicted),
-                               kept=len(stayed), **({"replica": leaf} if leaf else {}))
-            elif not result.evicted and not result.refused:
+            if not result.evicted and not result.refused and not result.kept:
                 # a decision all the same: say so, rather than nothing at all
                 message = f"{why}: nothing left to evict ({len(result.gone)} already gone)"
                 self._decision(key, action, message, started, evicted=0, gone=len(result.gone))
             if result.kept:
-                pass  # nothing to retry, nothing to start over: the tracker's recovery stands
+                # the gang (or replica) came back while a PDB held its pods: the rest stay, nothing is
+                # retried or started over — the tracker's recovery stands
+                self.metrics.evictions.labels(result="stopped").inc(len(result.kept) + len(result.refused))
+                stayed = [*result.kept, *(pod for pod, _ in result.refused)]
+                message = (f"{why}: stopped, {result.stopped}; {len(stayed)} "
+                           f"member{'s' if len(stayed) != 1 else ''} kept ({_first_ten(stayed)})")
+                self._decision(key, "evict-stopped", message, started, evicted=len(result.evicted),
+                               kept=len(stayed), **({"replica": leaf} if leaf else {}))
             elif result.refused:
                 self.metrics.evictions.labels(result="refused").inc(len(result.refused))
                 detail = "; ".join(f"{pod}: {reason}" for pod, reason in result.refused[:5])
@@ -311,3 +309,8 @@ class Staleness:
             self.queue.add((GROUP, key), self.options.eviction_retry)
         else:
             self.queue.add((GROUP, key))
+
+
+def _first_ten(names: list[str]) -> str:
+    """Pod names for a message: the first ten, and an ellipsis for the rest."""
+    return ", ".join(names[:10]) + (" …" if len(names) > 10 else "")
