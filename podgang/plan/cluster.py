@@ -28,11 +28,14 @@ def _what(obj: dict[str, Any], namespace: str) -> str:
     kind = str(obj.get('kind')).lower()
     if obj.get("kind") in kinds.WORKLOADS and kinds.workload_kind(obj) is None:
         kind = f"{kind}.{kinds.api_group(obj) or 'core'}"
-    return f"{kind} {namespace}/{md.get('name') or md.get('generateName') or '?'}"
+    return shown(f"{kind} {namespace}/{md.get('name') or md.get('generateName') or '?'}")
 
 
 def shown(name: str) -> str:
-    """A name with the stand-in for a UID the cluster has not assigned shown as ``<uid>``."""
+    """A name with the stand-in for a UID the cluster has not assigned shown as ``<uid>``, and
+    those for what only an operator knows of the objects it makes (a run's time: ``<run>``)."""
+    for token, words in kinds.MADE_NAME_PLACEHOLDERS.items():
+        name = name.replace(token, words)
     if _UID_TOKEN not in name:
         return name
     head, _, rest = name.partition(_UID_TOKEN)
