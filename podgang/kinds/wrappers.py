@@ -19,7 +19,7 @@ from podgang.objects import Resource, as_dict, as_int, as_list, metadata, spec
 #: revision's hash): valid name characters, shown by ``podgang plan`` as their key's words
 RUN_PLACEHOLDER = "x0run0x"
 REVISION_PLACEHOLDER = "x0rev0x"
-MADE_NAME_PLACEHOLDERS = {RUN_PLACEHOLDER: "<run>", REVISION_PLACEHOLDER: "<revision>"}
+MADE_NAME_PLACEHOLDERS = {RUN_PLACEHOLDER: "<time>", REVISION_PLACEHOLDER: "<revision>"}
 
 #: set by the AppWrapper controller on each component it creates: the AppWrapper's name
 APPWRAPPER_LABEL = "workload.codeflare.dev/appwrapper"
