@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parent.parent
 KUBE_BIN = Path(os.environ.get("PODGANG_KUBE_BIN") or ROOT.parent / "shared" / "kube-bin")
 CLUSTER = KUBE_BIN / "cluster"
 WORKLOAD_CRDS = Path(os.environ.get("PODGANG_WORKLOAD_CRDS") or ROOT.parent / "shared" / "fixtures" / "crds" / "workloads")
+#: the workload CRDs recorded in this repository (wrappers, schedules, Grove: tests/fixtures/crds/workloads/SOURCES.md)
+REPO_WORKLOAD_CRDS = ROOT / "tests" / "fixtures" / "crds" / "workloads"
 
 SKIP_REASON = (f"no real Kubernetes binaries at {KUBE_BIN} (the project's ../shared/kube-bin; "
                "set PODGANG_KUBE_BIN to another copy): the real-cluster tests need them")
@@ -198,13 +200,20 @@ class Cluster:
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
 
 
+def workload_crd_files() -> list[Path]:
+    """Every workload CRD file: the shared ones (:data:`WORKLOAD_CRDS`, where present), then
+    the repository's own (:data:`REPO_WORKLOAD_CRDS`) that the shared folder does not hold."""
+    shared = sorted(WORKLOAD_CRDS.glob("*.yaml")) if WORKLOAD_CRDS.is_dir() else []
+    names = {p.name for p in shared}
+    return shared + [p for p in sorted(REPO_WORKLOAD_CRDS.glob("*.yaml")) if p.name not in names]
+
+
 def workload_crds() -> list[Path]:
-    """The workload kinds' real CRDs (Kubeflow, Ray, Spark, JobSet, LWS, Trainer). Two
-    define mpijobs.kubeflow.org: the training-operator's (v1) is installed, mpi-operator's
-    (v2beta1) only by a test that swaps it in."""
-    if not WORKLOAD_CRDS.is_dir():
-        return []
-    return [p for p in sorted(WORKLOAD_CRDS.glob("*.yaml")) if "mpi-operator" not in p.name]
+    """The workload kinds' real CRDs (Kubeflow, Ray, Spark, JobSet, LWS, Trainer; and the
+    repository's: AppWrapper, DisaggregatedSet, RayCronJob, ScheduledSparkApplication,
+    SparkConnect, Grove's). Two define mpijobs.kubeflow.org: the training-operator's (v1) is
+    installed, mpi-operator's (v2beta1) only by a test that swaps it in."""
+    return [p for p in workload_crd_files() if "mpi-operator" not in p.name]
 
 
 # ---------------------------------------------------------------------------
