@@ -17,7 +17,7 @@ from podgang import plan_codes as codes
 from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, slim_fact
 from podgang.gang import Cache, key_of, split_key, template_backend
-from podgang.gang import Desired, desired_group, gang_options, kept_grace, owned_subgroups
+from podgang.gang import Desired, desired_group, gang_options, kept_grace, owned_subgroups, users_tree
 from podgang.manifests import Manifest, Source, object_metas, schema_checked
 from podgang.objects import POD, OwnerRef, Resource, as_dict, clip, metadata, quoted
 from podgang.settings import DEFAULT, Settings
@@ -548,9 +548,10 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     manifest = defined.get(key)
     at, as_written = (manifest.source, manifest.obj) if manifest else (None, None)
     if desired.source is None:
-        plan.groups[(ns, name)] = PlannedGroup(
+        plan.groups[(ns, name)] = _users_tree_drawn(backend, actual, PlannedGroup(
             ns, name, rules.MinMember(written or 1, "as written: no pod or workload in these manifests uses it"),
-            "hand-made", defined_at=at, defined_obj=as_written, cluster_min_member=written, backend=backend)
+            "hand-made", defined_at=at, defined_obj=as_written, cluster_min_member=written, backend=backend,
+            users_tree=users_tree(backend, actual, settings)))
         plan.notes.append(Finding(codes.PODGROUP_UNUSED, at, f"podgroup {ns}/{name}",
                                   "no pod or workload in these manifests uses it"))
         return
@@ -575,10 +576,7 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
                          options=options,
                          subgroups=desired.subgroups, min_subgroup=desired.min_subgroup,
                          users_tree=desired.users_tree)
-    if desired.users_tree and actual is not None:  # drawn as its user wrote it
-        root, tree = backend.subgroup_tree_of(actual) or (None, ())
-        group.min_subgroup = root
-        group.subgroups = tuple(dataclasses.replace(s, reason="as written") for s in tree)
+    _users_tree_drawn(backend, actual, group)
     if desired.users_tree and not desired.users_tree.startswith("KAI"):
         plan.notes.append(Finding(codes.USERS_TREE, at, f"podgroup {ns}/{name}", desired.users_tree))
     _note_fixed_size(plan, backend, group)
@@ -604,6 +602,15 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
             absent.setdefault((feasibility.ABSENT[verdict.kind], verdict.missing), []).append(f"{ns}/{shown(name)}")
             continue
         plan.warnings.append(Finding(codes.never_placed(verdict.kind), where, what, verdict.message))
+
+
+def _users_tree_drawn(backend: Backend, actual: dict[str, Any] | None, group: PlannedGroup) -> PlannedGroup:
+    """``group`` with the tree its user wrote, when it holds one, drawn as written."""
+    if group.users_tree and actual is not None:
+        root, tree = backend.subgroup_tree_of(actual) or (None, ())
+        group.min_subgroup = root
+        group.subgroups = tuple(dataclasses.replace(s, reason="as written") for s in tree)
+    return group
 
 
 _OPTION_FIELDS = {"queue": "queue", "priority_class": "priorityClassName"}

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from podgang.rules import is_valid_group_name
+from tests.crd_support import kai_webhook_refusals
 from tests.paths import ROOT
 
 REPO = ROOT
@@ -342,19 +343,23 @@ def test_pins_apply_and_a_malformed_pin_is_a_warning(tmp_path):
     assert 'deployment/bad-pin: podgang.io/min-member="lots" is ignored: it must be a whole number ≥ 1' in result.stdout
 
 
+TRAIN_JOBSET = """
+    apiVersion: jobset.x-k8s.io/v1alpha2
+    kind: JobSet
+    metadata: {name: train}
+    spec:
+      replicatedJobs:
+        - name: driver
+          replicas: 1
+          template: {spec: {parallelism: 1, template: {spec: {schedulerName: kai-scheduler}}}}
+        - name: workers
+          replicas: 2
+          template: {spec: {parallelism: 4, completions: 3, template: {spec: {schedulerName: kai-scheduler}}}}
+    """
+
+
 def test_jobset_and_cronjob_sizes(tmp_path):
-    path = write(tmp_path, "batch.yaml", """
-        apiVersion: jobset.x-k8s.io/v1alpha2
-        kind: JobSet
-        metadata: {name: train}
-        spec:
-          replicatedJobs:
-            - name: driver
-              replicas: 1
-              template: {spec: {parallelism: 1, template: {spec: {schedulerName: kai-scheduler}}}}
-            - name: workers
-              replicas: 2
-              template: {spec: {parallelism: 4, completions: 3, template: {spec: {schedulerName: kai-scheduler}}}}
+    path = write(tmp_path, "batch.yaml", textwrap.dedent(TRAIN_JOBSET) + textwrap.dedent("""
         ---
         apiVersion: batch/v1
         kind: CronJob
@@ -365,7 +370,7 @@ def test_jobset_and_cronjob_sizes(tmp_path):
             spec:
               parallelism: 3
               template: {spec: {schedulerName: kai-scheduler, restartPolicy: Never}}
-    """)
+    """))
     out = plan(path).stdout
     # workers: 2 Jobs of 3 pods, each counted whole (issue 24): a tree whose root needs both roles
     assert "minSubGroup 2 (≥ 7 pods)  jobset/train replicatedJobs driver 1×1 + workers 2×3" in group_line(
@@ -935,3 +940,96 @@ def test_a_group_name_that_cannot_be_known_is_said_so(tmp_path):
     rs = member(data, "replicaset ns/x-7d9f")
     assert rs["group"] is None
     assert rs["noGroup"].startswith("its owner deployment/x is not in these manifests and its ownerReference has no uid")
+
+
+# ------------------------------------------------------ a user's tree, generateName, names from templates
+
+USERS_TREE = """\
+    apiVersion: scheduling.run.ai/v2alpha2
+    kind: PodGroup
+    metadata: {name: tree, namespace: ml}
+    spec:
+      queue: team
+      minSubGroup: 2
+      subGroups:
+      - {name: prefill, minSubGroup: 1}
+      - {name: prefill-0, parent: prefill, minMember: 2}
+      - {name: decode, minMember: 1}
+    """
+TREE_POD = """\
+    ---
+    apiVersion: v1
+    kind: Pod
+    metadata: {{name: {name}, namespace: ml, annotations: {{pod-group-name: tree}},
+               labels: {{kai.scheduler/subgroup-name: {part}}}}}
+    spec: {{schedulerName: kai-scheduler, containers: [{{name: c, image: x}}]}}
+    """
+TREE_DEPLOYMENT = """\
+    ---
+    {apiVersion: apps/v1, kind: Deployment, metadata: {name: decode, namespace: ml},
+     spec: {replicas: 1, selector: {matchLabels: {app: decode}},
+            template: {metadata: {labels: {app: decode, kai.scheduler/podgroup: tree, kai.scheduler/subgroup-name: decode}},
+                       spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}}}}
+    """
+NAMED_BY = {
+    "standalone pods": textwrap.dedent(TREE_POD.format(name="p0", part="prefill-0"))
+    + textwrap.dedent(TREE_POD.format(name="p1", part="decode")),
+    "a workload": textwrap.dedent(TREE_DEPLOYMENT),
+    "nothing": "",
+}
+
+
+@pytest.mark.parametrize("named_by", NAMED_BY)
+def test_a_users_kai_tree_is_kept_as_written_whoever_names_it(tmp_path, named_by):
+    """KAI refuses minMember beside minSubGroup: the plan writes the user's group as written
+    and shows its tree, whether standalone pods, a workload or nothing names it."""
+    path = write(tmp_path, "tree.yaml", textwrap.dedent(USERS_TREE) + NAMED_BY[named_by])
+    [doc] = [d for d in yaml.safe_load_all(plan(path, "-o", "yaml").stdout) if d]
+    assert doc["spec"] == yaml.safe_load(textwrap.dedent(USERS_TREE))["spec"]
+    [group] = json.loads(plan(path, "-o", "json").stdout)["podGroups"]
+    assert group["minSubGroup"] == 2 and group["minMember"] == 3  # the fewest pods the tree takes
+    assert [(s["name"], s.get("parent"), s.get("minMember", s.get("minSubGroup"))) for s in group["subgroups"]] == [
+        ("prefill", None, 1), ("prefill-0", "prefill", 2), ("decode", None, 1)]
+    assert "minSubGroup 2 (≥ 3 pods)" in group_line(plan(path).stdout, "ml/tree")
+
+
+#: trees podgang writes itself, beside the examples: a JobSet's roles, a PyTorchJob's segments
+PODGANG_TREES = {
+    "jobset": TRAIN_JOBSET.replace("{name: train}", "{name: train, uid: 0f4c7a36-5a8e-4e09-9d2e-7a1f61f3e002}"),
+    "pytorchjob segments": """\
+        apiVersion: kubeflow.org/v1
+        kind: PyTorchJob
+        metadata: {name: seg, uid: 0f4c7a36-5a8e-4e09-9d2e-7a1f61f3e003}
+        spec:
+          pytorchReplicaSpecs:
+            Master: {replicas: 1, template: {spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}}}
+            Worker:
+              replicas: 4
+              template:
+                metadata: {annotations: {kai.scheduler/segment-size: "2"}}
+                spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}
+        """,
+}
+KAI_OUTPUTS = ([pytest.param([str(p)], id=p.name) for p in sorted(EXAMPLES.glob("*.yaml"))]
+               + [pytest.param(["users-tree", named_by], id=f"users tree named by {named_by}") for named_by in NAMED_BY]
+               + [pytest.param(["podgang-tree", name], id=f"podgang's tree of a {name}") for name in PODGANG_TREES])
+
+
+@pytest.mark.parametrize("source", KAI_OUTPUTS)
+def test_every_kai_podgroup_in_yaml_output_is_one_kai_accepts(tmp_path, source):
+    """Each KAI PodGroup ``-o yaml`` writes passes KAI's CRD and its webhook's rules (never
+    minMember beside minSubGroup), for every example and every kind of tree."""
+    written_here = source[0] in ("users-tree", "podgang-tree")
+    if source[0] == "users-tree":
+        source = [write(tmp_path, "tree.yaml", textwrap.dedent(USERS_TREE) + NAMED_BY[source[1]])]
+    elif source[0] == "podgang-tree":
+        source = [write(tmp_path, "tree.yaml", PODGANG_TREES[source[1]])]
+    result = plan(*source, "-o", "yaml", "--backend", "kai-scheduler=kai", "--backend", "default-scheduler=native")
+    assert result.returncode in (0, 1), result.stderr
+    schema = yaml.safe_load(CRD.read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d and d["apiVersion"] == "scheduling.run.ai/v2alpha2"]
+    assert docs or not written_here, result.stdout
+    for doc in docs:
+        jsonschema.validate(doc, schema)
+        assert kai_webhook_refusals(doc) == [], doc
+
