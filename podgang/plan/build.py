@@ -23,7 +23,8 @@ from podgang.objects import POD, OwnerRef, Resource, as_dict, clip, metadata, qu
 from podgang.settings import DEFAULT, Settings
 
 from podgang.plan.cluster import _admitted_gang, _ns, _Objects, _what, shown
-from podgang.plan.model import CHECKS, Finding, GANGS_NAMED, Known, Member, Plan, PlannedGroup, UNKNOWN_UID
+from podgang.plan.model import (CHECKS, Finding, GANGS_NAMED, Known, Member, Plan, PlannedGroup, UNKNOWN_SUFFIX,
+                                UNKNOWN_UID)
 
 
 def build_plan(
@@ -84,7 +85,12 @@ def build_plan(
     for m, obj, ns in objects.items:
         kind = obj.get("kind")
         backend = next((b for b in settings.enabled_backends if b.is_podgroup(obj)), None)
-        if backend is None and native_planned and (problem := native.version_problem(obj, native_planned)):
+        if (refused := rules.name_problem(obj)) is not None:  # never created: no gang, and no mangled name
+            plan.warnings.append(Finding(codes.INVALID_NAME, m.source, _what(obj, ns), refused))
+            if kind == POD.kind or kinds.any_pod_templates(obj):
+                plan.members.append(Member(m.source, _what(obj, ns), ns,
+                                           skipped="not a valid name: the apiserver never creates it (see Warnings)"))
+        elif backend is None and native_planned and (problem := native.version_problem(obj, native_planned)):
             plan.warnings.append(Finding(codes.NATIVE_VERSION, m.source, _what(obj, ns), problem))
         elif backend is not None and metadata(obj).get("name"):
             for refused in backend.refusals(obj):  # what the apiserver would not create
@@ -300,11 +306,16 @@ def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> lis
 
 
 def _show_uids(plan: Plan) -> None:
-    """Every text of the plan with the stand-in for an unassigned UID shown as ``<uid>``:
-    the stand-in is the plan's own and never reaches its output."""
+    """Every text of the plan with the stand-ins for an unassigned UID and a ``generateName``'s
+    random part shown as ``<uid>`` and ``<random>``: they are the plan's own and never reach
+    its output."""
+    for group in plan.groups.values():
+        group.min_member = dataclasses.replace(group.min_member, reason=shown(group.min_member.reason))
+        group.owner_text = shown(group.owner_text)
     for findings in (plan.denials, plan.warnings, plan.notes):
         findings[:] = [dataclasses.replace(f, what=shown(f.what), message=shown(f.message)) for f in findings]
     for member in plan.members:
+        member.what = shown(member.what)
         member.why = shown(member.why)
         member.no_group = shown(member.no_group) if member.no_group else member.no_group
         member.skipped = shown(member.skipped) if member.skipped else member.skipped
@@ -584,7 +595,8 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         group.owner_text = f"pod/{desired.owner.name}"
     elif desired.owner is not None:
         group.owner_text = f"{desired.owner.kind.lower()}/{desired.owner.name}"
-    plan.groups[(ns, group.name)] = group
+    # keyed as shown, but for a generateName's: two of them are two groups, though shown alike
+    plan.groups[(ns, name if UNKNOWN_SUFFIX in group.name else group.name)] = group
     missing = backend.missing_group(name, ns, cache.podgroups.holder(backend, key))
     where, what = at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}"
     if desired.source == rules.HAND_MADE and actual is None:
@@ -619,14 +631,21 @@ _OPTION_FIELDS = {"queue": "queue", "priority_class": "priorityClassName"}
 def _as_written(backend: Backend, options: dict[str, Any], podgroup: dict[str, Any],
                 at: Source | None) -> dict[str, Any]:
     """A hand-made group's settings: its own queue and priority class as written (podgang
-    never changes them), the rest as its pods and workloads give them."""
+    never changes them) and every other field it carries besides its size and subgroups
+    (a native group's ``disruptionMode``, KAI's ``preemptibility`` …), each shown as written;
+    the rest as its pods and workloads give them."""
     written = backend.written_options(podgroup)
-    if not written:
+    sized = {path[1] for path in backend.size_fields if len(path) == 2 and path[0] == "spec"}
+    own = {f for f in (backend.queue_field, backend.priority_field) if f is not None}
+    others = {f: v for f, v in as_dict(podgroup.get("spec")).items() if f not in sized | own and v is not None}
+    if not written and not others:
         return options
-    origins = [(setting, where) for setting, where in options.get("origins") or ()
-               if setting not in {_OPTION_FIELDS[k] for k in written}]
-    origins += [(_OPTION_FIELDS[k], f"as written in the PodGroup at {at}") for k in written]
-    return {**options, **written, "origins": tuple(origins)}
+    said = {_OPTION_FIELDS[k] for k in written} | set(others)
+    where = f"as written in the PodGroup at {at}"
+    origins = [(setting, origin) for setting, origin in options.get("origins") or () if setting not in said]
+    origins += [(_OPTION_FIELDS[k], where) for k in written] + [(f, where) for f in others]
+    return {**options, **written, "extra_spec": {**(options.get("extra_spec") or {}), **others},
+            "origins": tuple(origins)}
 
 
 def _grace_taken_over(backend: Backend, options: dict[str, Any], desired: Desired, podgroup: dict[str, Any],
@@ -642,10 +661,10 @@ def _grace_taken_over(backend: Backend, options: dict[str, Any], desired: Desire
         return options
     field = backend.eviction_grace_field
     assert field is not None  # a backend that takes a grace period over names its field
+    origins = [(setting, where) for setting, where in options.get("origins") or () if setting != field]
     return {**options, "extra_spec": {**(options.get("extra_spec") or {}), field: patch["spec"][field]},
-            "origins": (*(options.get("origins") or ()), (field, f"podgang evicts the gang by its subgroups, after "
-                                                                 f"the group's own {kept} (kept as "
-                                                                 f"{settings.grace_period_annotation})"))}
+            "origins": (*origins, (field, f"podgang evicts the gang by its subgroups, after the group's own "
+                                          f"{kept} (kept as {settings.grace_period_annotation})"))}
 
 
 def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:

@@ -1033,3 +1033,98 @@ def test_every_kai_podgroup_in_yaml_output_is_one_kai_accepts(tmp_path, source):
         jsonschema.validate(doc, schema)
         assert kai_webhook_refusals(doc) == [], doc
 
+
+def test_generate_name_workloads_are_planned_one_group_each_at_their_size(tmp_path):
+    """Kueue's samples: Jobs with only metadata.generateName. The apiserver names each
+    (generateName and 5 random characters): one group each, named with placeholders."""
+    job = ("apiVersion: batch/v1\nkind: Job\nmetadata: {{generateName: sample-job-, namespace: ml}}\n"
+           "spec:\n  parallelism: {n}\n  completions: {n}\n  template:\n    spec: {{schedulerName: kai-scheduler, "
+           "restartPolicy: Never, containers: [{{name: c, image: x}}]}}\n")
+    path = write(tmp_path, "jobs.yaml", job.format(n=3) + "---\n" + job.format(n=2))
+    data = json.loads(plan(path, "-o", "json").stdout)
+    assert [(m["object"], m["group"], m["pods"]) for m in data["members"]] == [
+        ("job ml/sample-job-<random>", "pg-sample-job-<random>-<uid>", 3),
+        ("job ml/sample-job-<random>", "pg-sample-job-<random>-<uid>", 2)]
+    assert sorted((g["name"], g["minMember"], g["nameKnown"]) for g in data["podGroups"]) == [
+        ("pg-sample-job-<random>-<uid>", 2, False), ("pg-sample-job-<random>-<uid>", 3, False)]
+    text = plan(path).stdout
+    assert "job ml/sample-job-<random>  → pg-sample-job-<random>-<uid> (3 pods)" in text
+    assert "PodGroups (2)" in text and "owned by job/sample-job-<random>" in text
+    result = plan(path, "-o", "yaml")
+    assert [d for d in yaml.safe_load_all(result.stdout) if d] == []
+    assert result.stdout.count("# PodGroup ml/pg-sample-job-<random>-<uid>") == 2
+
+
+@pytest.mark.parametrize("name, template", [("process-item-$ITEM", "$ITEM"), ("{{ .Values.name }}", "{{ .Values.name }}"),
+                                            ("train-${RUN}", "${RUN}"), ("Train_Job", None)])
+def test_a_name_the_apiserver_refuses_is_a_finding_not_a_mangled_group(tmp_path, name, template):
+    """The Kubernetes docs' "Parallel processing using expansions" Job template, a Helm chart
+    not rendered: the object is never created, so it has no gang; the plan says why."""
+    path = write(tmp_path, "job.yaml", f"""
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {{name: {json.dumps(name)}, namespace: ml}}
+        spec:
+          template:
+            spec: {{schedulerName: kai-scheduler, restartPolicy: Never, containers: [{{name: c, image: x}}]}}
+    """)
+    data = json.loads(plan(path, "-o", "json").stdout)
+    assert data["podGroups"] == []
+    [member] = data["members"]
+    assert member["group"] is None and "not a valid name" in member["skipped"]
+    [warning] = [w for w in data["warnings"] if w["code"] == "invalid-name"]
+    assert f"metadata.name {json.dumps(name)} is not a valid name" in warning["message"]
+    if template:
+        assert f"it looks like an unexpanded template variable ({template})" in warning["message"]
+    else:
+        assert "template" not in warning["message"]
+
+
+def test_a_native_groups_fields_are_shown_as_written(tmp_path):
+    """A hand-made v1alpha2 PodGroup (the shape of ../shared/fixtures/native): its
+    priorityClassName and every other field it carries are shown, not null."""
+    pod = ("---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {0}, namespace: training}}\nspec: {{schedulerName: "
+           "default-scheduler, schedulingGroup: {{podGroupName: gang}}, containers: [{{name: c, image: x}}]}}\n")
+    path = write(tmp_path, "native.yaml", textwrap.dedent("""\
+        apiVersion: v1
+        kind: Namespace
+        metadata: {name: training, labels: {podgang.io/native: enabled}}
+        ---
+        apiVersion: scheduling.k8s.io/v1alpha2
+        kind: PodGroup
+        metadata: {name: gang, namespace: training}
+        spec:
+          priorityClassName: high-priority
+          disruptionMode: Pod
+          schedulingPolicy: {gang: {minCount: 2}}
+        """) + pod.format("m") + pod.format("w"))
+    args = (path, "--backend", "default-scheduler=native")
+    [group] = json.loads(plan(*args, "-o", "json").stdout)["podGroups"]
+    assert group["priorityClassName"] == "high-priority"
+    assert {"field": "disruptionMode", "value": "Pod", "from": "as written in the PodGroup at "
+            f"{path}#2"} in group["settings"]
+    text = plan(*args).stdout
+    assert f"priorityClassName high-priority  [as written in the PodGroup at {path}#2]" in text
+    assert f"disruptionMode Pod  [as written in the PodGroup at {path}#2]" in text
+
+
+def test_every_field_of_a_hand_made_kai_group_is_shown(tmp_path):
+    pod = ("---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {0}, namespace: ml, annotations: {{pod-group-name: g}}}}"
+           "\nspec: {{schedulerName: kai-scheduler, containers: [{{name: c, image: x}}]}}\n")
+    path = write(tmp_path, "kai.yaml", textwrap.dedent("""\
+        apiVersion: scheduling.run.ai/v2alpha2
+        kind: PodGroup
+        metadata: {name: g, namespace: ml}
+        spec:
+          minMember: 2
+          queue: team
+          priorityClassName: inference
+          preemptibility: non-preemptible
+          markUnschedulable: false
+          preemptionDelay: 10m
+          topologyConstraint: {topology: t, requiredTopologyLevel: rack}
+        """) + pod.format("p0") + pod.format("p1"))
+    text = plan(path).stdout
+    for shown in ("queue team", "priorityClassName inference", "preemptibility non-preemptible",
+                  "markUnschedulable false", "preemptionDelay 10m", "topologyConstraint topology=t, requiredTopologyLevel=rack"):
+        assert f"    {shown}  [as written in the PodGroup at {path}#1]" in text, text
