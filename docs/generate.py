@@ -69,12 +69,13 @@ def workload_kinds_page() -> str:
     from podgang.backends.kai import keys as kai_keys
 
     layouts = {kinds.ONE_PER_OBJECT: "one per object", kinds.ONE_PER_RUN: "one per run",
-               kinds.ONE_PER_REPLICA: "one per replica group"}
+               kinds.ONE_PER_REPLICA: "one per replica group", kinds.WRAPPER: "none: those of what it makes"}
+    unfollowed = {kinds.WRAPPER: "no: the walk stops below it"}
     rows = []
     for k in kinds.WORKLOADS.values():
         r = k.resource
         api = ", ".join(f"`{r.group + '/' if r.group else ''}{v}`" for v in r.versions)
-        gang = layouts.get(k.layout, k.layout)
+        gang = "none: left to its operator" if k.gang_maker else layouts.get(k.layout, k.layout)
         if k.runs:
             gang += f" ({', '.join(k.runs)})"
         roles = k.doc.roles or (f"by label {', '.join(f'`{x}`' for x in k.role_labels)}" if k.role_labels else "—")
@@ -82,15 +83,19 @@ def workload_kinds_page() -> str:
         rows.append(f"| `{k.kind}` | {api} | {_cell(gang)} | {_cell(size)} | {_cell(roles)} | "
                     f"{_cell(k.doc.staging or '—')} | {_cell(kai_keys.OWN_GROUPER_RULES.get(k.kind, 'the same'))} |")
     scale = [f"| `{k.kind}` | {', '.join(f'`{a}`' for a in k.aliases)} | {_scale_field(k)} | "
-             f"{'yes' if k.followed else 'no: the top owner of its pods'} | {'yes' if k.resource.optional else 'no'} |"
+             f"{'yes' if k.followed else 'no: its pods are left alone' if k.gang_maker else unfollowed.get(k.layout, 'no: the top owner of its pods')} | "
+             f"{'yes' if k.resource.optional else 'no'} |"
              for k in kinds.WORKLOADS.values()]
     return "\n".join([
         _banner("the WorkloadKind hub in podgang/kinds/"),
         "# Workload kinds",
         "",
-        "Every kind podgang knows, one entry each in the hub of `podgang/kinds/`. A kind not listed here is",
-        "the top owner of its pods: a gang of 1 until `podgang.io/min-member` pins its size. A pod",
-        "nothing owns is a gang of 1. Why each rule is what it is: [Workloads](../workloads/index.md).",
+        "Every kind podgang knows, one entry each in the hub of `podgang/kinds/`. A pod's gang belongs to the",
+        "highest owner whose kind defines one: a kind not listed here *above* a listed one is taken for a",
+        "wrapper and passed through (the listed kind keeps its gangs), as the wrappers and schedules below are;",
+        "a kind not listed with no listed kind below it is the top owner of its pods: a gang of 1 until",
+        "`podgang.io/min-member` pins its size. A pod nothing owns is a gang of 1. Why each rule is what it",
+        "is: [Workloads](../workloads/index.md) and [owner chains](../workloads/owner-chains.md).",
         "",
         "| kind | API | gangs | gang size | subgroups | stages | KAI's own pod-grouper |",
         "|---|---|---|---|---|---|---|",

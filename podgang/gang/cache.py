@@ -228,9 +228,7 @@ class Cache:
             return None
         if _d(workload.get("metadata")).get("deletionTimestamp"):
             return None
-        owner = rules.controller_ref(workload)
-        if owner is not None and kinds.resource_for(owner.api_version, owner.kind) is not None \
-                and not kinds.run_kinds(owner):
+        if rules.next_owner(workload) is not None:
             return None  # counted through its owner (a Deployment's ReplicaSet, a JobSet's Job)
         if kinds.operator_gang(workload) is not None:  # its operator's group: the operator sizes it
             return None

@@ -46,8 +46,7 @@ def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
         owner = rules.controller_ref(pod)
         run = cache.by_uid.get(owner.uid) if owner is not None and owner.uid else None
         if run is not None and run.get("kind") == owner.kind and kinds.is_finished(run):
-            above = rules.controller_ref(run)
-            if above is None or kinds.run_kinds(above):
+            if rules.next_owner(run) is None:  # a run of its own (a CronJob's Job), not part of its owner's
                 continue
         out.append(pod)
     return out

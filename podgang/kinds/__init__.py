@@ -20,7 +20,11 @@ kind behind its ``hub.go``), so that a family is read and changed on its own:
 - ``kubeflow.py``: PyTorchJob, TFJob, MPIJob, XGBoostJob, JAXJob, PaddleJob (tests/unit/test_kinds_kubeflow.py);
 - ``trainjob.py``: Trainer v2's TrainJob and the JobSet it gets (tests/unit/test_kinds_trainjob.py);
 - ``ray.py``: RayCluster, RayJob, RayService (tests/unit/test_kinds_ray.py);
-- ``spark.py``: SparkApplication (tests/unit/test_kinds_spark.py).
+- ``spark.py``: SparkApplication, SparkConnect (tests/unit/test_kinds_spark.py);
+- ``wrappers.py``: AppWrapper, DisaggregatedSet, RayCronJob, ScheduledSparkApplication — no gang
+  of their own, the workloads they make keep theirs (tests/unit/test_kinds_wrappers.py);
+- ``grove.py``: Grove's PodCliqueSet, PodCliqueScalingGroup, PodClique — Grove makes their gangs
+  (tests/unit/test_kinds_wrappers.py).
 
 Families import ``model.py`` (``trainjob.py`` also ``jobset.py``), never this module;
 every name is imported from here, ``podgang.kinds``.
@@ -39,18 +43,25 @@ from podgang.kinds.kubeflow import (JAX_JOB, KUBEFLOW_JOB_ROLE_LABEL, KUBEFLOW_R
                                     XGBOOST_JOB)
 from podgang.kinds.lws import (LEADER_WORKER_SET, LWS_GROUP_INDEX_LABEL, LWS_LEADER_EXCLUDED, LWS_LEADER_READY,
                                LWS_LEADER_WORKER, LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, lws_subgroup_policy)
-from podgang.kinds.model import (FINISHED_CONDITIONS, ONE_PER_OBJECT, ONE_PER_REPLICA, ONE_PER_RUN, KindDoc, Obj,
+from podgang.kinds.model import (FINISHED_CONDITIONS, ONE_PER_OBJECT, ONE_PER_REPLICA, ONE_PER_RUN, WRAPPER, KindDoc, Obj,
                                  Replicas, Role, SlimTemplate, Stage, Template, WorkloadKind, _conditions_finished,
                                  _spec_template, job_size)
 from podgang.kinds.ray import (OPERATOR_GANG_LABELS, RAY_CLUSTER, RAY_GANG_LABEL, RAY_GROUP_LABEL, RAY_HEAD_GROUP,
                                RAY_JOB, RAY_REPLICA_INDEX_LABEL, RAY_SERVICE, RAY_SIZE_RULE)
-from podgang.kinds.spark import SPARK_APPLICATION, SPARK_ROLE_LABEL
+from podgang.kinds.grove import GROVE_PODGANG_LABEL, POD_CLIQUE, POD_CLIQUE_SCALING_GROUP, POD_CLIQUE_SET
+from podgang.kinds.spark import SPARK_APPLICATION, SPARK_CONNECT, SPARK_ROLE_LABEL
 from podgang.kinds.trainjob import (TRAIN_JOB, TRAINER_ANCESTOR_LABEL, TRAINER_RUNTIME_KINDS, trainer_pod_group_policy,
                                     trainjob_jobset, trainjob_runtime)
-from podgang.objects import POD, OwnerRef, Resource, as_dict, as_int, field_write_times, labels, metadata, spec
+from podgang.kinds.wrappers import (APP_WRAPPER, DISAGGREGATED_SET, MADE_NAME_PLACEHOLDERS, RAY_CRON_JOB,
+                                    SCHEDULED_SPARK_APPLICATION)
+from podgang.objects import (POD, OwnerRef, Resource, as_dict, as_int, as_list, field_write_times, labels, metadata,
+                             spec)
 
 __all__ = [
     "BUILT_IN_GROUPS", "INT32_MAX", "count_fields", "count_refusals", "path_text",
+    "APP_WRAPPER", "DISAGGREGATED_SET", "GROVE_PODGANG_LABEL", "MADE_NAME_PLACEHOLDERS", "POD_CLIQUE",
+    "POD_CLIQUE_SCALING_GROUP", "POD_CLIQUE_SET", "RAY_CRON_JOB", "SCHEDULED_SPARK_APPLICATION", "SPARK_CONNECT",
+    "WRAPPER", "gang_maker", "gang_stops_at", "made_by",
     "CRON_JOB", "DAEMON_SET", "DEPLOYMENT", "FINISHED_CONDITIONS", "FOLLOWED", "HUB", "JAX_JOB", "JOB",
     "JOBSET_IN_ORDER", "JOBSET_JOB_INDEX_LABEL", "JOBSET_REPLICATED_JOB_LABEL", "JOB_SET", "KUBEFLOW_JOB_ROLE_LABEL",
     "KUBEFLOW_REPLICA_INDEX_LABEL", "KUBEFLOW_REPLICA_TYPE_LABEL", "KindDoc", "LEADER_WORKER_SET",
@@ -92,6 +103,16 @@ HUB: dict[tuple[str, str], WorkloadKind] = {
     ("ray.io", "RayJob"): RAY_JOB,
     ("ray.io", "RayService"): RAY_SERVICE,
     ("sparkoperator.k8s.io", "SparkApplication"): SPARK_APPLICATION,
+    ("sparkoperator.k8s.io", "SparkConnect"): SPARK_CONNECT,
+    # wrappers and schedules: no gang of their own, the workloads they make keep theirs
+    ("workload.codeflare.dev", "AppWrapper"): APP_WRAPPER,
+    ("disaggregatedset.x-k8s.io", "DisaggregatedSet"): DISAGGREGATED_SET,
+    ("ray.io", "RayCronJob"): RAY_CRON_JOB,
+    ("sparkoperator.k8s.io", "ScheduledSparkApplication"): SCHEDULED_SPARK_APPLICATION,
+    # kinds whose operator makes their gangs: podgang leaves their pods alone
+    ("grove.io", "PodCliqueSet"): POD_CLIQUE_SET,
+    ("grove.io", "PodCliqueScalingGroup"): POD_CLIQUE_SCALING_GROUP,
+    ("grove.io", "PodClique"): POD_CLIQUE,
 }
 
 #: every workload kind, by kind name (no two groups of the hub share a kind name)
@@ -250,6 +271,40 @@ def run_kinds(owner: Any) -> tuple[str, ...]:
     return entry.runs if entry is not None and entry.layout == ONE_PER_RUN else ()
 
 
+def gang_stops_at(obj: Any, owner: OwnerRef) -> bool:
+    """Whether the gang of ``obj``'s pods is ``obj``'s, not its ``owner``'s: ``obj`` is one of
+    ``owner``'s runs (a CronJob's Job: :func:`run_kinds`), or ``obj`` is a workload of a kind podgang
+    knows and ``owner`` defines no gang — a wrapper or schedule podgang lists (layout WRAPPER: an
+    AppWrapper, a RayCronJob) or any kind it does not know (taken for one: a kind that makes a
+    known workload wraps it; its pods' gang is that workload's)."""
+    if as_dict(obj).get("kind") in run_kinds(owner):
+        return True
+    if workload_kind(obj) is None:
+        return False  # a pod (a Spark executor's driver), or a kind podgang does not know: it climbs on
+    above = workload_kind(owner)
+    if above is not None:
+        return above.layout == WRAPPER
+    return (owner.kind, owner.api_version) != (POD.kind, POD.version)  # a pod owns an LWS group's workers: it climbs on
+
+
+def gang_maker(pod: Any) -> str | None:
+    """Who makes the gang of a pod whose owner's operator gangs its pods itself (Grove), in
+    words; None for every other pod. Read from the pod's own ownerReferences: no look-up."""
+    for ref in as_list(metadata(pod).get("ownerReferences")):
+        entry = workload_kind(OwnerRef.from_dict(as_dict(ref))) if isinstance(ref, Mapping) else None
+        if entry is not None and entry.gang_maker:
+            return f"owned by {entry.kind} {str(as_dict(ref).get('name'))[:63]}: its gang is {entry.gang_maker}"
+    return None
+
+
+def made_by(obj: Any) -> list[Obj]:
+    """The workloads a wrapper or schedule's controller makes from ``obj`` (an AppWrapper's
+    components, a DisaggregatedSet's LeaderWorkerSets, a RayCronJob's next RayJob), owned by
+    it; none for any other kind."""
+    entry = workload_kind(obj)
+    return entry.makes(obj) if entry is not None and entry.layout == WRAPPER else []
+
+
 def resource_for(api_version: str, kind: str) -> Resource | None:
     """The known resource for an ownerReference's apiVersion and kind, if any."""
     resource = OWNER_KINDS.get(kind)
@@ -264,6 +319,9 @@ def pod_templates(obj: Any) -> list[tuple[str, Template]]:
     if kind == POD.kind:
         return _pod_itself(obj)
     entry = workload_kind(obj)
+    if entry is not None and entry.layout == WRAPPER:  # the templates of what it makes, named by it
+        return [(f"{str(made.get('kind')).lower()}/{metadata(made).get('name')} {path}", template)
+                for made in entry.makes(obj) for path, template in pod_templates(made)]
     return entry.templates(obj) if entry else _spec_template(obj)
 
 

@@ -22,6 +22,9 @@ SlimTemplate = Callable[[Any], Obj]
 ONE_PER_OBJECT = "object"  # the top owner's one PodGroup
 ONE_PER_RUN = "run"  # every object the kind starts is a gang of its own (a CronJob's Jobs, a RayService's clusters)
 ONE_PER_REPLICA = "replica"  # one PodGroup per replica group (LeaderWorkerSet)
+#: no gang of its own: it makes workloads of kinds that define gangs (an AppWrapper's PyTorchJob, a
+#: DisaggregatedSet's LeaderWorkerSets, a RayCronJob's RayJobs), each of which keeps its own gangs
+WRAPPER = "wrapper"
 
 # Job / JobSet conditions that mean "this run is over".
 FINISHED_CONDITIONS = frozenset({"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget", "Completed",
@@ -150,6 +153,13 @@ class WorkloadKind:
     #: a staged kind's roles over its whole run, where :attr:`roles` counts only the stage it
     #: is in: what its gang must find room for from the start (None: :attr:`roles`)
     whole_roles: Callable[[Any], list[Role]] | None = None
+    #: with layout WRAPPER: the workloads its controller makes from it, as it makes them (a name
+    #: the cluster decides, a revision hash or a run's time, holds a placeholder), owned by it
+    makes: Callable[[Any], list[Obj]] = lambda obj: []
+    #: its operator makes the gang of every pod under it, and says so to the scheduler itself
+    #: (Grove's PodGang, and the PodGroup made from it): who, in words. podgang leaves those pods
+    #: alone; empty for every other kind
+    gang_maker: str = ""
     #: its runs read its labels and annotations where they have none of their own: a kind
     #: KAI's pod-grouper skips as a top owner (a TrainJob, for the JobSet it makes)
     lends_metadata: bool = False
@@ -191,7 +201,7 @@ class WorkloadKind:
         """The name suffix of each PodGroup an object of this kind owns itself."""
         if self.layout == ONE_PER_REPLICA:
             return [f"-group-{i}" for i in range(max(as_int(spec(obj).get("replicas"), 1), 0))]
-        if self.layout == ONE_PER_RUN:
+        if self.layout in (ONE_PER_RUN, WRAPPER):
             return []
         return [""]
 

@@ -1,5 +1,6 @@
-"""The Spark operator's SparkApplication: a staged gang, the driver until it runs, then
-the driver and the executors it makes; its pods' requests worked out as Spark sets them.
+"""The Spark operator's SparkApplication and SparkConnect: a staged gang, the driver (a
+Connect server) until it runs, then the driver and the executors it makes; its pods'
+requests worked out as Spark sets them.
 Tested in tests/unit/test_kinds_spark.py."""
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def _spark_template(app_spec: Any, part_name: str) -> Obj:
     base = as_dict(part.get("template"))
     md, pod_spec = as_dict(base.get("metadata")), as_dict(base.get("spec"))
     scheduler = part.get("schedulerName") or pod_spec.get("schedulerName")
-    name = _SPARK_CONTAINER.format(part=part_name)
+    name = _SPARK_CONTAINER.format(part="driver" if part_name == "server" else part_name)  # a Connect server is a driver
     containers = as_list(pod_spec.get("containers"))
     if not any(as_dict(c).get("name") == name for c in containers):  # a template already worked out keeps it
         containers = [{"name": name, "resources": _spark_resources(app_spec, part)},
@@ -157,4 +158,72 @@ SPARK_APPLICATION = WorkloadKind(
                 roles="`driver`, `executor` (label `spark-role`), once the executors are counted",
                 staging="the driver (1) until spark-operator reports the application `RUNNING`; the executors are "
                         "owned by the driver pod, which podgang follows to the application"),
+)
+
+
+_CONNECT_READY = ("Ready",)
+
+
+def _connect_state(obj: Any) -> str:
+    return str(status(obj).get("state") or "")
+
+
+def _connect_executors(obj: Any) -> tuple[int, str]:
+    """``executor.instances`` (1 by default), or ``dynamicAllocation.minExecutors`` when on."""
+    dynamic = as_dict(spec(obj).get("dynamicAllocation"))
+    if dynamic.get("enabled") is True:
+        count = max(as_int(dynamic.get("minExecutors"), 0), 0)
+        return count, f"dynamicAllocation.minExecutors {count}"
+    count = max(as_int(as_dict(spec(obj).get("executor")).get("instances"), 1), 0)
+    return count, f"executor.instances {count}"
+
+
+def _connect_whole(obj: Any) -> list[Role]:
+    """The server (the Spark driver) and the executors it makes."""
+    count, why = _connect_executors(obj)
+    parts = [Role("connect-server", 1, "the server", _spark_template(spec(obj), "server"), "spec.server"),
+             Role("executor", count, why, _spark_template(spec(obj), "executor"), "spec.executor")]
+    return [r for r in parts if r.size > 0]
+
+
+def _connect_roles(obj: Any) -> list[Role]:
+    """The server; its executors once it is Ready (the server makes them, as a driver does)."""
+    return _connect_whole(obj) if _connect_state(obj) in _CONNECT_READY else _connect_whole(obj)[:1]
+
+
+def _connect_size(obj: Any) -> tuple[int, str]:
+    parts = _connect_roles(obj)
+    listed = " + ".join(f"{r.name} {r.size}" for r in parts)
+    if _connect_state(obj) not in _CONNECT_READY:
+        listed += f"; the executors ({_connect_executors(obj)[1]}) join once the server is Ready: the server makes them"
+    return sum(r.size for r in parts), listed
+
+
+def _connect_templates(obj: Any) -> list[tuple[str, Template]]:
+    return [(f"spec.{part}", _spark_template(spec(obj), part)) for part in ("server", "executor")]
+
+
+def _slim_connect(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+    s = as_dict(s)
+    out: Obj = {part: {"template": slim_template(_spark_template(s, part))} for part in ("server", "executor")}
+    if "instances" in as_dict(s.get("executor")):
+        out["executor"]["instances"] = as_dict(s.get("executor"))["instances"]
+    dynamic = as_dict(s.get("dynamicAllocation"))
+    if dynamic:
+        out["dynamicAllocation"] = {k: dynamic[k] for k in ("enabled", "minExecutors") if k in dynamic}
+    return out
+
+
+#: a long-running Spark Connect server and its executors: staged as an application is, the
+#: server until spark-operator reports it Ready, then the server and the executors it makes
+#: (owned by the server pod, which podgang follows to the SparkConnect)
+SPARK_CONNECT = WorkloadKind(
+    Resource("sparkoperator.k8s.io", "v1alpha1", "sparkconnects", "SparkConnect", optional=True),
+    _connect_size, _connect_templates, _slim_connect, aliases=("sparkconnect", "sparkconnects", "sparkconn"),
+    scale_path=("spec", "executor", "instances"), status_fields=("state",), roles=_connect_roles,
+    role_labels=(SPARK_ROLE_LABEL,), whole_roles=_connect_whole, finished=lambda obj: False,
+    doc=KindDoc("the server + `executor.instances` (or `dynamicAllocation.minExecutors`)",
+                roles="`connect-server`, `executor` (label `spark-role`), once the executors are counted",
+                staging="the server (1) until spark-operator reports the SparkConnect `Ready`; the executors are "
+                        "made by the server and owned by its pod, which podgang follows to the SparkConnect"),
 )

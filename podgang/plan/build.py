@@ -287,11 +287,19 @@ def _not_checked(known: Known, fact_resources: Mapping[str, Resource], listed: C
 
 def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> list[Manifest]:
     """What an operator makes from the manifests before any pod exists, where they hold all
-    it reads: the JobSet the Trainer makes for a TrainJob whose runtime is among them."""
+    it reads: the workloads a wrapper or schedule makes (an AppWrapper's components, a
+    DisaggregatedSet's LeaderWorkerSets, a RayCronJob's next run), and the JobSet the Trainer
+    makes for a TrainJob whose runtime is among them (or among what a wrapper makes)."""
+    out: list[Manifest] = []
+    wrapped = manifests
+    for _ in range(3):  # a wrapper around a wrapper (a RayCronJob in an AppWrapper): a level at a time
+        wrapped = [Manifest(made, m.source) for m in wrapped
+                   for made in kinds.made_by({**m.obj, "metadata": {**metadata(m.obj),
+                                                                   "namespace": _ns(m.obj, default_namespace)}})]
+        out += wrapped
     runtimes = {(str(m.obj.get("kind")), str(metadata(m.obj).get("name")), _ns(m.obj, default_namespace)): m.obj
                 for m in manifests if m.obj.get("kind") in kinds.TRAINER_RUNTIME_KINDS}
-    out = []
-    for m in manifests:
+    for m in [*manifests, *out]:
         if m.obj.get("kind") != kinds.TRAIN_JOB.kind or not metadata(m.obj).get("name"):
             continue
         kind, name = kinds.trainjob_runtime(m.obj)
@@ -380,6 +388,15 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
     an unknown kind's 1 unless pinned."""
     member = Member(source, _what(obj, ns), ns)
     plan.members.append(member)
+    entry = kinds.workload_kind(obj)
+    if entry is not None and entry.layout == kinds.WRAPPER:  # what it makes is planned below, each on its own
+        made = [_what(m, ns) for m in kinds.made_by(obj)]
+        member.no_group = f"{entry.size(obj)[1]}: {', '.join(made[:10]) or 'none yet'}{' …' if len(made) > 10 else ''}"
+        return
+    if entry is not None and entry.gang_maker:
+        member.no_group = f"its gang is {entry.gang_maker}: podgang leaves its pods alone"
+        plan.notes.append(Finding(codes.OPERATOR_GANG, member.source, member.what, member.no_group))
+        return
     made_from = kinds.template_of(obj)
     if made_from is not None:
         member.no_group = f"a template, not a workload: it owns no pods; {made_from} get the gangs"
@@ -405,7 +422,6 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
     mm = rules.min_member_for(obj, None, settings)
     backend = settings.backend_for(in_scope[0]) or settings.default_backend
     member.group = shown(name)
-    entry = kinds.workload_kind(obj)
     pinned, _ = rules.pinned_min_member(obj, settings)
     if entry is None:
         member.why = f"podgang does not know the kind {obj.get('kind')}: a gang of {mm.value}"
@@ -425,8 +441,10 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
 
 def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, objects: _Objects, cache: Cache,
                      settings: Settings) -> None:
-    if objects.owner(rules.controller_ref(obj), ns) is not None:
-        return  # its owner's entry covers it (Deployment → ReplicaSet, CronJob → Job, ...)
+    ref = rules.controller_ref(obj)
+    if (rules.next_owner(obj) is not None or kinds.run_kinds(ref)) and objects.owner(ref, ns) is not None:
+        return  # its owner's entry covers it (Deployment → ReplicaSet, CronJob → Job, ...); a wrapper's does not
+
     entry = kinds.workload_kind(obj)
     assert entry is not None
     member.pods = kinds.desired_size(obj)[0]

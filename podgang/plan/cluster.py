@@ -31,7 +31,7 @@ def _what(obj: dict[str, Any], namespace: str) -> str:
     kind = str(obj.get('kind')).lower()
     if obj.get("kind") in kinds.WORKLOADS and kinds.workload_kind(obj) is None:
         kind = f"{kind}.{kinds.api_group(obj) or 'core'}"
-    return f"{kind} {namespace}/{md.get('name') or md.get('generateName') or '?'}"
+    return shown(f"{kind} {namespace}/{md.get('name') or md.get('generateName') or '?'}")
 
 
 _STAND_INS = re.compile(f"{_UID_TOKEN}[0-9]{{{_UID_DIGITS},}}|{_SUFFIX_TOKEN}[0-9]{{{_SUFFIX_DIGITS},}}")
@@ -39,7 +39,10 @@ _STAND_INS = re.compile(f"{_UID_TOKEN}[0-9]{{{_UID_DIGITS},}}|{_SUFFIX_TOKEN}[0-
 
 def shown(name: str) -> str:
     """A name with the stand-ins for what the cluster has not assigned yet shown as they
-    are: ``<uid>`` for a UID, ``<random>`` for the random part of a ``generateName``."""
+    are: ``<uid>`` for a UID, ``<random>`` for the random part of a ``generateName``, and
+    what only an operator knows of the objects it makes (a run's time: ``<time>``)."""
+    for token, words in kinds.MADE_NAME_PLACEHOLDERS.items():
+        name = name.replace(token, words)
     return _STAND_INS.sub(lambda m: UNKNOWN_UID if m.group(0).startswith(_UID_TOKEN) else UNKNOWN_SUFFIX, name)
 
 

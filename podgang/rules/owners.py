@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping as AbcMapping
 from typing import Any, Mapping, Sequence
 
-from podgang.kinds import resource_for, run_kinds
+from podgang.kinds import gang_stops_at, resource_for
 from podgang.objects import OwnerRef, annotations, metadata
 from podgang.objects import as_dict as _dict
 from podgang.objects import as_list as _list
@@ -52,13 +52,16 @@ def _owner_ref(ref: Mapping[str, Any]) -> OwnerRef:
 def next_owner(obj: Any) -> OwnerRef | None:
     """The owner to follow upwards from ``obj``, or None when ``obj`` is the top.
 
-    A run stops the walk (a Job started by a CronJob, a RayService's cluster, a
-    TrainJob's JobSet): every run is its own gang (:func:`podgang.kinds.run_kinds`).
+    The gang belongs to the highest owner whose kind defines one
+    (:func:`podgang.kinds.gang_stops_at`): a run stops the walk (a Job started by a CronJob,
+    a RayService's cluster, a TrainJob's JobSet: every run is its own gang), and so does a
+    workload of a known kind under a wrapper or schedule (an AppWrapper, a RayCronJob, any
+    kind podgang does not know): that workload keeps the gangs of its own kind.
     """
     ref = controller_ref(obj)
     if ref is None:
         return None
-    if _dict(obj).get("kind") in run_kinds(ref):
+    if gang_stops_at(obj, ref):
         return None
     return ref
 

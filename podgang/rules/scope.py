@@ -1,11 +1,12 @@
-"""Which pods podgang looks at at all: scheduler, namespace, ``podgang.io/skip``.
+"""Which pods podgang looks at at all: scheduler, namespace, ``podgang.io/skip``, and not
+those whose operator gangs them itself (Grove's).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from podgang.kinds import pod_templates
+from podgang.kinds import gang_maker, pod_templates
 from podgang.objects import annotations, kind_name, labels, metadata
 from podgang.objects import as_dict as _dict
 from podgang.objects import quoted as _q
@@ -32,6 +33,9 @@ def scope_problem(pod: Any, namespace: str | None = None, settings: Settings = D
         return f"namespace {_q(ns)} is excluded"
     if is_skipped(pod, settings):
         return f"labelled {settings.skip_label}=true"
+    made = gang_maker(pod)
+    if made is not None:  # a gang of podgang's would take the pod from the one that places it
+        return f"{made}: podgang leaves it alone"
     return owner_skip_problem(owners, settings)
 
 

@@ -905,9 +905,8 @@ def test_a_reference_without_a_uid_is_linked_by_name(tmp_path):
     assert member(data, "pod ns/x-7d9f-a")["skipped"] == "deployment/x is labelled podgang.io/skip=true"
 
 
-@pytest.mark.parametrize("where", [dict(deployment_ns="other"), dict(owner_api="example.com/v1"),
-                                   dict(deployment_ns=None)],
-                         ids=["owner-in-another-namespace", "another-api-group", "owner-not-in-the-manifests"])
+@pytest.mark.parametrize("where", [dict(deployment_ns="other"), dict(deployment_ns=None)],
+                         ids=["owner-in-another-namespace", "owner-not-in-the-manifests"])
 def test_a_reference_that_names_no_object_here_leaves_the_owner_to_the_cluster(tmp_path, where):
     """An owner in another namespace, or of the same kind in another API group, is not
     the one the reference names: the pod's gang is named after the reference (the top,
@@ -920,6 +919,16 @@ def test_a_reference_that_names_no_object_here_leaves_the_owner_to_the_cluster(t
     rs = member(data, "replicaset ns/x-7d9f")
     assert rs["group"] == f"pg-x-{REF_UID}"
     assert rs["reason"].startswith("top owner deployment/x, not in these manifests")
+
+
+def test_an_owner_of_a_kind_podgang_does_not_know_is_passed_through_to_the_known_one_below(tmp_path):
+    """A "Deployment" of another API group owning the ReplicaSet is no Deployment podgang knows:
+    a wrapper of the ReplicaSet, whose gang it keeps (issue 32's owner-chain rule)."""
+    data = owner_case(tmp_path, owner_api="example.com/v1")
+    assert data["returncode"] == 1  # the GPU contradiction
+    rs = member(data, "replicaset ns/x-7d9f")
+    assert rs["group"] == "pg-x-7d9f-22222222-2222-2222-2222-222222222222"
+    assert rs["reason"] == "top owner replicaset/x-7d9f"
 
 
 def test_an_owner_whose_uid_disagrees_is_not_the_owner_and_the_plan_says_why(tmp_path):

@@ -409,14 +409,21 @@ class TestOwned:
         assert gang.name == "pg-lab-nb-uid"
         assert gang.owner == OwnerRef("kubeflow.org/v1beta1", "Notebook", "lab", "nb-uid", True)
 
-    def test_unknown_crd_above_a_known_owner(self):
+    def test_unknown_crd_above_a_known_owner_is_passed_through(self):
+        """A kind podgang does not know above one it knows wraps it: the gang is the known one's."""
         rs = obj("ReplicaSet", "svc-abc", "rs-uid", owners=[ref("InferenceService", "svc", "isvc-uid", "serving.example.com/v1")])
         p = pod(None, generate_name="svc-abc-", owners=[ref("ReplicaSet", "svc-abc", "rs-uid")])
         assert owner_to_look_up(p).kind == "ReplicaSet"
-        assert owner_to_look_up(p, [rs]) is None  # cannot be fetched: taken as the top
+        assert owner_to_look_up(p, [rs]) is None  # the walk ends at the ReplicaSet
         gang = assert_gang(gang_for_pod(p, [rs]))
-        assert gang.name == "pg-svc-isvc-uid"
-        assert gang.owner.kind == "InferenceService"
+        assert gang.name == "pg-svc-abc-rs-uid"
+        assert gang.owner.kind == "ReplicaSet"
+
+    def test_unknown_crd_owning_pods_is_the_top(self):
+        """No known kind below it: the unknown kind is the top, as before."""
+        p = pod(None, generate_name="wf-", owners=[ref("Workflow", "wf", "wf-uid", "argoproj.io/v1alpha1")])
+        assert owner_to_look_up(p) is None
+        assert assert_gang(gang_for_pod(p)).owner.kind == "Workflow"
 
     def test_known_kind_with_unknown_api_version_is_not_looked_up(self):
         p = pod(owners=[ref("Deployment", "web", "u", "example.com/v1")])

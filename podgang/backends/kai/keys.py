@@ -129,6 +129,18 @@ OWN_GROUPER_RULES: dict[str, str] = {
     "RayJob": "one PodGroup per RayJob that also holds the submitter; an error until `status.rayClusterName` is set",
     "RayService": "one PodGroup per RayService: the old and the new cluster in one gang",
     "SparkApplication": "no plugin, no RBAC: a Spark pod's group is its `spark-app-selector` label, minMember 1",
+    "SparkConnect": "no plugin: one PodGroup for the SparkConnect (the default grouper), minMember 1",
+    "AppWrapper": ("no plugin: the AppWrapper is the top owner, one PodGroup for everything it wraps, minMember 1 "
+                   "(the wrapped kind's plugin is never reached)"),
+    "DisaggregatedSet": ("no plugin: one PodGroup for the whole set (every role, slice and LWS group), minMember 1 "
+                         "(the LeaderWorkerSet plugin is never reached)"),
+    "RayCronJob": "no plugin: one PodGroup for every run of the schedule together, minMember 1",
+    "ScheduledSparkApplication": ("no plugin: it follows the first ownerReference, controller or not, to the "
+                                  "schedule: one PodGroup for every run together, minMember 1"),
+    "PodCliqueSet": ("its Grove plugin makes the PodGroup from the pod's PodGang (`pg-<podgang>-<uid>`), unless "
+                     "Grove made it and marked the pods `kai.scheduler/skip-podgrouper`: podgang leaves both alone"),
+    "PodCliqueScalingGroup": "as the PodCliqueSet (the top owner of its pods)",
+    "PodClique": "as the PodCliqueSet (the top owner of its pods)",
 }
 
 # the messages KAI's own webhook denies contradictory GPU requests with
