@@ -517,7 +517,7 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         member.why = f"one PodGroup per {entry.kind} group ({len(owned)})"
         member.pods = len(owned) * kinds.desired_size(obj)[0]
     elif entry.layout == kinds.ONE_PER_RUN:
-        name = f"{settings.group_prefix}-{metadata(obj).get('name')}-<run>-{UNKNOWN_UID}"
+        name = shown(f"{settings.group_prefix}-{metadata(obj).get('name')}-<run>-{UNKNOWN_UID}")
         run = entry.runs[0]
         member.group, member.why = name, f"one PodGroup per {run} it starts, owned by that {run}"
         mm = rules.min_member_for(obj, None, settings)
