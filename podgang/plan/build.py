@@ -427,8 +427,9 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
         member.why = f"podgang does not know the kind {obj.get('kind')}: a gang of {mm.value}"
         if not mm.pinned:
             plan.warnings.append(Finding(codes.UNKNOWN_KIND, source, member.what, (
-                f"podgang does not follow the size of a {obj.get('kind')}: its pods form a gang of 1 — "
-                f"pin it with {settings.min_member_annotation}")))
+                f"podgang does not follow the size of a {obj.get('kind')}: it assumed its pods need not run "
+                f"together (a gang of 1) — if N of them must, pin it with {settings.min_member_annotation}=N on "
+                f"{rules.kind_name(obj)}")))
     else:
         member.why = mm.reason
         if not entry.gang and pinned is not None:

@@ -745,8 +745,8 @@ def test_a_kind_podgang_does_not_know_is_listed_as_a_gang_of_one(tmp_path):
     result = plan(path)
     assert result.returncode == 0, result.stderr
     assert "notebook ml/lab" in result.stdout
-    assert ("podgang does not follow the size of a Notebook: its pods form a gang of 1 — pin it with "
-            "podgang.io/min-member") in result.stdout
+    assert ("podgang does not follow the size of a Notebook: it assumed its pods need not run together (a gang "
+            "of 1) — if N of them must, pin it with podgang.io/min-member=N on notebook/lab") in result.stdout
 
 
 def test_a_workload_only_partly_in_scope_is_a_warning(tmp_path):
