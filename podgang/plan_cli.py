@@ -275,6 +275,8 @@ def write_text(plan, out: TextIO) -> None:
             for setting, value, where in _settings(g.options):
                 if isinstance(value, Mapping):
                     value = placement_text(value)
+                elif isinstance(value, bool):  # as it is written in YAML
+                    value = str(value).lower()
                 out.write(f"    {setting} {value}" + (f"  [{where}]" if where else "") + "\n")
     out.write("\n")
     for title, findings in (("Denied", plan.denials), ("Warnings", plan.warnings), ("Notes", plan.notes),
@@ -374,6 +376,8 @@ def plan_as_dict(plan) -> dict[str, Any]:
              "definedAt": str(g.defined_at) if g.defined_at else None, "owner": g.owner_text or None,
              "backend": g.backend.name if g.backend is not None else None,
              "queue": g.options.get("queue"), "priorityClassName": g.options.get("priority_class"),
+             "settings": [{"field": setting, "value": value, "from": where or None}
+                          for setting, value, where in _settings(g.options)],
              "minSubGroup": g.min_subgroup,
              "subgroups": [{"name": s.name, **({"parent": s.parent} if s.parent else {}),
                             ("minSubGroup" if s.of_subgroups else "minMember"): s.min_member, "reason": s.reason,

@@ -34,6 +34,8 @@ SCHEDULER_TYPO = _code("scheduler-name-typo", "warnings",
                        "a schedulerName one typo away from a mapped scheduler's: its pods get no gang")
 OWNER_REPLACED = _code("owner-replaced", "warnings", "an owner reference names an object of another UID: the pod is "
                                                      "admitted without a group and deleted by the garbage collector")
+INVALID_NAME = _code("invalid-name", "warnings", "an object's name the apiserver refuses (not a DNS-1123 name), often "
+                                                 "a template variable never expanded: it is never created, no gang")
 UNKNOWN_KIND = _code("unknown-kind", "warnings", "a kind podgang does not know: its pods form a gang of 1 unless pinned")
 PIN_IGNORED = _code("pin-ignored", "warnings",
                     "a podgang.io/min-member pin that does not apply (a kind that is no gang)")

@@ -46,3 +46,24 @@ def gang_and_parts(obj: dict[str, Any]) -> tuple[int, str, list[tuple[str, int]]
     """A workload's own gang as the grouper writes it: minMember, why, and its subgroups."""
     mm = rules.min_member_for(obj)
     return mm.value, mm.reason, [(s.name, s.min_member) for s in owned_subgroups(obj, mm, rules.DEFAULT)]
+
+
+def kai_webhook_refusals(podgroup: dict[str, Any]) -> list[str]:
+    """What KAI v0.17's PodGroup webhook refuses on create (``podgroup_webhook.go``; see
+    ../shared/kai/KAI-FACTS.md (d2)): ``minMember`` beside ``minSubGroup`` (the root's or a
+    subgroup's), duplicate subgroup names, a missing parent, a leaf without ``minMember`` or
+    with ``minSubGroup``, a parent with ``minMember``. The CRD's schema cannot say these."""
+    spec = podgroup.get("spec") or {}
+    entries = spec.get("subGroups") or []
+    names = [e.get("name") for e in entries]
+    parents = {e.get("parent") for e in entries if e.get("parent")}
+    out = ["spec: minMember and minSubGroup both set"] if "minMember" in spec and "minSubGroup" in spec else []
+    out += [f"subgroup {n}: defined twice" for n in sorted({n for n in names if names.count(n) > 1})]
+    out += [f"subgroup {e['name']}: parent {e['parent']} does not exist" for e in entries
+            if e.get("parent") and e["parent"] not in names]
+    for e in entries:
+        if e.get("name") in parents and "minMember" in e:
+            out.append(f"subgroup {e['name']}: a parent with minMember")
+        if e.get("name") not in parents and ("minSubGroup" in e or "minMember" not in e):
+            out.append(f"subgroup {e['name']}: a leaf needs minMember and no minSubGroup")
+    return out

@@ -96,6 +96,8 @@ class NativeBackend(Backend):
     name = "native"
     pod_spec_keys = (SCHEDULING_GROUP,)
     size_fields = (("spec", POLICY),)
+    #: a PodGroup's own priority class (1.36 on; the apiserver resolves it into ``spec.priority``)
+    priority_field = "priorityClassName"
     #: 1.36 and 1.37: a Workload is a template; its controller (the Job controller) makes
     #: the PodGroups, the gangs, from ``spec.podGroupTemplates``
     own_workloads = {(GROUP, "Workload"): "a Workload is a template for gangs: the PodGroups its controller (the Job "

@@ -388,8 +388,10 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
                 f"{_missing(cache, group_key, backend)}: pod {_md(probe).get('name')} names it "
                 f"and stays Pending until it exists",
             )
+        users = users_tree(backend, actual, settings)  # the user's tree is theirs, whoever names the group
+        problems += (users,) if users is not None and users.startswith("KAI") else ()
         return Desired(namespace, name, HAND_MADE, None, None, False, members=tuple(members), problems=problems,
-                       operator=operator)
+                       operator=operator, users_tree=users)
     assert isinstance(natural, rules.Gang)
     if natural.source == OWNER_LESS:
         mm = rules.min_member_for(probe, actual, settings)

@@ -15,6 +15,8 @@ Modules, each importing only those before it: ``model``, ``cluster``, ``output``
 from __future__ import annotations
 
 from podgang.plan.model import (  # noqa: F401
+    _SUFFIX_DIGITS,
+    _SUFFIX_TOKEN,
     _UID_DIGITS,
     _UID_TOKEN,
     CHECKS,
@@ -26,6 +28,7 @@ from podgang.plan.model import (  # noqa: F401
     Plan,
     PlannedGroup,
     ScaleError,
+    UNKNOWN_SUFFIX,
     UNKNOWN_UID,
 )
 from podgang.plan.cluster import (  # noqa: F401
@@ -63,6 +66,7 @@ from podgang.plan.build import (  # noqa: F401
     _plural,
     _say_absent,
     _show_uids,
+    _users_tree_drawn,
     _typo_of,
     _under_missing_owner,
     _unfollowed_workload,

@@ -17,13 +17,14 @@ from podgang import plan_codes as codes
 from podgang.backends import BACKENDS, Backend, GangSpec, native
 from podgang.backends.base import PATCH, slim_fact
 from podgang.gang import Cache, key_of, split_key, template_backend
-from podgang.gang import Desired, desired_group, gang_options, kept_grace, owned_subgroups
+from podgang.gang import Desired, desired_group, gang_options, kept_grace, owned_subgroups, users_tree
 from podgang.manifests import Manifest, Source, object_metas, schema_checked
 from podgang.objects import POD, OwnerRef, Resource, as_dict, clip, metadata, quoted
 from podgang.settings import DEFAULT, Settings
 
 from podgang.plan.cluster import _admitted_gang, _ns, _Objects, _what, shown
-from podgang.plan.model import CHECKS, Finding, GANGS_NAMED, Known, Member, Plan, PlannedGroup, UNKNOWN_UID
+from podgang.plan.model import (CHECKS, Finding, GANGS_NAMED, Known, Member, Plan, PlannedGroup, UNKNOWN_SUFFIX,
+                                UNKNOWN_UID)
 
 
 def build_plan(
@@ -84,7 +85,12 @@ def build_plan(
     for m, obj, ns in objects.items:
         kind = obj.get("kind")
         backend = next((b for b in settings.enabled_backends if b.is_podgroup(obj)), None)
-        if backend is None and native_planned and (problem := native.version_problem(obj, native_planned)):
+        if (refused := rules.name_problem(obj)) is not None:  # never created: no gang, and no mangled name
+            plan.warnings.append(Finding(codes.INVALID_NAME, m.source, _what(obj, ns), refused))
+            if kind == POD.kind or kinds.any_pod_templates(obj):
+                plan.members.append(Member(m.source, _what(obj, ns), ns,
+                                           skipped="not a valid name: the apiserver never creates it (see Warnings)"))
+        elif backend is None and native_planned and (problem := native.version_problem(obj, native_planned)):
             plan.warnings.append(Finding(codes.NATIVE_VERSION, m.source, _what(obj, ns), problem))
         elif backend is not None and metadata(obj).get("name"):
             for refused in backend.refusals(obj):  # what the apiserver would not create
@@ -308,11 +314,16 @@ def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> lis
 
 
 def _show_uids(plan: Plan) -> None:
-    """Every text of the plan with the stand-in for an unassigned UID shown as ``<uid>``:
-    the stand-in is the plan's own and never reaches its output."""
+    """Every text of the plan with the stand-ins for an unassigned UID and a ``generateName``'s
+    random part shown as ``<uid>`` and ``<random>``: they are the plan's own and never reach
+    its output."""
+    for group in plan.groups.values():
+        group.min_member = dataclasses.replace(group.min_member, reason=shown(group.min_member.reason))
+        group.owner_text = shown(group.owner_text)
     for findings in (plan.denials, plan.warnings, plan.notes):
         findings[:] = [dataclasses.replace(f, what=shown(f.what), message=shown(f.message)) for f in findings]
     for member in plan.members:
+        member.what = shown(member.what)
         member.why = shown(member.why)
         member.no_group = shown(member.no_group) if member.no_group else member.no_group
         member.skipped = shown(member.skipped) if member.skipped else member.skipped
@@ -416,8 +427,9 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
         member.why = f"podgang does not know the kind {obj.get('kind')}: a gang of {mm.value}"
         if not mm.pinned:
             plan.warnings.append(Finding(codes.UNKNOWN_KIND, source, member.what, (
-                f"podgang does not follow the size of a {obj.get('kind')}: its pods form a gang of 1 — "
-                f"pin it with {settings.min_member_annotation}")))
+                f"podgang does not follow the size of a {obj.get('kind')}: it assumed its pods need not run "
+                f"together (a gang of 1) — if N of them must, pin it with {settings.min_member_annotation}=N on "
+                f"{rules.kind_name(obj)}")))
     else:
         member.why = mm.reason
         if not entry.gang and pinned is not None:
@@ -506,7 +518,7 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
         member.why = f"one PodGroup per {entry.kind} group ({len(owned)})"
         member.pods = len(owned) * kinds.desired_size(obj)[0]
     elif entry.layout == kinds.ONE_PER_RUN:
-        name = f"{settings.group_prefix}-{metadata(obj).get('name')}-<run>-{UNKNOWN_UID}"
+        name = shown(f"{settings.group_prefix}-{metadata(obj).get('name')}-<run>-{UNKNOWN_UID}")
         run = entry.runs[0]
         member.group, member.why = name, f"one PodGroup per {run} it starts, owned by that {run}"
         mm = rules.min_member_for(obj, None, settings)
@@ -566,9 +578,10 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
     manifest = defined.get(key)
     at, as_written = (manifest.source, manifest.obj) if manifest else (None, None)
     if desired.source is None:
-        plan.groups[(ns, name)] = PlannedGroup(
+        plan.groups[(ns, name)] = _users_tree_drawn(backend, actual, PlannedGroup(
             ns, name, rules.MinMember(written or 1, "as written: no pod or workload in these manifests uses it"),
-            "hand-made", defined_at=at, defined_obj=as_written, cluster_min_member=written, backend=backend)
+            "hand-made", defined_at=at, defined_obj=as_written, cluster_min_member=written, backend=backend,
+            users_tree=users_tree(backend, actual, settings)))
         plan.notes.append(Finding(codes.PODGROUP_UNUSED, at, f"podgroup {ns}/{name}",
                                   "no pod or workload in these manifests uses it"))
         return
@@ -593,10 +606,7 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
                          options=options,
                          subgroups=desired.subgroups, min_subgroup=desired.min_subgroup,
                          users_tree=desired.users_tree)
-    if desired.users_tree and actual is not None:  # drawn as its user wrote it
-        root, tree = backend.subgroup_tree_of(actual) or (None, ())
-        group.min_subgroup = root
-        group.subgroups = tuple(dataclasses.replace(s, reason="as written") for s in tree)
+    _users_tree_drawn(backend, actual, group)
     if desired.users_tree and not desired.users_tree.startswith("KAI"):
         plan.notes.append(Finding(codes.USERS_TREE, at, f"podgroup {ns}/{name}", desired.users_tree))
     _note_fixed_size(plan, backend, group)
@@ -604,7 +614,8 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         group.owner_text = f"pod/{desired.owner.name}"
     elif desired.owner is not None:
         group.owner_text = f"{desired.owner.kind.lower()}/{desired.owner.name}"
-    plan.groups[(ns, group.name)] = group
+    # keyed as shown, but for a generateName's: two of them are two groups, though shown alike
+    plan.groups[(ns, name if UNKNOWN_SUFFIX in group.name else group.name)] = group
     missing = backend.missing_group(name, ns, cache.podgroups.holder(backend, key))
     where, what = at or objects.source_of(desired.workloads), f"podgroup {ns}/{name}"
     if desired.source == rules.HAND_MADE and actual is None:
@@ -624,20 +635,36 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
         plan.warnings.append(Finding(codes.never_placed(verdict.kind), where, what, verdict.message))
 
 
+def _users_tree_drawn(backend: Backend, actual: dict[str, Any] | None, group: PlannedGroup) -> PlannedGroup:
+    """``group`` with the tree its user wrote, when it holds one, drawn as written."""
+    if group.users_tree and actual is not None:
+        root, tree = backend.subgroup_tree_of(actual) or (None, ())
+        group.min_subgroup = root
+        group.subgroups = tuple(dataclasses.replace(s, reason="as written") for s in tree)
+    return group
+
+
 _OPTION_FIELDS = {"queue": "queue", "priority_class": "priorityClassName"}
 
 
 def _as_written(backend: Backend, options: dict[str, Any], podgroup: dict[str, Any],
                 at: Source | None) -> dict[str, Any]:
     """A hand-made group's settings: its own queue and priority class as written (podgang
-    never changes them), the rest as its pods and workloads give them."""
+    never changes them) and every other field it carries besides its size and subgroups
+    (a native group's ``disruptionMode``, KAI's ``preemptibility`` …), each shown as written;
+    the rest as its pods and workloads give them."""
     written = backend.written_options(podgroup)
-    if not written:
+    sized = {path[1] for path in backend.size_fields if len(path) == 2 and path[0] == "spec"}
+    own = {f for f in (backend.queue_field, backend.priority_field) if f is not None}
+    others = {f: v for f, v in as_dict(podgroup.get("spec")).items() if f not in sized | own and v is not None}
+    if not written and not others:
         return options
-    origins = [(setting, where) for setting, where in options.get("origins") or ()
-               if setting not in {_OPTION_FIELDS[k] for k in written}]
-    origins += [(_OPTION_FIELDS[k], f"as written in the PodGroup at {at}") for k in written]
-    return {**options, **written, "origins": tuple(origins)}
+    said = {_OPTION_FIELDS[k] for k in written} | set(others)
+    where = f"as written in the PodGroup at {at}"
+    origins = [(setting, origin) for setting, origin in options.get("origins") or () if setting not in said]
+    origins += [(_OPTION_FIELDS[k], where) for k in written] + [(f, where) for f in others]
+    return {**options, **written, "extra_spec": {**(options.get("extra_spec") or {}), **others},
+            "origins": tuple(origins)}
 
 
 def _grace_taken_over(backend: Backend, options: dict[str, Any], desired: Desired, podgroup: dict[str, Any],
@@ -653,10 +680,10 @@ def _grace_taken_over(backend: Backend, options: dict[str, Any], desired: Desire
         return options
     field = backend.eviction_grace_field
     assert field is not None  # a backend that takes a grace period over names its field
+    origins = [(setting, where) for setting, where in options.get("origins") or () if setting != field]
     return {**options, "extra_spec": {**(options.get("extra_spec") or {}), field: patch["spec"][field]},
-            "origins": (*(options.get("origins") or ()), (field, f"podgang evicts the gang by its subgroups, after "
-                                                                 f"the group's own {kept} (kept as "
-                                                                 f"{settings.grace_period_annotation})"))}
+            "origins": (*origins, (field, f"podgang evicts the gang by its subgroups, after the group's own "
+                                          f"{kept} (kept as {settings.grace_period_annotation})"))}
 
 
 def _note_fixed_size(plan: Plan, backend: Backend, group: PlannedGroup) -> None:

@@ -1,20 +1,23 @@
-"""The manifests as the cluster would hold them (UIDs the cluster would assign, the objects an
-operator makes from them) and admission as the webhook does it.
+"""The manifests as the cluster would hold them (UIDs the cluster would assign, the names it
+gives a ``generateName``, the objects an operator makes from them) and admission as the
+webhook does it.
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
+import re
 from typing import Any, Mapping
 
 
 from podgang import kinds, rules
 from podgang.manifests import Manifest, Source
-from podgang.objects import OwnerRef, clip, metadata
+from podgang.objects import POD, OwnerRef, clip, metadata
 from podgang.settings import Settings
 
-from podgang.plan.model import _UID_DIGITS, _UID_TOKEN, UNKNOWN_UID
+from podgang.plan.model import (_SUFFIX_DIGITS, _SUFFIX_TOKEN, _UID_DIGITS, _UID_TOKEN, UNKNOWN_SUFFIX,
+                                UNKNOWN_UID)
 
 
 def _ns(obj: dict[str, Any], default_namespace: str) -> str:
@@ -31,16 +34,16 @@ def _what(obj: dict[str, Any], namespace: str) -> str:
     return shown(f"{kind} {namespace}/{md.get('name') or md.get('generateName') or '?'}")
 
 
+_STAND_INS = re.compile(f"{_UID_TOKEN}[0-9]{{{_UID_DIGITS},}}|{_SUFFIX_TOKEN}[0-9]{{{_SUFFIX_DIGITS},}}")
+
+
 def shown(name: str) -> str:
-    """A name with the stand-in for a UID the cluster has not assigned shown as ``<uid>``, and
-    those for what only an operator knows of the objects it makes (a run's time: ``<run>``)."""
+    """A name with the stand-ins for what the cluster has not assigned yet shown as they
+    are: ``<uid>`` for a UID, ``<random>`` for the random part of a ``generateName``, and
+    what only an operator knows of the objects it makes (a run's time: ``<time>``)."""
     for token, words in kinds.MADE_NAME_PLACEHOLDERS.items():
         name = name.replace(token, words)
-    if _UID_TOKEN not in name:
-        return name
-    head, _, rest = name.partition(_UID_TOKEN)
-    digits = len(rest) - len(rest.lstrip("0123456789"))
-    return shown(f"{head}{UNKNOWN_UID}{rest[digits:]}")
+    return _STAND_INS.sub(lambda m: UNKNOWN_UID if m.group(0).startswith(_UID_TOKEN) else UNKNOWN_SUFFIX, name)
 
 
 def _api_group(api_version: Any) -> str:
@@ -90,9 +93,13 @@ class _Objects:
                         and uid not in self.by_uid:
                     owner["metadata"]["uid"] = uid
                     self.by_uid[uid] = owner
-        numbers = itertools.count(1)
+        numbers, suffixes = itertools.count(1), itertools.count(1)
         for m, obj, _ in self.items:
             md = obj["metadata"]
+            generate = md.get("generateName")
+            if not md.get("name") and isinstance(generate, str) and generate and obj.get("kind") != POD.kind:
+                # named by the apiserver as it creates it (a pod's is the webhook's to see: _admit_pod)
+                md["name"] = f"{generate[:rules.MAX_GENERATE_NAME]}{_SUFFIX_TOKEN}{next(suffixes):0{_SUFFIX_DIGITS}d}"
             if "uid" not in md:
                 md["uid"] = f"{_UID_TOKEN}{next(numbers):0{_UID_DIGITS}d}"
                 self.by_uid[md["uid"]] = obj

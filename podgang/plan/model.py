@@ -27,6 +27,17 @@ _UID_TOKEN = "x0uid0x"
 _UID_DIGITS = 36 - len(_UID_TOKEN)
 
 
+UNKNOWN_SUFFIX = "<random>"
+
+
+#: stands in for the random part the apiserver adds to a ``generateName`` (5 characters, as
+#: long as the real one; its digits tell two such objects apart; never shown: <random>)
+_SUFFIX_TOKEN = "zq"
+
+
+_SUFFIX_DIGITS = 5 - len(_SUFFIX_TOKEN)
+
+
 class ScaleError(ValueError):
     """A ``--scale`` that names nothing in the manifests, or cannot apply."""
 
@@ -72,7 +83,8 @@ class PlannedGroup:
 
     @property
     def name_known(self) -> bool:
-        return UNKNOWN_UID not in self.name and not self.per_run and not self.random_name
+        return (UNKNOWN_UID not in self.name and UNKNOWN_SUFFIX not in self.name and not self.per_run
+                and not self.random_name)
 
 
 @dataclass

@@ -11,7 +11,7 @@ from podgang.backends.base import gang_spec
 from podgang.gang import kept_grace
 from podgang.settings import DEFAULT, Settings
 
-from podgang.plan.model import _UID_TOKEN, Plan, PlannedGroup
+from podgang.plan.model import _UID_TOKEN, Plan, PlannedGroup, UNKNOWN_SUFFIX
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -72,7 +72,8 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
             continue
         if not group.name_known:
             why = ("its name ends in a random suffix the webhook picks" if group.random_name
-                   else "the grouper creates it once the cluster assigns the UID")
+                   else "the grouper creates it once the cluster names its owner (generateName) and assigns the UID"
+                   if UNKNOWN_SUFFIX in group.name else "the grouper creates it once the cluster assigns the UID")
             comments.append(f"PodGroup {group.namespace}/{group.name} ({min_text(group)}, "
                             f"{group.owner_text}): {why}")
             continue

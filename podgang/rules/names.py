@@ -1,12 +1,16 @@
-"""What a PodGroup may be called: a valid name, a group named after its owner, a hash when too long.
+"""What a PodGroup may be called: a valid name, a group named after its owner, a hash when too long;
+and whether an object's own name is one the apiserver takes (a name from a template that was
+never expanded is not, and a group named after it would be a mangled one for an object that
+never exists).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from typing import Any
 
-from podgang.objects import OwnerRef, annotations
+from podgang.objects import OwnerRef, annotations, clip, metadata, quoted
 from podgang.settings import DEFAULT, Settings
 
 
@@ -23,6 +27,14 @@ _NOT_NAME_CHARS = re.compile(r"[^a-z0-9.-]+")
 
 
 HASH_LEN = 8
+
+
+#: a variable of a template that was not expanded: ``$ITEM``, ``${ITEM}``, ``$(ITEM)``, ``{{ .Values.x }}``
+_TEMPLATE_VARIABLE = re.compile(r"\$\{[^}]*\}?|\$\([^)]*\)?|\$[A-Za-z_][A-Za-z0-9_]*|\{\{.*?(\}\}|$)")
+
+
+#: the longest ``generateName`` the apiserver keeps: it adds 5 random characters to 63
+MAX_GENERATE_NAME = 58
 
 
 MAX_MIN_MEMBER = 2**31 - 1  # a PodGroup's size is an int32
@@ -100,3 +112,27 @@ MAX_SUBGROUP_NAME = 63
 
 def _role_name_ok(name: str) -> bool:
     return len(name) <= MAX_SUBGROUP_NAME and _DNS_LABEL.fullmatch(name) is not None
+
+
+def name_problem(obj: Any) -> str | None:
+    """Why the apiserver refuses ``obj``'s ``metadata.name`` (or its ``generateName``, when it
+    has no name): not a DNS-1123 subdomain, which every kind podgang plans must have, saying so
+    when it looks like a template variable never expanded. None when it takes it, or when
+    there is neither (not this function's to say)."""
+    md = metadata(obj)
+    name, generate = md.get("name"), md.get("generateName")
+    field, value = ("name", name) if name else ("generateName", generate)
+    if not isinstance(value, str) or not value:
+        return None
+    # a prefix is checked as the apiserver checks it: its trailing '-' stands before the random part
+    checked = value[:MAX_GENERATE_NAME] + "x" if field == "generateName" else value
+    if is_valid_group_name(checked):
+        return None
+    text = (f"metadata.{field} {quoted(value)} is not a valid name: the apiserver refuses it (a DNS-1123 "
+            f"subdomain: lowercase letters, digits, '-' and '.', beginning and ending with a letter or digit, "
+            f"at most {MAX_NAME} characters), so it is never created")
+    variable = _TEMPLATE_VARIABLE.search(value)
+    if variable is not None:
+        text += (f"; it looks like an unexpanded template variable ({clip(variable.group(0))}): expand it "
+                 f"before planning (envsubst, sed, helm template)")
+    return text

@@ -182,7 +182,7 @@ def test_a_schedule_is_planned_as_one_run_of_its_own_with_its_name_to_come(sched
     plan = build_plan([Manifest(crd_valid(schedule), "s.yaml#1")])
     [top, run] = plan.members
     name = schedule["metadata"]["name"]
-    assert run.what == f"{run_kind.lower()} team/{name}-<run>"
+    assert run.what == f"{run_kind.lower()} team/{name}-<time>"
     assert "no gang of its own" in top.no_group and run.what.split(" ")[1] in top.no_group
     assert run.group and not run.skipped
     assert not plan.warnings

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from podgang.rules import is_valid_group_name
+from tests.crd_support import kai_webhook_refusals
 from tests.paths import ROOT
 
 REPO = ROOT
@@ -342,19 +343,23 @@ def test_pins_apply_and_a_malformed_pin_is_a_warning(tmp_path):
     assert 'deployment/bad-pin: podgang.io/min-member="lots" is ignored: it must be a whole number ≥ 1' in result.stdout
 
 
+TRAIN_JOBSET = """
+    apiVersion: jobset.x-k8s.io/v1alpha2
+    kind: JobSet
+    metadata: {name: train}
+    spec:
+      replicatedJobs:
+        - name: driver
+          replicas: 1
+          template: {spec: {parallelism: 1, template: {spec: {schedulerName: kai-scheduler}}}}
+        - name: workers
+          replicas: 2
+          template: {spec: {parallelism: 4, completions: 3, template: {spec: {schedulerName: kai-scheduler}}}}
+    """
+
+
 def test_jobset_and_cronjob_sizes(tmp_path):
-    path = write(tmp_path, "batch.yaml", """
-        apiVersion: jobset.x-k8s.io/v1alpha2
-        kind: JobSet
-        metadata: {name: train}
-        spec:
-          replicatedJobs:
-            - name: driver
-              replicas: 1
-              template: {spec: {parallelism: 1, template: {spec: {schedulerName: kai-scheduler}}}}
-            - name: workers
-              replicas: 2
-              template: {spec: {parallelism: 4, completions: 3, template: {spec: {schedulerName: kai-scheduler}}}}
+    path = write(tmp_path, "batch.yaml", textwrap.dedent(TRAIN_JOBSET) + textwrap.dedent("""
         ---
         apiVersion: batch/v1
         kind: CronJob
@@ -365,7 +370,7 @@ def test_jobset_and_cronjob_sizes(tmp_path):
             spec:
               parallelism: 3
               template: {spec: {schedulerName: kai-scheduler, restartPolicy: Never}}
-    """)
+    """))
     out = plan(path).stdout
     # workers: 2 Jobs of 3 pods, each counted whole (issue 24): a tree whose root needs both roles
     assert "minSubGroup 2 (≥ 7 pods)  jobset/train replicatedJobs driver 1×1 + workers 2×3" in group_line(
@@ -740,8 +745,8 @@ def test_a_kind_podgang_does_not_know_is_listed_as_a_gang_of_one(tmp_path):
     result = plan(path)
     assert result.returncode == 0, result.stderr
     assert "notebook ml/lab" in result.stdout
-    assert ("podgang does not follow the size of a Notebook: its pods form a gang of 1 — pin it with "
-            "podgang.io/min-member") in result.stdout
+    assert ("podgang does not follow the size of a Notebook: it assumed its pods need not run together (a gang "
+            "of 1) — if N of them must, pin it with podgang.io/min-member=N on notebook/lab") in result.stdout
 
 
 def test_a_workload_only_partly_in_scope_is_a_warning(tmp_path):
@@ -944,3 +949,191 @@ def test_a_group_name_that_cannot_be_known_is_said_so(tmp_path):
     rs = member(data, "replicaset ns/x-7d9f")
     assert rs["group"] is None
     assert rs["noGroup"].startswith("its owner deployment/x is not in these manifests and its ownerReference has no uid")
+
+
+# ------------------------------------------------------ a user's tree, generateName, names from templates
+
+USERS_TREE = """\
+    apiVersion: scheduling.run.ai/v2alpha2
+    kind: PodGroup
+    metadata: {name: tree, namespace: ml}
+    spec:
+      queue: team
+      minSubGroup: 2
+      subGroups:
+      - {name: prefill, minSubGroup: 1}
+      - {name: prefill-0, parent: prefill, minMember: 2}
+      - {name: decode, minMember: 1}
+    """
+TREE_POD = """\
+    ---
+    apiVersion: v1
+    kind: Pod
+    metadata: {{name: {name}, namespace: ml, annotations: {{pod-group-name: tree}},
+               labels: {{kai.scheduler/subgroup-name: {part}}}}}
+    spec: {{schedulerName: kai-scheduler, containers: [{{name: c, image: x}}]}}
+    """
+TREE_DEPLOYMENT = """\
+    ---
+    {apiVersion: apps/v1, kind: Deployment, metadata: {name: decode, namespace: ml},
+     spec: {replicas: 1, selector: {matchLabels: {app: decode}},
+            template: {metadata: {labels: {app: decode, kai.scheduler/podgroup: tree, kai.scheduler/subgroup-name: decode}},
+                       spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}}}}
+    """
+NAMED_BY = {
+    "standalone pods": textwrap.dedent(TREE_POD.format(name="p0", part="prefill-0"))
+    + textwrap.dedent(TREE_POD.format(name="p1", part="decode")),
+    "a workload": textwrap.dedent(TREE_DEPLOYMENT),
+    "nothing": "",
+}
+
+
+@pytest.mark.parametrize("named_by", NAMED_BY)
+def test_a_users_kai_tree_is_kept_as_written_whoever_names_it(tmp_path, named_by):
+    """KAI refuses minMember beside minSubGroup: the plan writes the user's group as written
+    and shows its tree, whether standalone pods, a workload or nothing names it."""
+    path = write(tmp_path, "tree.yaml", textwrap.dedent(USERS_TREE) + NAMED_BY[named_by])
+    [doc] = [d for d in yaml.safe_load_all(plan(path, "-o", "yaml").stdout) if d]
+    assert doc["spec"] == yaml.safe_load(textwrap.dedent(USERS_TREE))["spec"]
+    [group] = json.loads(plan(path, "-o", "json").stdout)["podGroups"]
+    assert group["minSubGroup"] == 2 and group["minMember"] == 3  # the fewest pods the tree takes
+    assert [(s["name"], s.get("parent"), s.get("minMember", s.get("minSubGroup"))) for s in group["subgroups"]] == [
+        ("prefill", None, 1), ("prefill-0", "prefill", 2), ("decode", None, 1)]
+    assert "minSubGroup 2 (≥ 3 pods)" in group_line(plan(path).stdout, "ml/tree")
+
+
+#: trees podgang writes itself, beside the examples: a JobSet's roles, a PyTorchJob's segments
+PODGANG_TREES = {
+    "jobset": TRAIN_JOBSET.replace("{name: train}", "{name: train, uid: 0f4c7a36-5a8e-4e09-9d2e-7a1f61f3e002}"),
+    "pytorchjob segments": """\
+        apiVersion: kubeflow.org/v1
+        kind: PyTorchJob
+        metadata: {name: seg, uid: 0f4c7a36-5a8e-4e09-9d2e-7a1f61f3e003}
+        spec:
+          pytorchReplicaSpecs:
+            Master: {replicas: 1, template: {spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}}}
+            Worker:
+              replicas: 4
+              template:
+                metadata: {annotations: {kai.scheduler/segment-size: "2"}}
+                spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}
+        """,
+}
+KAI_OUTPUTS = ([pytest.param([str(p)], id=p.name) for p in sorted(EXAMPLES.glob("*.yaml"))]
+               + [pytest.param(["users-tree", named_by], id=f"users tree named by {named_by}") for named_by in NAMED_BY]
+               + [pytest.param(["podgang-tree", name], id=f"podgang's tree of a {name}") for name in PODGANG_TREES])
+
+
+@pytest.mark.parametrize("source", KAI_OUTPUTS)
+def test_every_kai_podgroup_in_yaml_output_is_one_kai_accepts(tmp_path, source):
+    """Each KAI PodGroup ``-o yaml`` writes passes KAI's CRD and its webhook's rules (never
+    minMember beside minSubGroup), for every example and every kind of tree."""
+    written_here = source[0] in ("users-tree", "podgang-tree")
+    if source[0] == "users-tree":
+        source = [write(tmp_path, "tree.yaml", textwrap.dedent(USERS_TREE) + NAMED_BY[source[1]])]
+    elif source[0] == "podgang-tree":
+        source = [write(tmp_path, "tree.yaml", PODGANG_TREES[source[1]])]
+    result = plan(*source, "-o", "yaml", "--backend", "kai-scheduler=kai", "--backend", "default-scheduler=native")
+    assert result.returncode in (0, 1), result.stderr
+    schema = yaml.safe_load(CRD.read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d and d["apiVersion"] == "scheduling.run.ai/v2alpha2"]
+    assert docs or not written_here, result.stdout
+    for doc in docs:
+        jsonschema.validate(doc, schema)
+        assert kai_webhook_refusals(doc) == [], doc
+
+
+def test_generate_name_workloads_are_planned_one_group_each_at_their_size(tmp_path):
+    """Kueue's samples: Jobs with only metadata.generateName. The apiserver names each
+    (generateName and 5 random characters): one group each, named with placeholders."""
+    job = ("apiVersion: batch/v1\nkind: Job\nmetadata: {{generateName: sample-job-, namespace: ml}}\n"
+           "spec:\n  parallelism: {n}\n  completions: {n}\n  template:\n    spec: {{schedulerName: kai-scheduler, "
+           "restartPolicy: Never, containers: [{{name: c, image: x}}]}}\n")
+    path = write(tmp_path, "jobs.yaml", job.format(n=3) + "---\n" + job.format(n=2))
+    data = json.loads(plan(path, "-o", "json").stdout)
+    assert [(m["object"], m["group"], m["pods"]) for m in data["members"]] == [
+        ("job ml/sample-job-<random>", "pg-sample-job-<random>-<uid>", 3),
+        ("job ml/sample-job-<random>", "pg-sample-job-<random>-<uid>", 2)]
+    assert sorted((g["name"], g["minMember"], g["nameKnown"]) for g in data["podGroups"]) == [
+        ("pg-sample-job-<random>-<uid>", 2, False), ("pg-sample-job-<random>-<uid>", 3, False)]
+    text = plan(path).stdout
+    assert "job ml/sample-job-<random>  → pg-sample-job-<random>-<uid> (3 pods)" in text
+    assert "PodGroups (2)" in text and "owned by job/sample-job-<random>" in text
+    result = plan(path, "-o", "yaml")
+    assert [d for d in yaml.safe_load_all(result.stdout) if d] == []
+    assert result.stdout.count("# PodGroup ml/pg-sample-job-<random>-<uid>") == 2
+
+
+@pytest.mark.parametrize("name, template", [("process-item-$ITEM", "$ITEM"), ("{{ .Values.name }}", "{{ .Values.name }}"),
+                                            ("train-${RUN}", "${RUN}"), ("Train_Job", None)])
+def test_a_name_the_apiserver_refuses_is_a_finding_not_a_mangled_group(tmp_path, name, template):
+    """The Kubernetes docs' "Parallel processing using expansions" Job template, a Helm chart
+    not rendered: the object is never created, so it has no gang; the plan says why."""
+    path = write(tmp_path, "job.yaml", f"""
+        apiVersion: batch/v1
+        kind: Job
+        metadata: {{name: {json.dumps(name)}, namespace: ml}}
+        spec:
+          template:
+            spec: {{schedulerName: kai-scheduler, restartPolicy: Never, containers: [{{name: c, image: x}}]}}
+    """)
+    data = json.loads(plan(path, "-o", "json").stdout)
+    assert data["podGroups"] == []
+    [member] = data["members"]
+    assert member["group"] is None and "not a valid name" in member["skipped"]
+    [warning] = [w for w in data["warnings"] if w["code"] == "invalid-name"]
+    assert f"metadata.name {json.dumps(name)} is not a valid name" in warning["message"]
+    if template:
+        assert f"it looks like an unexpanded template variable ({template})" in warning["message"]
+    else:
+        assert "template" not in warning["message"]
+
+
+def test_a_native_groups_fields_are_shown_as_written(tmp_path):
+    """A hand-made v1alpha2 PodGroup (the shape of ../shared/fixtures/native): its
+    priorityClassName and every other field it carries are shown, not null."""
+    pod = ("---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {0}, namespace: training}}\nspec: {{schedulerName: "
+           "default-scheduler, schedulingGroup: {{podGroupName: gang}}, containers: [{{name: c, image: x}}]}}\n")
+    path = write(tmp_path, "native.yaml", textwrap.dedent("""\
+        apiVersion: v1
+        kind: Namespace
+        metadata: {name: training, labels: {podgang.io/native: enabled}}
+        ---
+        apiVersion: scheduling.k8s.io/v1alpha2
+        kind: PodGroup
+        metadata: {name: gang, namespace: training}
+        spec:
+          priorityClassName: high-priority
+          disruptionMode: Pod
+          schedulingPolicy: {gang: {minCount: 2}}
+        """) + pod.format("m") + pod.format("w"))
+    args = (path, "--backend", "default-scheduler=native")
+    [group] = json.loads(plan(*args, "-o", "json").stdout)["podGroups"]
+    assert group["priorityClassName"] == "high-priority"
+    assert {"field": "disruptionMode", "value": "Pod", "from": "as written in the PodGroup at "
+            f"{path}#2"} in group["settings"]
+    text = plan(*args).stdout
+    assert f"priorityClassName high-priority  [as written in the PodGroup at {path}#2]" in text
+    assert f"disruptionMode Pod  [as written in the PodGroup at {path}#2]" in text
+
+
+def test_every_field_of_a_hand_made_kai_group_is_shown(tmp_path):
+    pod = ("---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {0}, namespace: ml, annotations: {{pod-group-name: g}}}}"
+           "\nspec: {{schedulerName: kai-scheduler, containers: [{{name: c, image: x}}]}}\n")
+    path = write(tmp_path, "kai.yaml", textwrap.dedent("""\
+        apiVersion: scheduling.run.ai/v2alpha2
+        kind: PodGroup
+        metadata: {name: g, namespace: ml}
+        spec:
+          minMember: 2
+          queue: team
+          priorityClassName: inference
+          preemptibility: non-preemptible
+          markUnschedulable: false
+          preemptionDelay: 10m
+          topologyConstraint: {topology: t, requiredTopologyLevel: rack}
+        """) + pod.format("p0") + pod.format("p1"))
+    text = plan(path).stdout
+    for shown in ("queue team", "priorityClassName inference", "preemptibility non-preemptible",
+                  "markUnschedulable false", "preemptionDelay 10m", "topologyConstraint topology=t, requiredTopologyLevel=rack"):
+        assert f"    {shown}  [as written in the PodGroup at {path}#1]" in text, text

@@ -464,6 +464,7 @@ ARGS = {
     "group_name": lambda d: (d.draw(st.text(max_size=300)), d.draw(st.text(max_size=20))),
     "owned_group_name": lambda d: (_ref(d), d.draw(st.sampled_from(["", "-group-0", "-group-12"]))),
     "owner_less_group_name": lambda d: (d.draw(st.text(max_size=300)),),
+    "name_problem": lambda d: (d.draw(anything),),
     "generated_suffix": lambda d: (d.draw(st.text(max_size=50)), d.draw(st.integers(min_value=0, max_value=20))),
     "controller_ref": lambda d: (d.draw(anything),),
     "next_owner": lambda d: (d.draw(anything),),
