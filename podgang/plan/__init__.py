@@ -37,6 +37,7 @@ from podgang.plan.cluster import (  # noqa: F401
     _ns,
     _Objects,
     _what,
+    made_by_operators,
     shown,
 )
 from podgang.plan.output import (  # noqa: F401
@@ -55,7 +56,6 @@ from podgang.plan.build import (  # noqa: F401
     _kind_typo,
     _known_keys,
     _known_kinds,
-    _made_by_operators,
     _not_checked,
     _note_fixed_size,
     _only,

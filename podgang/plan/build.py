@@ -22,7 +22,7 @@ from podgang.manifests import Manifest, Source, object_metas, schema_checked
 from podgang.objects import POD, OwnerRef, Resource, as_dict, clip, metadata, quoted
 from podgang.settings import DEFAULT, Settings
 
-from podgang.plan.cluster import _admitted_gang, _ns, _Objects, _what, shown
+from podgang.plan.cluster import _admitted_gang, _ns, _Objects, _what, made_by_operators, shown
 from podgang.plan.model import (CHECKS, Finding, GANGS_NAMED, Known, Member, Plan, PlannedGroup, UNKNOWN_SUFFIX,
                                 UNKNOWN_UID)
 
@@ -39,7 +39,7 @@ def build_plan(
     never-placed verdict is drawn from it; a kind only the manifests give is not complete
     (unless ``known.complete`` says so): that an object of it does not exist is not concluded."""
     plan = Plan()
-    made = _made_by_operators(manifests, default_namespace)
+    made = made_by_operators(manifests, default_namespace)
     objects = _Objects([*manifests, *made], default_namespace)
     for ignored, wins in objects.duplicates:
         plan.warnings.append(Finding(codes.DEFINED_TWICE, ignored.source,
@@ -282,34 +282,6 @@ def _not_checked(known: Known, fact_resources: Mapping[str, Resource], listed: C
             out.append(Finding(codes.FACTS_PARTIAL, None, label, (
                 f"{_only(partial[label], kind)}: {CHECKS[kind]} is judged on "
                 f"these alone (--kubeconfig to read the cluster's)")))
-    return out
-
-
-def _made_by_operators(manifests: list[Manifest], default_namespace: str) -> list[Manifest]:
-    """What an operator makes from the manifests before any pod exists, where they hold all
-    it reads: the workloads a wrapper or schedule makes (an AppWrapper's components, a
-    DisaggregatedSet's LeaderWorkerSets, a RayCronJob's next run), and the JobSet the Trainer
-    makes for a TrainJob whose runtime is among them (or among what a wrapper makes)."""
-    out: list[Manifest] = []
-    wrapped = manifests
-    for _ in range(3):  # a wrapper around a wrapper (a RayCronJob in an AppWrapper): a level at a time
-        wrapped = [Manifest(made, m.source) for m in wrapped
-                   for made in kinds.made_by({**m.obj, "metadata": {**metadata(m.obj),
-                                                                   "namespace": _ns(m.obj, default_namespace)}})]
-        out += wrapped
-    runtimes = {(str(m.obj.get("kind")), str(metadata(m.obj).get("name")), _ns(m.obj, default_namespace)): m.obj
-                for m in manifests if m.obj.get("kind") in kinds.TRAINER_RUNTIME_KINDS}
-    for m in [*manifests, *out]:
-        if m.obj.get("kind") != kinds.TRAIN_JOB.kind or not metadata(m.obj).get("name"):
-            continue
-        kind, name = kinds.trainjob_runtime(m.obj)
-        ns = _ns(m.obj, default_namespace)
-        runtime = runtimes.get((kind, name, ns)) or (next(
-            (r for (k, n, _), r in runtimes.items() if (k, n) == (kind, name)), None)
-            if kind == kinds.TRAINER_RUNTIME_KINDS[0] else None)  # cluster-scoped: any namespace it was read in
-        if runtime is not None:
-            trainjob = {**m.obj, "metadata": {**metadata(m.obj), "namespace": ns}}
-            out.append(Manifest(kinds.trainjob_jobset(trainjob, runtime), m.source))
     return out
 
 

@@ -52,6 +52,34 @@ def _api_group(api_version: Any) -> str:
     return str(api_version or "").rpartition("/")[0]
 
 
+def made_by_operators(manifests: list[Manifest], default_namespace: str) -> list[Manifest]:
+    """What an operator makes from the manifests before any pod exists, where they hold all
+    it reads: the workloads a wrapper or schedule makes (an AppWrapper's components, a
+    DisaggregatedSet's LeaderWorkerSets, a RayCronJob's next run), and the JobSet the Trainer
+    makes for a TrainJob whose runtime is among them (or among what a wrapper makes)."""
+    out: list[Manifest] = []
+    wrapped = manifests
+    for _ in range(3):  # a wrapper around a wrapper (a RayCronJob in an AppWrapper): a level at a time
+        wrapped = [Manifest(made, m.source) for m in wrapped
+                   for made in kinds.made_by({**m.obj, "metadata": {**metadata(m.obj),
+                                                                   "namespace": _ns(m.obj, default_namespace)}})]
+        out += wrapped
+    runtimes = {(str(m.obj.get("kind")), str(metadata(m.obj).get("name")), _ns(m.obj, default_namespace)): m.obj
+                for m in manifests if m.obj.get("kind") in kinds.TRAINER_RUNTIME_KINDS}
+    for m in [*manifests, *out]:
+        if m.obj.get("kind") != kinds.TRAIN_JOB.kind or not metadata(m.obj).get("name"):
+            continue
+        kind, name = kinds.trainjob_runtime(m.obj)
+        ns = _ns(m.obj, default_namespace)
+        runtime = runtimes.get((kind, name, ns)) or (next(
+            (r for (k, n, _), r in runtimes.items() if (k, n) == (kind, name)), None)
+            if kind == kinds.TRAINER_RUNTIME_KINDS[0] else None)  # cluster-scoped: any namespace it was read in
+        if runtime is not None:
+            trainjob = {**m.obj, "metadata": {**metadata(m.obj), "namespace": ns}}
+            out.append(Manifest(kinds.trainjob_jobset(trainjob, runtime), m.source))
+    return out
+
+
 class _Objects:
     """Copies of the manifests' objects completed as the apiserver would complete
     them (a namespace, a UID, owner references that carry it), indexed for owner walks.

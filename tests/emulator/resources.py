@@ -78,6 +78,7 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
         ("rayclusters", "RayCluster"), ("rayjobs", "RayJob"), ("rayservices", "RayService"))),
     _r("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", status=True, crd=True),
     _r("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", status=True, crd=True),
+    _r("sparkoperator.k8s.io", "v1alpha1", "sparkconnects", "SparkConnect", status=True, crd=True),
 )
 OPTIONAL_CRDS = tuple(r.qualified for r in DEFAULT_RESOURCES if r.crd)
 # Status the apiserver writes on create (required, non-omitempty fields serialise as 0).

@@ -345,3 +345,71 @@ async def test_kai_grove_pods_are_left_as_grove_made_them(cluster, podgang):
             assert "kai.scheduler/skip-podgrouper" not in notes, notes
             writers = {m.get("manager") for m in now["metadata"].get("managedFields") or []}
             assert not [w for w in writers if w and w.startswith("podgang")], writers
+
+
+# ---------------------------------------------------------------------------
+# an AppWrapper: the PyTorchJob it wraps keeps its own gang
+
+
+@pytest.mark.parametrize("flavor", CHAIN_FLAVORS)
+async def test_a_pytorchjob_in_an_appwrapper_is_its_own_gang(cluster, podgang, flavor):
+    """An AppWrapper's one component, a PyTorchJob of a master and 2 workers, created as written
+    and controlled by the AppWrapper (project-codeflare/appwrapper createComponent), its pods
+    played as training-operator makes them: the job's gang of 3 with its roles, placed whole;
+    none is the AppWrapper's (before issue 32: one gang of 1 for the wrapper)."""
+    async with corner(cluster, f"aw-{flavor.backend}", nodes=1) as here:
+        template = pod_template(here, flavor, "train")
+        replica = {"replicas": 1, "restartPolicy": "OnFailure", "template": template}
+        job_spec = {"pytorchReplicaSpecs": {"Master": replica, "Worker": {**replica, "replicas": 2}}}
+        wrapper = await create(here, "appwrappers", {
+            "apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+            "metadata": {"name": "wrapped", "labels": flavor.workload_labels},
+            "spec": {"components": [{"template": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                                   "metadata": {"name": "train"}, "spec": job_spec}}]}})
+        job = await create(here, "pytorchjobs", {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "train", "ownerReferences": [controller_ref(wrapper)],
+                         "labels": {**flavor.workload_labels, "workload.codeflare.dev/appwrapper": "wrapped"}},
+            "spec": job_spec})
+        group = owned_group(job)
+        for name, role in (("train-master-0", "master"), ("train-worker-0", "worker"), ("train-worker-1", "worker")):
+            await play_pod(here, flavor, name, job, "train", {
+                "training.kubeflow.org/job-name": "train", "training.kubeflow.org/replica-type": role,
+                "training.kubeflow.org/replica-index": name[-1]})
+        await wait_size(here, flavor, group, 3)
+        await assert_podgangs(here, flavor, group, await wait_bound(here, "train", 3))
+        assert await podgang_groups(here, flavor) == [group]
+        assert await podgroup(here, flavor, owned_group(wrapper)) is None
+
+
+# ---------------------------------------------------------------------------
+# a SparkConnect: its server, then its server and executors
+
+
+@pytest.mark.parametrize("flavor", CHAIN_FLAVORS)
+async def test_a_spark_connect_places_its_server_then_its_executors(cluster, podgang, flavor):
+    """A SparkConnect's server pod (controlled by it, spark-operator's reconciler) is the gang
+    alone until the SparkConnect is Ready; then the 2 executors the server makes (owned by the
+    server pod) grow it to 3, one gang named after the SparkConnect."""
+    async with corner(cluster, f"sconn-{flavor.backend}", nodes=1) as here, FakeKubelet(here):
+        ns = here.namespace
+        part = {"template": {"spec": {"schedulerName": flavor.scheduler}}}
+        conn = await create(here, "sparkconnects", {
+            "apiVersion": "sparkoperator.k8s.io/v1alpha1", "kind": "SparkConnect",
+            "metadata": {"name": "conn", "labels": flavor.workload_labels},
+            "spec": {"sparkVersion": "4.0.0", "server": part, "executor": {**part, "instances": 2}}})
+        group = owned_group(conn)
+        connect = {"sparkoperator.k8s.io/connect-name": "conn", "sparkoperator.k8s.io/launched-by-spark-operator": "true"}
+        server = await play_pod(here, flavor, "conn-server", conn, "conn-server",
+                                {**connect, "spark-role": "connect-server"})
+        await wait_size(here, flavor, group, 1)
+        await assert_podgangs(here, flavor, group, await wait_bound(here, "conn-server", 1))
+        await wait_ready(here, 1, app="conn-server")
+        await here.api.merge_patch(f"/apis/sparkoperator.k8s.io/v1alpha1/namespaces/{ns}/sparkconnects/conn/status",
+                                   {"status": {"state": "Ready"}})
+        await wait_size(here, flavor, group, 3)
+        executors = [await play_pod(here, flavor, f"conn-exec-{i}", server, "conn-exec",
+                                    {**connect, "spark-role": "executor", "spark-exec-id": str(i)}) for i in (1, 2)]
+        await wait_bound(here, "conn-exec", 2)
+        await assert_podgangs(here, flavor, group, [server, *executors])
+        assert await podgang_groups(here, flavor) == [group]
