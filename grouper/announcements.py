@@ -68,6 +68,19 @@ class Announcements:
         for subject in [o for o in (actual, *workloads) if o is not None]:
             self.events.emit(subject, "OperatorGang", desired.operator)
 
+    def _assumed(self, key: str, desired: Desired, actual: Obj | None) -> None:
+        """One Normal event on the PodGroup, once it exists, when its size is podgang's guess (a
+        top owner of a kind podgang does not know): what it assumed and how to pin it."""
+        memory = ("assumed", key)
+        if desired.assumed is None:
+            self._warned.pop(memory, None)
+            return
+        if actual is None or self._warned.get(memory) == frozenset((desired.assumed,)):
+            return
+        self._warned[memory] = frozenset((desired.assumed,))
+        log.info(desired.assumed, extra={"fields": {"group": key, "action": "assumed"}})
+        self.events.emit(actual, "GangSizeAssumed", desired.assumed)
+
     def _changed_by_others(self, key: str, desired: Desired, actual: Obj | None) -> None:
         """One Warning, on the group and its workloads, when another field manager wrote the
         size of a group podgang made. Remembered while the group lives, not only while that

@@ -293,6 +293,7 @@ class Controller(Watches, Writes, Staleness, Backfill, Announcements):
         self._problems(key, desired)
         actual = self._actual(key, desired)
         self._operator_gang(key, desired, actual)
+        self._assumed(key, desired, actual)
         held = size_held(desired, actual, self.settings)
         self._warn_once((GROUP, key, "size"), (held,) if held else (), [actual] if held and actual else [],
                         "MinMemberHeld")

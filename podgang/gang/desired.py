@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 from podgang import feasibility, kinds, rules
 from podgang.backends import Backend
 from podgang.backends.base import ClusterFacts, GangSource, min_pods
-from podgang.objects import OwnerRef, clip, is_active, is_terminating, quoted
+from podgang.objects import POD, OwnerRef, clip, is_active, is_terminating, quoted
 from podgang.rules import HAND_MADE, OWNED, OWNER_LESS, MinMember
 from podgang.settings import Settings
 
@@ -52,6 +52,9 @@ class Desired:
     #: why the workload's operator makes its gang's PodGroup itself (its own gang integration):
     #: podgang makes none for it and leaves that one's size (None: not so)
     operator: str | None = None
+    #: what podgang assumed of a gang whose top owner is of a kind it does not know (that its
+    #: pods need not run together) and how to pin it: said once (a Normal event), never guessed silently
+    assumed: str | None = None
     #: a hand-made group's: whose number its written minMember is, and on what evidence
     size_rule: rules.SizeRule | None = None
     #: what a user might add, not fix (``podgang plan`` and ``podgang status`` say it; no event)
@@ -409,11 +412,15 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         top_obj = {"apiVersion": top.api_version, "kind": top.kind, "metadata": {"name": top.name, "uid": top.uid}}
     mm = rules.min_member_for(top_obj, actual, settings, with_owners(cache, (top_obj,))[1:], _live(members))
     workloads = (top_obj,) if top.uid in cache.by_uid else ()
+    assumed = None if mm.pinned or kinds.workload_kind(top) is not None or top.kind == POD.kind else (
+        f"podgang does not know the kind {clip(top.kind)} of {clip(f'{top.kind.lower()}/{top.name}')}, the top owner "
+        f"of these pods: it assumed they need not run together (minMember {mm.value}); if N of them must, pin it "
+        f"with {settings.min_member_annotation}=N on this PodGroup")
     return Desired(
         namespace, name, OWNED, mm, top, not is_terminating(probe),
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
         problems=_pin_problems([actual, top_obj], settings)
-        + tuple(p for p in (rules.replicas_not_held(top_obj, settings),) if p),
+        + tuple(p for p in (rules.replicas_not_held(top_obj, settings),) if p), assumed=assumed,
         **dict(zip(("subgroups", "min_subgroup"), owned_parts(top_obj, mm, backend, settings,
                                                                replicas_present(cache, members)))),
     )
