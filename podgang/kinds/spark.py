@@ -6,7 +6,8 @@ Tested in tests/unit/test_kinds_spark.py."""
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from podgang.kinds.model import KindDoc, Obj, Role, SlimTemplate, Template, WorkloadKind
 from podgang.objects import Resource, as_dict, as_int, as_list, spec, status
@@ -97,78 +98,6 @@ def _spark_own_gang(obj: Any) -> tuple[str, str] | None:
 
 
 def _spark_executors(obj: Any) -> tuple[int, str]:
-    dynamic = as_dict(spec(obj).get("dynamicAllocation"))
-    if dynamic.get("enabled") is True:
-        count = max(as_int(dynamic.get("minExecutors"), 0), 0)
-        return count, f"dynamicAllocation.minExecutors {count}"
-    count = max(as_int(as_dict(spec(obj).get("executor")).get("instances"), 1), 0)
-    return count, f"executor.instances {count}"
-
-
-def _spark_roles(obj: Any) -> list[Role]:
-    """The driver; its executors once it runs (the driver makes them: a gang that counted them
-    from the start would wait for ever for pods that come only after it runs)."""
-    return _spark_whole(obj) if _spark_state(obj) in _SPARK_DRIVER_RUNS else _spark_whole(obj)[:1]
-
-
-def _spark_whole(obj: Any) -> list[Role]:
-    """The driver and its executors: the whole application."""
-    count, why = _spark_executors(obj)
-    parts = [Role("driver", 1, "the driver", _spark_template(spec(obj), "driver"), "spec.driver"),
-             Role("executor", count, why, _spark_template(spec(obj), "executor"), "spec.executor")]
-    return [r for r in parts if r.size > 0]
-
-
-def _spark_size(obj: Any) -> tuple[int, str]:
-    parts = _spark_roles(obj)
-    listed = " + ".join(f"{r.name} {r.size}" for r in parts)
-    if _spark_state(obj) not in _SPARK_DRIVER_RUNS:
-        count, why = _spark_executors(obj)
-        listed += f"; the executors ({why}) join once the driver runs: the driver makes them"
-    return sum(r.size for r in parts), listed
-
-
-def _spark_templates(obj: Any) -> list[tuple[str, Template]]:
-    return [(f"spec.{part}", _spark_template(spec(obj), part)) for part in ("driver", "executor")]
-
-
-def _slim_spark(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
-    s = as_dict(s)
-    out: Obj = {part: {"template": slim_template(_spark_template(s, part))} for part in ("driver", "executor")}
-    if "instances" in as_dict(s.get("executor")):
-        out["executor"]["instances"] = as_dict(s.get("executor"))["instances"]
-    dynamic = as_dict(s.get("dynamicAllocation"))
-    if dynamic:
-        out["dynamicAllocation"] = {k: dynamic[k] for k in ("enabled", "minExecutors") if k in dynamic}
-    for key in ("suspend", "batchScheduler"):
-        if key in s:
-            out[key] = s[key]
-    return out
-
-
-#: a staged gang: the driver, then (once spark-operator says it runs) the driver and the
-#: executors it makes, which Spark owns by the driver pod
-SPARK_APPLICATION = WorkloadKind(
-    Resource("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", optional=True),
-    _spark_size, _spark_templates, _slim_spark, aliases=("sparkapplication", "sparkapplications", "sparkapp"),
-    scale_path=("spec", "executor", "instances"),
-    status_fields=("applicationState",), roles=_spark_roles, role_labels=(SPARK_ROLE_LABEL,), whole_roles=_spark_whole,
-    finished=lambda obj: _spark_state(obj) in _SPARK_DONE, own_gang=_spark_own_gang,
-    doc=KindDoc("the driver + `executor.instances` (or `dynamicAllocation.minExecutors`)",
-                roles="`driver`, `executor` (label `spark-role`), once the executors are counted",
-                staging="the driver (1) until spark-operator reports the application `RUNNING`; the executors are "
-                        "owned by the driver pod, which podgang follows to the application"),
-)
-
-
-_CONNECT_READY = ("Ready",)
-
-
-def _connect_state(obj: Any) -> str:
-    return str(status(obj).get("state") or "")
-
-
-def _connect_executors(obj: Any) -> tuple[int, str]:
     """``executor.instances`` (1 by default), or ``dynamicAllocation.minExecutors`` when on."""
     dynamic = as_dict(spec(obj).get("dynamicAllocation"))
     if dynamic.get("enabled") is True:
@@ -178,40 +107,73 @@ def _connect_executors(obj: Any) -> tuple[int, str]:
     return count, f"executor.instances {count}"
 
 
-def _connect_whole(obj: Any) -> list[Role]:
-    """The server (the Spark driver) and the executors it makes."""
-    count, why = _connect_executors(obj)
-    parts = [Role("connect-server", 1, "the server", _spark_template(spec(obj), "server"), "spec.server"),
-             Role("executor", count, why, _spark_template(spec(obj), "executor"), "spec.executor")]
-    return [r for r in parts if r.size > 0]
+@dataclass(frozen=True)
+class _Staged:
+    """A Spark gang in two stages: its driver (an application's driver, a Connect server),
+    then, once spark-operator reports the driver running, the driver and the executors it
+    makes (a gang that counted them from the start would wait for ever for pods that come only
+    after it runs)."""
+
+    part: str  # the spec field of the driver's part
+    role: str  # its subgroup, as its pods' spark-role label says
+    word: str  # what it is called: driver, server
+    runs: Callable[[Any], bool]  # spark-operator reports it running
+    until: str  # when, in words: "runs", "is Ready"
+
+    def whole(self, obj: Any) -> list[Role]:
+        """The driver and its executors: the whole run."""
+        count, why = _spark_executors(obj)
+        parts = [Role(self.role, 1, f"the {self.word}", _spark_template(spec(obj), self.part), f"spec.{self.part}"),
+                 Role("executor", count, why, _spark_template(spec(obj), "executor"), "spec.executor")]
+        return [r for r in parts if r.size > 0]
+
+    def roles(self, obj: Any) -> list[Role]:
+        return self.whole(obj) if self.runs(obj) else self.whole(obj)[:1]
+
+    def size(self, obj: Any) -> tuple[int, str]:
+        parts = self.roles(obj)
+        listed = " + ".join(f"{r.name} {r.size}" for r in parts)
+        if not self.runs(obj):
+            listed += (f"; the executors ({_spark_executors(obj)[1]}) join once the {self.word} {self.until}: the "
+                       f"{self.word} makes them")
+        return sum(r.size for r in parts), listed
+
+    def templates(self, obj: Any) -> list[tuple[str, Template]]:
+        return [(f"spec.{part}", _spark_template(spec(obj), part)) for part in (self.part, "executor")]
+
+    def slim(self, s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+        s = as_dict(s)
+        out: Obj = {part: {"template": slim_template(_spark_template(s, part))} for part in (self.part, "executor")}
+        if "instances" in as_dict(s.get("executor")):
+            out["executor"]["instances"] = as_dict(s.get("executor"))["instances"]
+        dynamic = as_dict(s.get("dynamicAllocation"))
+        if dynamic:
+            out["dynamicAllocation"] = {k: dynamic[k] for k in ("enabled", "minExecutors") if k in dynamic}
+        for key in ("suspend", "batchScheduler"):
+            if key in s:
+                out[key] = s[key]
+        return out
 
 
-def _connect_roles(obj: Any) -> list[Role]:
-    """The server; its executors once it is Ready (the server makes them, as a driver does)."""
-    return _connect_whole(obj) if _connect_state(obj) in _CONNECT_READY else _connect_whole(obj)[:1]
+_APPLICATION = _Staged("driver", "driver", "driver", lambda obj: _spark_state(obj) in _SPARK_DRIVER_RUNS, "runs")
+_CONNECT = _Staged("server", "connect-server", "server",
+                   lambda obj: str(status(obj).get("state") or "") == "Ready", "is Ready")
 
 
-def _connect_size(obj: Any) -> tuple[int, str]:
-    parts = _connect_roles(obj)
-    listed = " + ".join(f"{r.name} {r.size}" for r in parts)
-    if _connect_state(obj) not in _CONNECT_READY:
-        listed += f"; the executors ({_connect_executors(obj)[1]}) join once the server is Ready: the server makes them"
-    return sum(r.size for r in parts), listed
-
-
-def _connect_templates(obj: Any) -> list[tuple[str, Template]]:
-    return [(f"spec.{part}", _spark_template(spec(obj), part)) for part in ("server", "executor")]
-
-
-def _slim_connect(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
-    s = as_dict(s)
-    out: Obj = {part: {"template": slim_template(_spark_template(s, part))} for part in ("server", "executor")}
-    if "instances" in as_dict(s.get("executor")):
-        out["executor"]["instances"] = as_dict(s.get("executor"))["instances"]
-    dynamic = as_dict(s.get("dynamicAllocation"))
-    if dynamic:
-        out["dynamicAllocation"] = {k: dynamic[k] for k in ("enabled", "minExecutors") if k in dynamic}
-    return out
+#: a staged gang: the driver, then (once spark-operator says it runs) the driver and the
+#: executors it makes, which Spark owns by the driver pod
+SPARK_APPLICATION = WorkloadKind(
+    Resource("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", optional=True),
+    _APPLICATION.size, _APPLICATION.templates, _APPLICATION.slim,
+    aliases=("sparkapplication", "sparkapplications", "sparkapp"), scale_path=("spec", "executor", "instances"),
+    status_fields=("applicationState",), roles=_APPLICATION.roles, role_labels=(SPARK_ROLE_LABEL,),
+    whole_roles=_APPLICATION.whole,
+    finished=lambda obj: _spark_state(obj) in _SPARK_DONE, own_gang=_spark_own_gang,
+    doc=KindDoc("the driver + `executor.instances` (or `dynamicAllocation.minExecutors`)",
+                roles="`driver`, `executor` (label `spark-role`), once the executors are counted",
+                staging="the driver (1) until spark-operator reports the application `RUNNING`; the executors are "
+                        "owned by the driver pod, which podgang follows to the application"),
+)
 
 
 #: a long-running Spark Connect server and its executors: staged as an application is, the
@@ -219,9 +181,9 @@ def _slim_connect(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
 #: (owned by the server pod, which podgang follows to the SparkConnect)
 SPARK_CONNECT = WorkloadKind(
     Resource("sparkoperator.k8s.io", "v1alpha1", "sparkconnects", "SparkConnect", optional=True),
-    _connect_size, _connect_templates, _slim_connect, aliases=("sparkconnect", "sparkconnects", "sparkconn"),
-    scale_path=("spec", "executor", "instances"), status_fields=("state",), roles=_connect_roles,
-    role_labels=(SPARK_ROLE_LABEL,), whole_roles=_connect_whole, finished=lambda obj: False,
+    _CONNECT.size, _CONNECT.templates, _CONNECT.slim, aliases=("sparkconnect", "sparkconnects", "sparkconn"),
+    scale_path=("spec", "executor", "instances"), status_fields=("state",), roles=_CONNECT.roles,
+    role_labels=(SPARK_ROLE_LABEL,), whole_roles=_CONNECT.whole, finished=lambda obj: False,
     doc=KindDoc("the server + `executor.instances` (or `dynamicAllocation.minExecutors`)",
                 roles="`connect-server`, `executor` (label `spark-role`), once the executors are counted",
                 staging="the server (1) until spark-operator reports the SparkConnect `Ready`; the executors are "
