@@ -381,17 +381,28 @@ async def test_kai_a_gang_size_another_manager_writes_is_named_once(cluster, pod
 
 async def play_leaderworkerset(here: Corner, flavor: Flavor, name: str, replicas: int, size: int,
                                gpus: int) -> dict[str, Any]:
-    """What the LWS controller (and its pod webhook) make, which this cluster does not run:
-    a leader StatefulSet whose pods lead the groups, and per leader a worker StatefulSet.
-    The pods are created by the test (with the LWS labels) and name their StatefulSet as
-    their first owner without controlling it, so that the real StatefulSet controller, whose
-    selector matches none of them, leaves them alone."""
+    """A LeaderWorkerSet and what its controller makes of it (:func:`play_lws_pods`)."""
     ns = here.namespace
     lws = await here.api.create(f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets", {
         "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
         "metadata": {"name": name, "namespace": ns, "labels": flavor.workload_labels},
         "spec": {"replicas": replicas, "leaderWorkerTemplate": {
             "size": size, "workerTemplate": pod_template(here, flavor, name, gpus=gpus)}}})
+    await play_lws_pods(here, flavor, lws, gpus)
+    return lws
+
+
+async def play_lws_pods(here: Corner, flavor: Flavor, lws: dict[str, Any], gpus: int,
+                        labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> None:
+    """What the LWS controller (and its pod webhook) make of ``lws``, which this cluster does not
+    run: a leader StatefulSet whose pods lead the groups, and per leader a worker StatefulSet.
+    The pods are created by the test (with the LWS labels, and ``labels`` and ``annotations``
+    an owner of the LWS puts on its templates) and name their StatefulSet as their first owner
+    without controlling it, so that the real StatefulSet controller, whose selector matches
+    none of them, leaves them alone."""
+    ns, name = here.namespace, lws["metadata"]["name"]
+    replicas, size = lws["spec"]["replicas"], lws["spec"]["leaderWorkerTemplate"]["size"]
+    labels = labels or {}
 
     def ref(obj: dict[str, Any]) -> dict[str, Any]:
         return {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", "Pod"),
@@ -400,15 +411,16 @@ async def play_leaderworkerset(here: Corner, flavor: Flavor, name: str, replicas
     async def statefulset(sts_name: str, owner: dict[str, Any]) -> dict[str, Any]:
         return await here.api.create(f"/apis/apps/v1/namespaces/{ns}/statefulsets", {
             "apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": {"name": sts_name, "namespace": ns, "ownerReferences": [{**ref(owner), "controller": True}]},
+            "metadata": {"name": sts_name, "namespace": ns, "labels": labels,
+                         "ownerReferences": [{**ref(owner), "controller": True}]},
             "spec": {"replicas": 0, "serviceName": name, "podManagementPolicy": "Parallel",
                      "selector": {"matchLabels": {"played": sts_name}},
                      "template": {"metadata": {"labels": {"played": sts_name}},
                                   "spec": {"containers": [{"name": "main", "image": "registry.example/x:1"}]}}}})
 
     async def member(pod_name: str, owner: dict[str, Any], group: int, worker: int) -> dict[str, Any]:
-        template = pod_template(here, flavor, name, gpus=gpus, labels={
-            "leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": str(group),
+        template = pod_template(here, flavor, labels.get("app", name), gpus=gpus, annotations=annotations, labels={
+            **labels, "leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": str(group),
             "leaderworkerset.sigs.k8s.io/worker-index": str(worker)})
         return await here.api.create(f"/api/v1/namespaces/{ns}/pods", {
             "apiVersion": "v1", "kind": "Pod",
@@ -421,7 +433,6 @@ async def play_leaderworkerset(here: Corner, flavor: Flavor, name: str, replicas
         workers = await statefulset(f"{name}-{group}", leader)
         for worker in range(1, size):
             await member(f"{name}-{group}-{worker}", workers, group, worker)
-    return lws
 
 
 async def test_volcano_leaderworkerset_groups_are_each_bound_together(cluster, podgang):

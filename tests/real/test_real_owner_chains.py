@@ -23,7 +23,7 @@ import pytest
 from tests.crd_support import crd_valid
 from tests.realcluster import Corner, FakeKubelet, corner, until
 from tests.real.test_real_journeys import (KAI, VOLCANO, Flavor, controller_ref, create_deployment, owned_group,
-                                      play_pod, pod_template, podgroup, wait_bound, wait_size)
+                                      play_lws_pods, play_pod, pod_template, podgroup, wait_bound, wait_size)
 from tests.real.test_real_workloads import assert_podgangs, spark_labels, wait_ready
 
 #: the schedulers these chains are placed by (the chain is the same for every backend)
@@ -67,11 +67,8 @@ async def play_role(here: Corner, flavor: Flavor, ds: dict[str, Any], role: str,
     """The DisaggregatedSet controller's part for one role of slice 0: the LeaderWorkerSet
     ``<ds>-0-<revision>-<role>``, controlled by the set (lws_manager.go builds that reference
     by hand, controller: true), its spec the role's with the set's labels on it and its pods.
-    Then the LWS controller's part, as ``play_leaderworkerset`` plays it: a leader
-    StatefulSet, per group a leader pod and a worker StatefulSet it owns, and the workers;
-    the pods name their StatefulSet without controlling it, so the real StatefulSet
-    controller (whose selector matches none of them) leaves them alone."""
-    ns, ds_name = here.namespace, ds["metadata"]["name"]
+    Then the LWS controller's part (``play_lws_pods``), with the set's labels on its pods."""
+    ds_name = ds["metadata"]["name"]
     written = next(r for r in ds["spec"]["roles"] if r["name"] == role)["spec"]
     replicas, size = written["replicas"], written["leaderWorkerTemplate"]["size"]
     labels = ds_labels(ds_name, role, revision)
@@ -81,36 +78,7 @@ async def play_role(here: Corner, flavor: Flavor, ds: dict[str, Any], role: str,
         "metadata": {"name": name, "labels": {**flavor.workload_labels, **labels},
                      "ownerReferences": [controller_ref(ds)]},
         "spec": lws_spec(here, flavor, replicas, size, gpus, labels)})
-
-    def ref(obj: dict[str, Any], controller: bool) -> dict[str, Any]:
-        return {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj.get("kind", "Pod"),
-                "name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"], "controller": controller}
-
-    async def statefulset(sts_name: str, owner: dict[str, Any]) -> dict[str, Any]:
-        return await here.api.create(f"/apis/apps/v1/namespaces/{ns}/statefulsets", {
-            "apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": {"name": sts_name, "namespace": ns, "labels": labels, "ownerReferences": [ref(owner, True)]},
-            "spec": {"replicas": 0, "serviceName": name, "podManagementPolicy": "Parallel",
-                     "selector": {"matchLabels": {"played": sts_name}},
-                     "template": {"metadata": {"labels": {"played": sts_name}},
-                                  "spec": {"containers": [{"name": "main", "image": "registry.example/x:1"}]}}}})
-
-    async def member(pod_name: str, owner: dict[str, Any], group: int, worker: int) -> dict[str, Any]:
-        template = pod_template(here, flavor, labels["app"], gpus=gpus, labels={
-            **labels, "leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": str(group),
-            "leaderworkerset.sigs.k8s.io/worker-index": str(worker)})
-        template["metadata"]["annotations"] = {"leaderworkerset.sigs.k8s.io/size": str(size)}
-        return await here.api.create(f"/api/v1/namespaces/{ns}/pods", {
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {**template["metadata"], "name": pod_name, "ownerReferences": [ref(owner, False)]},
-            "spec": template["spec"]})
-
-    leaders = await statefulset(name, lws)
-    for group in range(replicas):
-        leader = await member(f"{name}-{group}", leaders, group, 0)
-        workers = await statefulset(f"{name}-{group}", leader)
-        for worker in range(1, size):
-            await member(f"{name}-{group}-{worker}", workers, group, worker)
+    await play_lws_pods(here, flavor, lws, gpus, labels, {"leaderworkerset.sigs.k8s.io/size": str(size)})
     return lws
 
 
