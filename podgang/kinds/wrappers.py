@@ -72,7 +72,7 @@ def _with_pod_labels(lws_spec: Mapping[str, Any], labels: Mapping[str, str]) -> 
     """An LWS spec with ``labels`` merged into its leader's and workers' pod templates."""
     template = dict(as_dict(lws_spec.get("leaderWorkerTemplate")))
     for part in ("leaderTemplate", "workerTemplate"):
-        if part in template or part == "workerTemplate":
+        if part in template or part == "workerTemplate":  # no leaderTemplate: the leader is a worker's copy
             pod = dict(as_dict(template.get(part)))
             md = dict(as_dict(pod.get("metadata")))
             md["labels"] = {**as_dict(md.get("labels")), **labels}

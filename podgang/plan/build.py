@@ -417,7 +417,6 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     ref = rules.controller_ref(obj)
     if (rules.next_owner(obj) is not None or kinds.run_kinds(ref)) and objects.owner(ref, ns) is not None:
         return  # its owner's entry covers it (Deployment → ReplicaSet, CronJob → Job, ...); a wrapper's does not
-
     entry = kinds.workload_kind(obj)
     assert entry is not None
     member.pods = kinds.desired_size(obj)[0]
