@@ -37,7 +37,10 @@ Authorisation, when asked for: ``grant(rules)`` with RBAC rules (``tests/emulato
 answers every request they do not allow with 403 Forbidden, worded as the apiserver
 does, and records it in ``forbidden``.
 
-Not emulated: authentication, admission webhooks, server-side apply,
+A validating admission webhook, when asked for: ``admit(resource, check)`` plays one on the
+writes of a resource (a scheduler's own PodGroup webhook), answering as the apiserver does.
+
+Not emulated: authentication, admission webhooks other than those played, server-side apply,
 schema validation (only metadata.name and pod spec.containers are checked), historical
 reads (a list at an old resourceVersion serves the current state), controllers/kubelet
 (nothing reconciles; pods are deleted immediately unless they carry finalizers), and
@@ -105,9 +108,11 @@ class KubeEmulator(Writing, Serving, State, Faults):
         self._faults: list[Fault] = []
         self._delays: list[tuple[re.Pattern[str] | None, float]] = []
         self._refuse_evictions = 0
+        self._admission: list[tuple[str, str, Any]] = []  # (resource, webhook, check): see admit()
         self.requests: list[RecordedRequest] = []
         self._grants: tuple[list[rbac.Rule], str] | None = None
         self.forbidden: list[str] = []  # one line per request refused under grant()
+        self.denied: list[str] = []  # one line per write a played admission webhook refused (admit())
         self._runner: web.AppRunner | None = None
 
     # ----------------------------------------------------------------- lifecycle

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 
 from tests.emulator import rbac
 
 from tests.emulator.resources import Obj, ResourceType
 from tests.emulator.storage import Fault, RecordedRequest
-from tests.emulator.wire import ApiError, status_body, truthy
+from tests.emulator.wire import ApiError, metadata_of, status_body, truthy
 
 
 class Faults:
@@ -32,6 +33,23 @@ class Faults:
     def refuse_evictions(self, times: int = 1) -> None:
         """Make the next ``times`` evictions answer 429 as if a PDB refused them."""
         self._refuse_evictions += times
+
+    def admit(self, resource: str, check: Callable[[Obj | None, Obj], str | None],
+              webhook: str = "validate.podgroups.example") -> None:
+        """Play a validating admission webhook on every create and update of ``resource``
+        (``plural.group``; not its status): ``check(old, new)`` (old None on create) returns the
+        webhook's denial, answered as the apiserver answers one (403 Forbidden, ``admission
+        webhook "<webhook>" denied the request: <denial>``, as controller-runtime denies), or None."""
+        self._admission.append((self.resource(resource).qualified, webhook, check))
+
+    def _admit(self, res: ResourceType, old: Obj | None, new: Obj) -> None:
+        for resource, webhook, check in self._admission:
+            denial = check(old, new) if resource == res.qualified else None
+            if denial:
+                name = metadata_of(new).get("name") or ""
+                self.denied.append(denial)
+                raise ApiError(status_body(403, f'admission webhook "{webhook}" denied the request: {denial}',
+                                           "Forbidden", {"name": name, "group": res.group, "kind": res.plural}))
 
     def grant(self, rules: list[rbac.Rule] | None,
               user: str = "system:serviceaccount:podgang:podgang") -> None:

@@ -92,6 +92,7 @@ class Writing:
             raise ApiError(status_body(409, f'{res.qualified} "{name}" already exists',
                                        "AlreadyExists", status_details(res, name)))
         self._apply_create_defaults(res, obj)
+        self._admit(res, None, obj)
         for k in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(k, None)
         self._stamp_new(obj)
@@ -135,6 +136,8 @@ class Writing:
 
     def _commit(self, call: Call, old: Obj, new: Obj) -> web.Response:
         self._check_precondition(call, old, metadata_of(new).get("resourceVersion"))
+        if call.sub is None:
+            self._admit(call.table.res, old, new)
         if self._dry_run(call):
             return json_response(new)
         return json_response(self._update(call.table, old, new, call.sub))
