@@ -20,7 +20,8 @@ from podgang.discovery import discovered
 from podgang.events import EventRecorder, EventSink
 from podgang.logs import setup_logging
 from podgang.metrics import GrouperMetrics
-from podgang.options import add_backend_flags, add_flag, backends_from, duration, own_namespace, port, positive, rate
+from podgang.options import (add_backend_flags, add_flag, backends_from, duration, kai_version_settings, own_namespace,
+                             port, positive, rate)
 from podgang.settings import Settings
 
 from podgang.grouper.controller import DEFAULT_API_BURST, DEFAULT_API_QPS, Controller, Options
@@ -96,6 +97,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         excluded_namespaces=tuple(excluded),
         staleness_grace_period=float(args.staleness_grace_period),
         orphan_timeout=float(args.orphan_timeout),
+        **kai_version_settings(args),
     )
 
 

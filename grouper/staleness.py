@@ -28,6 +28,7 @@ from podgang.gang import (
     pod_subgroup,
     rollout_reason,
     size_held,
+    size_refused,
     subgroup_sizes,
     with_owners,
 )
@@ -61,10 +62,11 @@ class Staleness:
             self._unwatch(key, contributions=actual is None and not desired.members)
             return
         assert desired.backend is not None  # it holds the group
-        if desired.min_member is not None and (desired.min_subgroup is not None
-                                               or size_held(desired, actual, self.settings)):
+        if desired.min_member is not None and (desired.min_subgroup is not None or size_held(
+                desired, actual, self.settings)) and not size_refused(desired, actual, self.settings):
             # the live group cannot take its new size: the gang is judged by the size in force;
             # a tree's leaves come and go with its replicas' pods: judged by the whole tree's size
+            # (a size refused for good, a semi-preemptible group's: the live group is the gang)
             min_member = desired.min_member.value
         else:
             min_member = desired.backend.min_member(actual) or 1

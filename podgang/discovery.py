@@ -4,6 +4,10 @@ once at start-up, ``GET /apis/<group>`` for every enabled backend, and runs with
 the backend that answer picks (:meth:`podgang.backends.base.Backend.for_discovery`).
 A discovery that fails leaves the backend as configured: it is said in the log,
 never fatal.
+
+With the kai backend and ``--kai-version auto`` it also reads KAI's PodGroup CRD, whose
+schema says the KAI release (:func:`podgang.backends.kai.versions.version_from_crd`): the
+rules of that release apply, v0.18 when the CRD cannot be read or does not say.
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from __future__ import annotations
 import logging
 
 from podgang.api import Api, ApiError, NotFound
-from podgang.backends import Backend
+from podgang.backends import KAI, Backend
+from podgang.backends.kai import versions as kai_versions
 from podgang.settings import Settings
 
 log = logging.getLogger("podgang")
@@ -40,4 +45,25 @@ async def discovered(api: Api, settings: Settings) -> Settings:
         if picked.podgroup != backend.podgroup:
             log.info("backend version from API discovery", extra={"fields": {
                 "backend": backend.name, "podgroup": picked.podgroup.api_version}})
-    return settings.with_changes(backends=tuple((name, chosen[b.name]) for name, b in settings.backends))
+    settings = settings.with_changes(backends=tuple((name, chosen[b.name]) for name, b in settings.backends))
+    return await kai_version_discovered(api, settings)
+
+
+async def kai_version_discovered(api: Api, settings: Settings) -> Settings:
+    """``settings`` with the KAI release the cluster's PodGroup CRD shows (``--kai-version auto``
+    and the kai backend enabled), said in the log either way."""
+    if not settings.kai_version_auto or not any(b.name == KAI.name for b in settings.enabled_backends):
+        return settings
+    try:
+        found = kai_versions.version_from_crd(await api.get(kai_versions.CRD_PATH))
+        why = None if found is not None else f"its {kai_versions.CRD_NAME} CRD does not say (not KAI's)"
+    except NotFound:
+        found, why = None, f"no {kai_versions.CRD_NAME} CRD"
+    except ApiError as exc:
+        found, why = None, f"cannot read the {kai_versions.CRD_NAME} CRD ({exc})"
+    if found is not None:
+        version, source = found[0], f"the cluster: {found[1]}"
+    else:
+        version, source = kai_versions.DEFAULT_VERSION, f"the default: {why}"
+    log.info("KAI version whose rules apply", extra={"fields": {"kai_version": version, "why": source}})
+    return settings.with_changes(kai_version=version, kai_version_auto=False, kai_version_source=source)

@@ -8,6 +8,7 @@ rather than an exception. No I/O, and no knowledge of any scheduler or workload.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping as AbcMapping
 from dataclasses import dataclass, replace
@@ -266,3 +267,14 @@ class Resource:
 
 POD = Resource("", "v1", "pods", "Pod")
 NAMESPACE = Resource("", "v1", "namespaces", "Namespace")
+
+
+def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
+    """Apply a JSON merge patch (RFC 7386) to ``target`` in place, as the apiserver does."""
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, Mapping) and isinstance(target.get(k), dict):
+            merge_patch(target[k], v)
+        else:
+            target[k] = copy.deepcopy(v)

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from podgang.backends import BACKENDS, Backend
 from podgang.backends.kai import keys as kai_keys
+from podgang.backends.kai import versions as kai_versions
 from podgang.rules import parse_duration
 from podgang.settings import DEFAULT
 
@@ -170,6 +171,24 @@ def add_backend_flags(parser: Any) -> None:
     add_flag(parser, "--default-priority-class", type=kind_priority, repeat=True, default=[],
              dest="default_priority_classes", metavar="KIND=CLASS",
              help=kai_keys.DEFAULT_PRIORITY_HELP)
+    add_flag(parser, "--kai-version", type=kai_version, default=kai_versions.AUTO, metavar="VERSION",
+             help=kai_versions.VERSION_HELP)
+
+
+def kai_version(text: str) -> str:
+    """An argparse type: ``v0.17``, ``v0.18`` (``0.18.3`` is v0.18) or ``auto``."""
+    try:
+        return kai_versions.parse_version(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def kai_version_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The Settings fields ``--kai-version`` gives: a version, or ``auto`` (the default until
+    the cluster is asked)."""
+    if args.kai_version == kai_versions.AUTO:
+        return {}
+    return {"kai_version": args.kai_version, "kai_version_auto": False, "kai_version_source": "--kai-version"}
 
 
 def kind_priority(text: str) -> tuple[str, str]:

@@ -23,9 +23,10 @@ import yaml
 
 from podgang import api
 from podgang import plan_codes as codes
-from podgang.backends import native
+from podgang.backends import KAI, native
+from podgang.discovery import kai_version_discovered
 from podgang.manifests import ManifestError, read_manifests
-from podgang.options import add_backend_flags, add_flag, backends_from
+from podgang.options import add_backend_flags, add_flag, backends_from, kai_version_settings
 from podgang.plan import (Finding, Known, ScaleError, min_text, native_version_in, plan_with_scale,
                           podgroup_manifests)
 from podgang.settings import Settings
@@ -82,7 +83,10 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     settings = Settings(
         backends=backends_from(args),
         excluded_namespaces=tuple(args.exclude_namespace),
+        **kai_version_settings(args),
     )
+    kai = any(b.name == KAI.name for b in settings.enabled_backends)
+    chosen = not settings.kai_version_auto
     native_note = None
     try:
         manifests = read_manifests(args.paths)
@@ -95,6 +99,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
                 for name, b in settings.backends))
             native_note = Finding(codes.NATIVE_PLANNED, None, "native gangs", f"planned for {native.GROUP}/{version} "
                                   f"(Kubernetes {native.KUBERNETES[version]}): {why}")
+        if kai and args.kubeconfig and settings.kai_version_auto:
+            settings, chosen = asyncio.run(_kai_version(args.kubeconfig, settings)), True
         known = asyncio.run(_cluster_facts(args.kubeconfig, settings)) if args.kubeconfig else Known()
         known = dataclasses.replace(known, complete=tuple(args.complete))
         plan = plan_with_scale(manifests, dict(args.scale), settings, args.namespace, known)
@@ -106,6 +112,9 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return 2
     if native_note is not None:
         plan.notes.insert(0, native_note)
+    if kai and (chosen or any(f.code in KAI_RULED for f in (*plan.denials, *plan.warnings))):
+        plan.notes.insert(0, Finding(codes.KAI_PLANNED, None, "KAI rules", f"KAI {settings.kai_version}'s (GPU "
+                                     f"requests, semi-preemptible groups): {settings.kai_version_source}"))
     if args.output == "json":
         _write(out, lambda s: s.write(orjson.dumps(plan_as_dict(plan), option=orjson.OPT_INDENT_2).decode() + "\n"))
     elif args.output == "yaml":
@@ -115,6 +124,22 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if args.output != "text":  # stdout holds manifests or data: the findings go to the user on stderr
         _report(err, findings_text(plan))
     return 1 if plan.denials else 0
+
+
+#: the findings that follow the KAI release's rules: the plan then says which release
+KAI_RULED = (codes.GPU_CONFLICT, codes.SIZE_REFUSED)
+
+
+async def _kai_version(kubeconfig: str, settings: Settings) -> Settings:
+    """``settings`` with the KAI release the cluster's PodGroup CRD shows (the processes' discovery)."""
+    try:
+        client = await api.make_api_client(kubeconfig)
+    except Exception as exc:  # an unreadable kubeconfig: said, not a traceback
+        raise NativeVersionError(f"--kubeconfig {kubeconfig}: {exc}") from exc
+    try:
+        return await kai_version_discovered(api.Api(client, timeout=10), settings)
+    finally:
+        await client.close()
 
 
 class NativeVersionError(ValueError):

@@ -23,6 +23,9 @@ DENIED = _code("denied", "denials", "the webhook would refuse a pod: the gang it
 GPU_CONFLICT = _code("gpu-conflict", "denials", "a pod or pod template asks GPUs in two ways that contradict each other")
 REFUSED = _code("refused", "denials", "the apiserver would refuse this PodGroup or Workload as written")
 
+SIZE_REFUSED = _code("size-refused", "warnings",
+                     "a size the scheduler refuses on this group (KAI v0.18: a semi-preemptible PodGroup's minimum "
+                     "never goes up): podgang keeps the size the group has, and says why")
 DEFINED_TWICE = _code("defined-twice", "warnings", "the same object is in the input twice: the later one wins")
 NATIVE_VERSION = _code("native-version", "warnings",
                        "a native gang object written for another API version than the one planned for")
@@ -72,6 +75,9 @@ USERS_TREE = _code("users-tree", "notes", "a hand-made PodGroup's own subgroup t
 FIXED_SIZE = _code("fixed-size", "notes",
                    "a backend that cannot resize a live group: a scale replaces it once no pod names it")
 NATIVE_PLANNED = _code("native-planned", "notes", "which native gang API version the plan is for, and why")
+KAI_PLANNED = _code("kai-planned", "notes", "which KAI-Scheduler release's rules the plan applies (GPU requests, "
+                                          "semi-preemptible groups), and why; said when they matter to the plan or "
+                                          "were chosen (--kai-version, --kubeconfig)")
 
 CLUSTER_UNREAD = _code("cluster-unread", "notChecked",
                        "a --kubeconfig cluster, or one of its lists, that could not be read")

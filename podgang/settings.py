@@ -12,6 +12,7 @@ from typing import Any
 
 from podgang.backends import KAI, Backend
 from podgang.backends.kai import keys as kai_keys
+from podgang.backends.kai import versions as kai_versions
 from podgang.objects import as_dict
 
 #: the scheduler a pod names when its spec names none
@@ -73,6 +74,13 @@ class Settings:
     gpu_memory_annotation: str = kai_keys.GPU_MEMORY_ANNOTATION
     gpu_fraction_annotation: str = kai_keys.GPU_FRACTION_ANNOTATION
     gpu_resource: str = "nvidia.com/gpu"
+    # the KAI-Scheduler release whose rules podgang applies (GPU requests, semi-preemptible groups:
+    # docs/schedulers/kai.md), one for the webhook, the grouper and `podgang plan` alike;
+    # ``--kai-version auto`` leaves ``kai_version_auto`` set: each process then asks the cluster's
+    # PodGroup CRD at start (podgang.discovery) and says why in ``kai_version_source``
+    kai_version: str = kai_versions.DEFAULT_VERSION
+    kai_version_auto: bool = True
+    kai_version_source: str = f"the default ({kai_versions.DEFAULT_VERSION}: nothing says otherwise)"
     # naming
     group_prefix: str = "pg"
     # timing (seconds)

@@ -261,7 +261,8 @@ def validate(review: Review, settings: Settings, owners: list[dict[str, Any]] | 
     updating = review.operation == "UPDATE" and review.old is not None
     gpu = rules.gpu_problem(pod, settings)
     if gpu and not (updating and rules.gpu_problem(review.old, settings) == gpu):
-        return deny(gpu)
+        return Verdict(False, "denied", f"{gpu} (KAI {settings.kai_version}'s GPU rules: {settings.kai_version_source})",
+                       message=gpu)
     named = rules.hand_made_group(pod, settings)
     if isinstance(named, rules.Denial) and not (updating and rules.hand_made_group(review.old, settings) == named):
         return deny(named.message)

@@ -12,7 +12,8 @@ import sys
 
 from podgang.certs.cli import add_webhook_config_flags
 from podgang.logs import setup_logging
-from podgang.options import add_backend_flags, add_flag, backends_from, duration, own_namespace, port
+from podgang.options import (add_backend_flags, add_flag, backends_from, duration, kai_version_settings, own_namespace,
+                             port)
 from podgang.webhook.connections import ConnectionLimits
 from podgang.settings import DEFAULT
 
@@ -88,6 +89,7 @@ def config_from_args(args: argparse.Namespace) -> WebhookConfig:
     settings = DEFAULT.with_changes(
         backends=backends_from(args),
         excluded_namespaces=tuple(excluded),
+        **kai_version_settings(args),
     )
     return WebhookConfig(
         host=args.bind_address,

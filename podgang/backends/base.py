@@ -136,6 +136,12 @@ class Backend(Subgroups, Segments, GangSettings, Feasibility, OwnEviction, MinRe
     def resize(self, podgroup: Any, value: int) -> Resize:
         """How to bring a live PodGroup to size ``value``."""
 
+    def update_refused(self, old: Any, new: Any) -> str | None:
+        """What the scheduler's own admission answers to updating live PodGroup ``old`` into
+        ``new`` when it refuses it (its words), else None: podgang then does not send it,
+        rather than send it again and again."""
+        return None
+
     #: the PodGroup fields that hold the gang's size and subgroups (paths from the object's
     #: root): podgang writes them on the groups it makes, and another writer of any of them
     #: (``metadata.managedFields``) fights podgang for the gang's size

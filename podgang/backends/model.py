@@ -27,8 +27,9 @@ class Resize:
 
     ``patch``: send ``body`` as a merge patch. ``replace-when-empty``: the group
     cannot change while it lives; delete it once it has no pods so that it is
-    created again with the new size. ``refuse``: it cannot change at all; ``why``
-    says so.
+    created again with the new size. ``refuse``: not to this size (the scheduler
+    refuses it: a semi-preemptible KAI group's raise; a smaller one may be allowed);
+    ``why`` says so.
     """
 
     action: str

@@ -86,7 +86,9 @@ from podgang.gang.writing import (  # noqa: F401
     plan_writes,
     retired_by,
     size_held,
+    size_refused,
     subgroup_sizes,
+    subgroups_refused,
     Write,
 )
 from podgang.gang.counts import (  # noqa: F401

@@ -5,12 +5,14 @@ state twice plans no writes.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from podgang import kinds, quantities, rules
 from podgang.backends import Backend
-from podgang.backends.base import PATCH, REPLACE_WHEN_EMPTY, gang_spec, tree_shape
+from podgang.backends.base import PATCH, REFUSE, REPLACE_WHEN_EMPTY, gang_spec, tree_shape
+from podgang.objects import merge_patch
 from podgang.rules import HAND_MADE
 from podgang.settings import Settings
 
@@ -104,11 +106,11 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
             writes.append(resources)
     followed = (_md(actual).get("annotations") or {}).get(settings.followed_size_annotation)
     if (follows_hand_made(desired) and current == desired.min_member.value and followed != str(current)
-            and backend.resize(actual, current + 1).action == PATCH):  # found at its members' total: followed
+            and _follows_scales(backend, actual, current)):  # found at its members' total: followed
         _annotate(writes, {settings.followed_size_annotation: str(current)}, rv, current)
     rule = desired.size_rule
     if (rule is not None and rule.first_look and not rule.follows and current is not None
-            and backend.resize(actual, current + 1).action == PATCH):  # the user's elastic gang, said once and recorded
+            and _follows_scales(backend, actual, current)):  # the user's elastic gang, said once and recorded
         writes.append(Write("record-elastic", {"metadata": {
             "annotations": {settings.elastic_size_annotation: str(rule.written)}, **(
                 {"resourceVersion": rv} if rv else {})}}, current, None, rule.why))
@@ -129,7 +131,30 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
         if rv:
             body["metadata"]["resourceVersion"] = rv
         writes.append(Write("adopt", body, note=f"{desired.owner.kind.lower()} {desired.owner.name}"))
-    return writes
+    # a change the scheduler's own admission refuses is not sent (again and again): size_held says why
+    return [w for w in writes if not (w.body and "spec" in w.body and backend.update_refused(actual, _patched(actual, w.body)))]
+
+
+def _patched(obj: Obj, patch: Mapping[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(dict(obj))
+    merge_patch(out, patch)
+    return out
+
+
+def subgroups_refused(desired: Desired, actual: Obj | None, settings: Settings) -> str | None:
+    """What the scheduler's own admission answers to the subgroups podgang wants for ``actual``
+    (KAI v0.18: a semi-preemptible group's minimums never go up), when it refuses them."""
+    if actual is None or desired.pending:
+        return None
+    backend = desired.backend or settings.default_backend
+    write = _subgroups_write(desired, actual, backend, settings)
+    return None if write is None or write.body is None else backend.update_refused(actual, _patched(actual, write.body))
+
+
+def _follows_scales(backend: Backend, actual: Obj, current: int) -> bool:
+    """Whether a live group's size can follow its workloads' scales (a patch; a semi-preemptible
+    KAI group's only down, and a refused raise is said)."""
+    return backend.resize(actual, current + 1).action in (PATCH, REFUSE)
 
 
 def _annotate(writes: list[Write], note: dict[str, str | None], rv: str | None, current: int | None) -> None:
@@ -248,15 +273,17 @@ def subgroup_sizes(desired: Desired) -> tuple[tuple[str, int], ...]:
 def size_held(desired: Desired, actual: Obj | None, settings: Settings) -> str | None:
     """Why ``actual`` keeps a size other than the desired one for now (the backend
     cannot change it on a live group, or not at all), or None."""
-    if actual is None or desired.min_member is None or desired.pending or desired.min_subgroup is not None:
-        return None  # (a tree is sized by its subgroups, written in place)
+    if actual is None or desired.min_member is None or desired.pending:
+        return None
     backend = desired.backend or settings.default_backend
     current = backend.min_member(actual)
-    if current == desired.min_member.value:
-        return None
-    resize = backend.resize(actual, desired.min_member.value)
-    if resize.action == PATCH:
-        return None
+    # (a tree is sized by its subgroups, written in place)
+    resize = (backend.resize(actual, desired.min_member.value)
+              if desired.min_subgroup is None and current != desired.min_member.value else None)
+    if resize is None or resize.action == PATCH:
+        refused = subgroups_refused(desired, actual, settings)
+        return None if refused is None else (
+            f"the subgroups keep their minimums (wanted: {describe_tree(desired)}): {refused}")
     managed = is_managed(actual, settings)
     if resize.action == REPLACE_WHEN_EMPTY and managed and not desired.members:
         return None  # replaced right away
@@ -265,6 +292,17 @@ def size_held(desired: Desired, actual: Obj | None, settings: Settings) -> str |
         then = (f"; podgang then replaces it with minMember {desired.min_member.value}" if managed
                 else "; a hand-made group: recreate it to change its size")
     return f"minMember stays {current} (wanted {desired.min_member.value}): {resize.why}{then}"
+
+
+def size_refused(desired: Desired, actual: Obj | None, settings: Settings) -> bool:
+    """Whether the size podgang wants is refused for good (not just until the group is empty):
+    the gang is then what the live group says (a semi-preemptible KAI group's protected core)."""
+    if actual is None or desired.min_member is None or desired.pending:
+        return False
+    backend = desired.backend or settings.default_backend
+    flat = desired.min_subgroup is None and backend.min_member(actual) != desired.min_member.value
+    return ((flat and backend.resize(actual, desired.min_member.value).action == REFUSE)
+            or subgroups_refused(desired, actual, settings) is not None)
 
 
 def is_orphan_candidate(desired: Desired, actual: Obj | None, settings: Settings) -> bool:

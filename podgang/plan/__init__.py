@@ -41,7 +41,6 @@ from podgang.plan.cluster import (  # noqa: F401
     shown,
 )
 from podgang.plan.output import (  # noqa: F401
-    _merge,
     min_text,
     podgroup_manifests,
 )

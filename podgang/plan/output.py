@@ -9,20 +9,10 @@ from typing import Any
 
 from podgang.backends.base import gang_spec
 from podgang.gang import kept_grace
+from podgang.objects import merge_patch as _merge
 from podgang.settings import DEFAULT, Settings
 
 from podgang.plan.model import _UID_TOKEN, Plan, PlannedGroup, UNKNOWN_SUFFIX
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    """Apply a JSON merge patch (RFC 7386) to ``target`` in place."""
-    for k, v in patch.items():
-        if v is None:
-            target.pop(k, None)
-        elif isinstance(v, dict) and isinstance(target.get(k), dict):
-            _merge(target[k], v)
-        else:
-            target[k] = copy.deepcopy(v)
 
 
 def min_text(group: PlannedGroup) -> str:

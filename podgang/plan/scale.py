@@ -8,14 +8,15 @@ from typing import Any
 
 
 from podgang import kinds
-from podgang.backends.base import PATCH
+from podgang import plan_codes as codes
+from podgang.backends.base import PATCH, REFUSE
 from podgang.manifests import Manifest
+from podgang.objects import merge_patch as _merge
 from podgang.objects import metadata
 from podgang.settings import DEFAULT, Settings
 
 from podgang.plan.build import build_plan
-from podgang.plan.model import Known, MAX_SCALE, Plan, ScaleError
-from podgang.plan.output import _merge
+from podgang.plan.model import Finding, Known, MAX_SCALE, Plan, ScaleError
 
 
 def apply_scale(manifests: list[Manifest], scales: dict[str, int]) -> tuple[list[Manifest], list[str]]:
@@ -66,7 +67,7 @@ def plan_with_scale(
 ) -> Plan:
     """The plan after ``scales``; each group remembers its minMember before them."""
     if not scales:
-        return build_plan(manifests, settings, default_namespace, known)
+        return _refused_sizes(build_plan(manifests, settings, default_namespace, known), settings)
     before = build_plan(manifests, settings, default_namespace, known)
     scaled, changes = apply_scale(_as_followed(manifests, before, settings), scales)
     after = build_plan(scaled, settings, default_namespace, known)
@@ -74,7 +75,22 @@ def plan_with_scale(
     for key, group in after.groups.items():
         old = before.groups.get(key)
         group.before = old.min_member if old else None
-    return after
+    return _refused_sizes(after, settings)
+
+
+def _refused_sizes(plan: Plan, settings: Settings) -> Plan:
+    """A hand-made group the plan would resize to a size its scheduler refuses (a semi-preemptible
+    KAI group's raise): said, as the grouper says it, and the group keeps its size."""
+    for group in plan.groups.values():
+        if group.origin != "hand-made" or group.defined_obj is None or group.min_member.pinned:
+            continue
+        backend = group.backend or settings.default_backend
+        resize = backend.resize(group.defined_obj, group.min_member.value)
+        if resize.action == REFUSE:
+            plan.warnings.append(Finding(codes.SIZE_REFUSED, group.defined_at, f"PodGroup {group.namespace}/{group.name}",
+                                         f"minMember stays {backend.min_member(group.defined_obj)} (wanted "
+                                         f"{group.min_member.value}): {resize.why}"))
+    return plan
 
 
 def _as_followed(manifests: list[Manifest], plan: Plan, settings: Settings) -> list[Manifest]:

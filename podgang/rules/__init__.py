@@ -82,6 +82,7 @@ from podgang.rules.gpu import (  # noqa: F401
     MSG_BAD_MEMORY,
     MSG_FRACTION_AND_GPU,
     MSG_GPU_AND_MEMORY,
+    nv_fractions,
     quantity,
     whole_gpu_requests,
 )

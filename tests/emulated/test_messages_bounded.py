@@ -5,12 +5,15 @@ was."""
 
 from __future__ import annotations
 
+import re
+
 import copy
 import json
 import logging
 
 import pytest
 
+from podgang.backends.kai import keys as kai_keys
 from podgang import objects, rules
 from podgang.logs import JsonFormatter
 from podgang.webhook.admission import MAX_WARNING, Verdict, encode_response
@@ -43,14 +46,19 @@ def test_clip_keeps_short_text_and_says_how_long_a_long_one_was():
     [
         ({"gpu-fraction": "1." + "5" * HUGE}, rules.MSG_BAD_FRACTION),
         ({"gpu-memory": "4" * HUGE + "x"}, rules.MSG_BAD_MEMORY),
-        ({"gpu-memory": "1" * HUGE, "gpu-fraction": "9" * HUGE}, rules.MSG_GPU_AND_MEMORY),
+        ({"gpu-memory": "1" * HUGE, "gpu-fraction": "9" * HUGE}, kai_keys.MSG_V18_FRACTION_AND_MEMORY),
+        ({"nvidia.com/container.c.gpu-memory.request": "1" * HUGE + "x"}, "nvidia.com/container.c.gpu-memory.request"),
+        ({"nvidia.com/container." + "c" * HUGE + ".gpu-memory.request": "1Gi"}, "container " + "c" * 100),
+        # not a number KAI parses (more than 64 bits): no NvFractions comparison, the value's own check
+        ({"nvidia.com/container.c.gpu-memory.request": "1Gi", "gpu-memory": "1" * HUGE}, rules.MSG_BAD_MEMORY),
     ],
 )
 def test_a_gpu_denial_quotes_a_bounded_prefix_of_a_huge_annotation(notes, expected):
     message = rules.gpu_problem(pod(annotations=notes))
     assert message.startswith(expected)
     assert len(message) < MESSAGE_BOUND
-    assert any(f'…" ({len(value)} characters)' in message for value in notes.values())
+    # the huge value (or the container name in a huge key) is quoted in part, and says how long it was
+    assert any(int(n) >= HUGE for n in re.findall(r"… \((\d+) characters\)", message.replace('…"', "…")))
 
 
 def test_a_huge_group_name_is_denied_in_a_bounded_message():

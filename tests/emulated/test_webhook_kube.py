@@ -571,7 +571,7 @@ async def test_a_workload_labelled_skip_is_skipped_by_validate_as_by_mutate(tmp_
     container.setdefault("resources", {})["limits"] = {"nvidia.com/gpu": "1"}
     async with running_webhook(tmp_path, api_client=api_client) as wh:
         denied = await wh.validate(doc)
-        assert denied["allowed"] is False and "cannot request both GPU and GPU memory" in denied["status"]["message"]
+        assert denied["allowed"] is False and rules.MSG_FRACTION_AND_GPU in denied["status"]["message"]
         kube.patch_object("deployments", NS, "web", {"metadata": {"labels": {"podgang.io/skip": "true"}}})
         skipped_review = copy.deepcopy(doc)
         skipped_review["request"]["uid"] = "skipped"

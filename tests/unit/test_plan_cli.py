@@ -15,6 +15,7 @@ import jsonschema
 import pytest
 import yaml
 
+from podgang import rules
 from podgang.rules import is_valid_group_name
 from tests.crd_support import kai_webhook_refusals
 from tests.paths import ROOT
@@ -63,12 +64,13 @@ def test_examples_print_every_scenario_and_exit_1_for_the_denied_pod():
         assert "minMember 4" in group_line(out, f"gang-demo/pg-gang-test-<uid>-group-{index}")
     # the plain 4-replica Deployment gets its own gang of 4
     assert re.search(r"minMember 4 +deployment/web spec.replicas 4", group_line(out, "web/pg-web-<uid>"))
-    # the GPU conflict is denied with KAI's message and the specifics
+    # the GPU conflict is denied with KAI's message (v0.18's, the default) and the specifics
     assert (
-        'cannot request both GPU and GPU memory: container "train" limits nvidia.com/gpu: 1 and annotation '
-        'gpu-memory: "4000"; remove nvidia.com/gpu to share a GPU by memory, or remove the gpu-memory '
-        "annotation to use whole GPUs" in out
+        'cannot have both GPU fraction request and whole GPU resource request/limit: container "train" limits '
+        'nvidia.com/gpu: 1 and annotation gpu-memory: "4000"; remove nvidia.com/gpu to share a GPU, or remove the '
+        "gpu-memory annotation to use whole GPUs" in out
     )
+    assert "KAI v0.18's (GPU requests, semi-preemptible groups): the default (v0.18: nothing says otherwise)" in out
     assert "examples/03-gpu-conflict.yaml#1 pod gpu/gpu-and-memory" in out
     assert out.rstrip().endswith("1 denied, 0 warnings")
 
@@ -405,7 +407,7 @@ def test_machine_output_still_tells_the_user_every_denial_and_warning_on_stderr(
     result = plan(denied, missing, "-o", output)
     assert result.returncode == 1
     err = result.stderr.splitlines()
-    assert f"podgang plan: denied: {denied}#1 pod gpu/both: cannot request both GPU and GPU memory" in err[0]
+    assert f"podgang plan: denied: {denied}#1 pod gpu/both: {rules.MSG_FRACTION_AND_GPU}" in err[0]
     assert err[1] == (f"podgang plan: warning: {missing}#1 podgroup team-a/missing-group: PodGroup missing-group "
                       "not found in namespace team-a: the pod stays Pending until it exists")
     assert err[2].startswith("podgang plan: not checked: priorityclasses.scheduling.k8s.io, queues.scheduling.run.ai, "
@@ -421,7 +423,7 @@ def test_machine_output_still_tells_the_user_every_denial_and_warning_on_stderr(
 def test_text_output_says_it_all_on_stdout_and_nothing_twice(tmp_path):
     result = plan(write(tmp_path, "denied.yaml", DENIED_POD))
     assert result.returncode == 1
-    assert "cannot request both GPU and GPU memory" in result.stdout
+    assert rules.MSG_FRACTION_AND_GPU in result.stdout
     assert result.stderr == ""
 
 
@@ -914,8 +916,8 @@ def test_a_reference_that_names_no_object_here_leaves_the_owner_to_the_cluster(t
     data = owner_case(tmp_path, **where)
     assert data["returncode"] == 1
     assert [d["message"] for d in data["denials"]] == [
-        'cannot request both GPU and GPU memory: annotations gpu-memory: "1024" and gpu-fraction: "0.5"; '
-        'keep only one of them']
+        'cannot request both gpu-fraction and GPU memory request: annotations gpu-memory: "1024" and '
+        'gpu-fraction: "0.5"; keep only one of them']
     rs = member(data, "replicaset ns/x-7d9f")
     assert rs["group"] == f"pg-x-{REF_UID}"
     assert rs["reason"].startswith("top owner deployment/x, not in these manifests")

@@ -1,5 +1,6 @@
-"""GPU request rules (spec §4, validate): the five messages, exact text — the
-KAI-compatible message first, then container, values and what to change."""
+"""GPU request rules (spec §4, validate) of KAI v0.17 (``--kai-version v0.17``): the messages,
+exact text — the KAI-compatible message first, then container, values and what to change.
+KAI v0.18's rules, against KAI's own test cases: test_rules_gpu_kai_v018.py."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from podgang.rules import (
     MSG_BAD_MEMORY,
     MSG_FRACTION_AND_GPU,
     MSG_GPU_AND_MEMORY,
-    gpu_problem,
+    gpu_problem as any_version_problem,
     quantity,
     whole_gpu_requests,
 )
@@ -20,6 +21,13 @@ from podgang.settings import Settings
 from tests.paths import TESTS
 
 ADMISSION = TESTS / "fixtures" / "admission"
+V17 = Settings(kai_version="v0.17", kai_version_auto=False)
+
+
+def gpu_problem(pod, settings: Settings = V17):
+    """The v0.17 rules' verdict."""
+    assert settings.kai_version == "v0.17"
+    return any_version_problem(pod, settings)
 
 
 def admitted(name: str) -> dict:
@@ -225,7 +233,7 @@ def test_whole_gpu_requests_lists_every_place():
 
 
 def test_custom_keys():
-    settings = Settings(gpu_memory_annotation="example.com/vram", gpu_resource="amd.com/gpu")
+    settings = Settings(gpu_memory_annotation="example.com/vram", gpu_resource="amd.com/gpu", kai_version="v0.17")
     p = gpu_pod(memory="4000")  # the default key means nothing now
     assert gpu_problem(p, settings) is None
     p = {

@@ -39,6 +39,7 @@ from podgang.rules import (
     shared_min_member,
 )
 from podgang.settings import DEFAULT as DEFAULT_SETTINGS
+from podgang.backends.kai import keys as kai_keys
 
 PROPS = settings(
     max_examples=250,
@@ -345,15 +346,26 @@ def test_is_valid_group_name_matches_kubernetes(name):
 
 
 GPU_MESSAGES = (MSG_GPU_AND_MEMORY, MSG_FRACTION_AND_GPU, MSG_BAD_MEMORY, MSG_BAD_FRACTION)
+V17 = DEFAULT_SETTINGS.with_changes(kai_version="v0.17")
+#: KAI v0.18's messages, up to the first value KAI formats in
+V18_MESSAGES = tuple(m.split("{")[0] for m in (
+    MSG_FRACTION_AND_GPU, MSG_BAD_MEMORY, MSG_BAD_FRACTION, kai_keys.MSG_V18_DEVICES_WITHOUT_FRACTION,
+    kai_keys.MSG_V18_FRACTION_AND_MEMORY, kai_keys.MSG_V18_LIMIT_WITH_LEGACY, kai_keys.MSG_V18_MULTIPLE_CONTAINERS,
+    kai_keys.MSG_V18_INVALID_KEY, "nvidia.com/container.", "container ", "invalid fraction request for container ",
+    kai_keys.MSG_V18_CONTAINER_NAME, kai_keys.MSG_V18_MEMORY_MISMATCH))
 
 
 @PROPS
 @given(pod=anything)
 @example(pod={"metadata": {"annotations": {"gpu-memory": "²"}}})
 @example(pod={"metadata": {"annotations": {"gpu-memory": "1"}}, "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1e9999999"}}}]}})
+@example(pod={"metadata": {"annotations": {"nvidia.com/container.c.gpu-memory.request": "1Gi", "gpu-memory": "²"}},
+              "spec": {"containers": [{"name": "c"}]}})
 def test_gpu_problem_is_a_message_or_none(pod):
-    problem = gpu_problem(pod)
+    problem = gpu_problem(pod, V17)
     assert problem is None or (isinstance(problem, str) and any(problem.startswith(m + ": ") for m in GPU_MESSAGES))
+    problem = gpu_problem(pod)
+    assert problem is None or (isinstance(problem, str) and problem.startswith(V18_MESSAGES))
 
 
 @PROPS
@@ -407,6 +419,8 @@ ARGS = {
     "spec": lambda d: (d.draw(anything),),
     "status": lambda d: (d.draw(anything),),
     "as_dict": lambda d: (d.draw(anything),),
+    "merge_patch": lambda d: (d.draw(st.dictionaries(st.text(max_size=4), anything, max_size=4)),
+                              d.draw(st.dictionaries(st.text(max_size=4), st.none() | anything, max_size=4))),
     "as_list": lambda d: (d.draw(anything),),
     "as_int": lambda d: (d.draw(json_any), d.draw(st.integers())),
     "str_map": lambda d: (d.draw(anything),),
@@ -515,6 +529,7 @@ ARGS = {
     "quantity": lambda d: (d.draw(quantity_s | json_any),),
     "whole_gpu_requests": lambda d: (d.draw(anything),),
     "gpu_problem": lambda d: (d.draw(anything),),
+    "nv_fractions": lambda d: (d.draw(anything),),
     "is_terminating": lambda d: (d.draw(anything),),
     "pod_phase": lambda d: (d.draw(anything),),
     "is_active": lambda d: (d.draw(anything),),

@@ -222,13 +222,20 @@ def gpu_pod_review(notes, *, operation="CREATE", old_notes=None):
     return parsed(doc)
 
 
-def test_whole_gpu_with_gpu_memory_is_denied_with_the_kai_message_first():
-    verdict = validate(gpu_pod_review({"gpu-memory": "4000"}), TEST_SETTINGS)
+@pytest.mark.parametrize("version, start", [
+    ("v0.17", "cannot request both GPU and GPU memory: "),
+    ("v0.18", "cannot have both GPU fraction request and whole GPU resource request/limit: "),  # gpu-memory: a fraction
+])
+def test_whole_gpu_with_gpu_memory_is_denied_with_the_kai_message_first(version, start):
+    settings = TEST_SETTINGS.with_changes(kai_version=version, kai_version_source="--kai-version")
+    verdict = validate(gpu_pod_review({"gpu-memory": "4000"}), settings)
     assert not verdict.allowed and verdict.verdict == "denied"
     # the rule's message, whole and unchanged: KAI's words first, then the specifics
-    assert verdict.message == rules.gpu_problem(gpu_pod_review({"gpu-memory": "4000"}).obj, TEST_SETTINGS)
-    assert verdict.message.startswith("cannot request both GPU and GPU memory: ")
+    assert verdict.message == rules.gpu_problem(gpu_pod_review({"gpu-memory": "4000"}).obj, settings)
+    assert verdict.message.startswith(start)
     assert "nvidia.com/gpu" in verdict.message and "4000" in verdict.message
+    # the decision log says whose rules: the KAI release and why that one
+    assert verdict.reason == f"{verdict.message} (KAI {version}'s GPU rules: --kai-version)"
 
 
 @pytest.mark.parametrize(
@@ -290,7 +297,7 @@ def test_an_update_is_not_refused_for_a_contradiction_the_pod_already_had():
     assert validate(gpu_pod_review(before, operation="UPDATE", old_notes=before), TEST_SETTINGS).allowed
     # ...but one the update introduces is
     verdict = validate(gpu_pod_review(before, operation="UPDATE", old_notes={}), TEST_SETTINGS)
-    assert not verdict.allowed and verdict.message.startswith("cannot request both GPU and GPU memory: ")
+    assert not verdict.allowed and verdict.message.startswith(rules.MSG_FRACTION_AND_GPU + ": ")
 
 
 def test_pods_out_of_scope_and_other_requests_are_not_validated():

@@ -61,7 +61,7 @@ async def test_a_gpu_conflict_is_refused_with_the_rules_message(tmp_path):
     assert resp["uid"] == doc["request"]["uid"]
     assert resp["allowed"] is False
     expected = rules.gpu_problem(doc["request"]["object"], TEST_SETTINGS)
-    assert expected.startswith("cannot request both GPU and GPU memory: ")
+    assert expected.startswith(rules.MSG_FRACTION_AND_GPU + ": ")  # KAI v0.18 (the default): gpu-memory is a fraction
     assert resp["status"]["message"] == expected
     assert resp["status"]["code"] == 403 and "patch" not in resp
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from podgang.backends.base import SchedulerVerdict, Subgroup, escape_key, min_pods, one_line, string_value
+from podgang.backends.base import (REFUSE, Resize, SchedulerVerdict, Subgroup, escape_key, min_pods, one_line,
+                                   string_value)
 from podgang.backends.kai.facts import KaiFeasibility, cluster_facts, queue_bounds
 from podgang.backends.kai.grouping import KaiGrouping
+from podgang.backends.kai.versions import SEMI_PREEMPTIBLE, semi_preemptible, semi_preemptible_refusal
 from podgang.backends.kai.keys import (BATCH_MIN_MEMBER, DEFAULT_PRIORITY_CLASSES, DEFAULT_QUEUE, DISABLED_STALENESS,
                                        GPU_FRACTION_ANNOTATION, GPU_FRACTION_DEVICES_ANNOTATION, GPU_MEMORY_ANNOTATION,
                                        GROUP_ANNOTATION, GROUP_LABEL, MAX_LABEL_VALUE, MIN_SUBGROUP, NODE_POOL_LABEL,
@@ -26,6 +28,12 @@ from podgang.backends.keyed import MIN_MEMBER, MinMemberPodGroups
 from podgang.objects import Denial, Resource, annotations, as_dict, as_list, labels, quoted, spec, status
 
 __all__ = ["KAI", "KaiBackend", "cluster_facts", "queue_bounds"]
+
+
+#: why podgang holds a semi-preemptible group's size (its decision, docs/schedulers/kai.md)
+SEMI_PREEMPTIBLE_HOLD = (f"a {SEMI_PREEMPTIBLE} KAI group keeps its minimum (KAI v0.18 refuses raising it; the "
+                         f"pods above it run elastic, reclaimed first): lower it, or recreate the group to "
+                         f"protect more pods")
 
 
 class KaiBackend(KaiFeasibility, KaiGrouping, MinMemberPodGroups):
@@ -73,6 +81,19 @@ class KaiBackend(KaiFeasibility, KaiGrouping, MinMemberPodGroups):
                 f"spec.{STALENESS_GRACE_PERIOD}: -1s on the group to leave it to podgang)")
 
     eviction_grace_field = STALENESS_GRACE_PERIOD
+
+    def resize(self, podgroup: Any, value: int) -> Resize:
+        """A merge patch of ``minMember``; on a semi-preemptible group (KAI v0.18) never up:
+        KAI's webhook refuses that (the minimum is the gang's protected core, the pods above
+        it run elastic), so the group keeps its size and podgang says why."""
+        refused = semi_preemptible_refusal(podgroup, {"spec": {**spec(podgroup), MIN_MEMBER: int(value)}})
+        if refused is not None:
+            return Resize(REFUSE, why=f"{SEMI_PREEMPTIBLE_HOLD}: {refused}")
+        return super().resize(podgroup, value)
+
+    def update_refused(self, old: Any, new: Any) -> str | None:
+        """KAI v0.18's PodGroup webhook: a semi-preemptible group's minimums never go up."""
+        return semi_preemptible_refusal(old, new)
 
     def grace_taken_over(self, podgroup: Any, spec_patch: Mapping[str, Any]) -> str | None:
         """A user's ``stalenessGracePeriod`` (not negative) that podgang's ``-1s`` replaces."""

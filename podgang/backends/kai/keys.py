@@ -143,11 +143,54 @@ OWN_GROUPER_RULES: dict[str, str] = {
     "PodClique": "as the PodCliqueSet (the top owner of its pods)",
 }
 
-# the messages KAI's own webhook denies contradictory GPU requests with
+# the messages KAI's own webhook denies contradictory GPU requests with: v0.17.0's
+# (pkg/binder/plugins/gpusharing/gpu-request/gpu_request_validator.go at the tag), the first two
+# also v0.18's
 MSG_GPU_AND_MEMORY = "cannot request both GPU and GPU memory"
 MSG_FRACTION_AND_GPU = "cannot have both GPU fraction request and whole GPU resource request/limit"
 MSG_BAD_MEMORY = f"{GPU_MEMORY_ANNOTATION} annotation value must be a positive integer greater than 0"
 MSG_BAD_FRACTION = f"{GPU_FRACTION_ANNOTATION} annotation value must be a positive number smaller than 1.0"
+
+# KAI v0.18's per-container GPU sharing ("NvFractions"): nvidia.com/container.<container><suffix>
+NV_FRACTIONS_PREFIX = "nvidia.com/container."
+#: read on a pod, per container (`nvidia.com/container.<name>.gpu-memory.request`): the GPU memory it
+#: shares, a quantity such as `1Gi` (KAI v0.18)
+NV_FRACTIONS_REQUEST_ANNOTATION_SUFFIX = ".gpu-memory.request"
+#: read on a pod, per container (`nvidia.com/container.<name>.gpu-memory.limit`): the most GPU
+#: memory it may use; the request defaults to it (KAI v0.18)
+NV_FRACTIONS_LIMIT_ANNOTATION_SUFFIX = ".gpu-memory.limit"
+#: written on a pod by KAI's binder, per container (`nvidia.com/container.<name>.gpus.devices`):
+#: the GPUs it was given (KAI v0.18)
+NV_FRACTIONS_DEVICES_ANNOTATION_SUFFIX = ".gpus.devices"
+#: read on a pod, per container (`nvidia.com/container.<name>.gpu-compute.mode`): `time-slicing`
+#: or `sm-sharing` (KAI v0.18)
+GPU_COMPUTE_MODE_ANNOTATION_SUFFIX = ".gpu-compute.mode"
+NV_FRACTIONS_SUFFIXES = (NV_FRACTIONS_REQUEST_ANNOTATION_SUFFIX, NV_FRACTIONS_LIMIT_ANNOTATION_SUFFIX,
+                         NV_FRACTIONS_DEVICES_ANNOTATION_SUFFIX, GPU_COMPUTE_MODE_ANNOTATION_SUFFIX)
+#: read on a pod: the container a legacy gpu-fraction or gpu-memory request is for (else the first)
+GPU_FRACTION_CONTAINER_ANNOTATION = "gpu-fraction-container-name"
+# KAI v0.18's words (ValidateGPUFractionRequest, pkg/common/resources/gpu_sharing_validation.go
+# @911784db, its NvFractions parser @253c8275), formatted as KAI formats them
+MSG_V18_DEVICES_WITHOUT_FRACTION = ("cannot request multiple fractional devices without specifying fraction details "
+                                    "(portion or memory)")
+MSG_V17_DEVICES_WITHOUT_FRACTION = ("cannot request multiple fractional devices without specifying fraction portion "
+                                    "or gpu-memory")
+MSG_V18_FRACTION_AND_MEMORY = "cannot request both gpu-fraction and GPU memory request"
+MSG_V18_LIMIT_WITH_LEGACY = (f"cannot combine {NV_FRACTIONS_PREFIX} limit annotation with {GPU_FRACTION_ANNOTATION} "
+                             f"or {GPU_MEMORY_ANNOTATION} annotation")
+MSG_V18_MULTIPLE_CONTAINERS = "currently, kai doesn't support multiple containers with fractional GPU requests"
+MSG_V18_INVALID_KEY = "invalid NvFractions annotation key: {key}"
+MSG_V18_BAD_QUANTITY = "{key} annotation value must be a valid Kubernetes memory quantity greater than 0"
+MSG_V18_NO_CONTAINER = "container {container} not found in pod spec, but a fractional annotation referencing it was found"
+MSG_V18_REQUEST_OVER_LIMIT = "invalid fraction request for container {container}: request is greater than limit"
+MSG_V18_CONTAINER_NAME = (f"{GPU_FRACTION_CONTAINER_ANNOTATION} annotation value {{name}} does not match container "
+                          f"name {{container}}")
+MSG_V18_MEMORY_MISMATCH = ("NvFractions memory request ({request}) does not match {annotation} annotation value "
+                           "({mib} MiB)")
+# KAI v0.18's PodGroup webhook (validateSemiPreemptibleImmutability, #1804): the minimum of a
+# semi-preemptible group may shrink, never grow (the merged wording; three were seen in the PR)
+MSG_SEMI_PREEMPTIBLE_INCREASE = ("cannot increase {field} ({old} -> {new}) on {scope} semi-preemptible PodGroup: it "
+                                 "would reclassify running elastic pods or subgroups as core")
 
 
 QUEUES = Resource("scheduling.run.ai", "v2", "queues", "Queue", optional=True)
