@@ -60,7 +60,8 @@ async def kai_version_discovered(api: Api, settings: Settings) -> Settings:
     except NotFound:
         found, why = None, f"no {kai_versions.CRD_NAME} CRD"
     except ApiError as exc:
-        found, why = None, f"cannot read the {kai_versions.CRD_NAME} CRD ({exc})"
+        found, why = None, f"cannot read the {kai_versions.CRD_NAME} CRD (HTTP {exc.status} {exc.reason})"
+        log.warning("cannot tell the KAI version from the cluster", extra={"fields": {"error": str(exc)}})
     if found is not None:
         version, source = found[0], f"the cluster: {found[1]}"
     else:

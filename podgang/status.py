@@ -31,6 +31,7 @@ from podgang.gang import (
     natural_gang,
     pod_gang,
     pod_subgroup,
+    size_held,
     size_writers,
     with_owners,
 )
@@ -365,6 +366,9 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
     if changed is not None:
         gang.changed_by = size_writers(actual)
         gang.problems.append(changed)
+    held = size_held(desired, actual, settings)  # what the grouper's MinMemberHeld says
+    if held is not None:
+        gang.problems.append(held)
     lone_role = None
     if (desired.min_subgroup is not None and desired.source == rules.OWNED and desired.workloads
             and not any(s.parent for s in desired.subgroups)):

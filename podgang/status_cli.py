@@ -30,7 +30,7 @@ from podgang.gang.stale import format_duration
 from podgang.backends.base import slim_fact
 from podgang.objects import POD, Resource, as_dict
 from podgang.discovery import discovered
-from podgang.options import add_backend_flags, add_flag, backends_from, duration, own_namespace
+from podgang.options import add_backend_flags, add_flag, backends_from, duration, kai_version_settings, own_namespace
 from podgang.settings import DEFAULT, Settings
 from podgang.status import (
     Explanation,
@@ -111,7 +111,8 @@ async def run_async(args: argparse.Namespace, out: TextIO | None = None, err: Te
 
 
 async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    settings = Settings(backends=backends_from(args), excluded_namespaces=tuple(args.exclude_namespace))
+    settings = Settings(backends=backends_from(args), excluded_namespaces=tuple(args.exclude_namespace),
+                        **kai_version_settings(args))
     namespace = None if args.all_namespaces else (args.namespace or context_namespace(args.kubeconfig, args.context))
     api_client = await api.make_api_client(args.kubeconfig, context=args.context)
     try:

@@ -10,10 +10,14 @@ from podgang's own rule, so that a grouper sending the raise is refused and seen
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 
 import aiohttp
 import yaml
+
+from podgang import cli, status_cli
 
 from tests.emulator.resources import ResourceType
 from tests.grouper_support import NS, deploy_with_pods, events, min_member, podgroup, podgroup_writes, running_grouper, scale
@@ -139,5 +143,19 @@ async def test_without_a_readable_crd_the_default_is_v018(emu):
     emu.fail("GET", r"/customresourcedefinitions/", 403, times=None)
     async with running_grouper(emu) as grouper:
         settings = (await grouper.wait_ready(emu)).settings
-    assert settings.kai_version == "v0.18" and "cannot read the podgroups.scheduling.run.ai CRD" in (
-        settings.kai_version_source)
+    assert (settings.kai_version, settings.kai_version_source) == (
+        "v0.18", "the default: cannot read the podgroups.scheduling.run.ai CRD (HTTP 403 Forbidden)")
+
+
+async def test_podgang_status_says_why_a_semi_preemptible_group_keeps_its_size(emu, tmp_path):
+    emu.put(semi_preemptible(GROUP, 2))
+    deploy_with_pods(emu, "model", 3, group=GROUP)  # one more than the protected minimum
+    emu.patch_object("podgroups", NS, GROUP, {"metadata": {"annotations": {"podgang.io/followed-min-member": "2"}}})
+    parser, _ = cli.command_parser("status")
+    args = parser.parse_args(["--kubeconfig", str(emu.write_kubeconfig(tmp_path / "kubeconfig", namespace=NS)),
+                              "-o", "json"])
+    out, err = io.StringIO(), io.StringIO()
+    await status_cli.run_async(args, out, err)
+    gang = next(g for g in json.loads(out.getvalue())["gangs"] if g["group"] == GROUP)
+    assert any(p.startswith("minMember stays 2 (wanted 3): a semi-preemptible KAI group keeps its minimum")
+               and f"cannot increase minMember (2 -> 3) {KAI_WORDS}" in p for p in gang["problems"]), gang["problems"]
