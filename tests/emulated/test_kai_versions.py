@@ -37,8 +37,10 @@ def kai_podgroup_webhook(old: dict | None, new: dict) -> str | None:
         return f"cannot increase minMember ({was} -> {now}) {KAI_WORDS}"
     before = {s["name"]: s.get("minMember", 0) for s in old["spec"].get("subGroups") or []}
     for s in (new.get("spec") or {}).get("subGroups") or []:
-        if s["name"] in before and s.get("minMember", 0) > before[s["name"]]:
-            return f'cannot increase minMember ({before[s["name"]]} -> {s.get("minMember", 0)}) on subgroup "{s["name"]}" of a semi-preemptible PodGroup: it would reclassify running elastic pods or subgroups as core'
+        was, now, name = before.get(s["name"]), s.get("minMember", 0), s["name"]
+        if was is not None and now > was:
+            return (f'cannot increase minMember ({was} -> {now}) on subgroup "{name}" of a semi-preemptible '
+                    f'PodGroup: it would reclassify running elastic pods or subgroups as core')
     return None
 
 

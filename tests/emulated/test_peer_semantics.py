@@ -132,7 +132,31 @@ def kai_jobset(rjob_notes: dict | None = None, notes: dict | None = None) -> dic
                                                   rjob("workers", 2, 4, rjob_notes)]}})
 
 
+KAI_MIN_MEMBER = "kai.scheduler/min-member"
+
+
+def kai_apps(kind: str, notes: dict | None = None, replicas: int = 4, **extra: Any) -> dict[str, Any]:
+    """A Deployment or StatefulSet of KAI pods (KAI v0.18 groups a Deployment whole)."""
+    return {"apiVersion": "apps/v1", "kind": kind,
+            "metadata": {"name": "serve", "namespace": NS, "uid": f"{kind.lower()}-1",
+                         **({"annotations": notes} if notes else {})},
+            "spec": {"replicas": replicas, **extra, "selector": {"matchLabels": {"app": "serve"}}, "template": {
+                "metadata": {"labels": {"app": "serve"}},
+                "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "s", "image": "vllm"}]}}}}
+
+
 KAI_PINS = [
+    # KAI v0.18's size keys on a Deployment and a Parallel StatefulSet: both read, batch-min-member first
+    pytest.param(kai_apps("Deployment", {BATCH: "2"}), 2, [], None, id="batch-min-member on a Deployment"),
+    pytest.param(kai_apps("Deployment", {KAI_MIN_MEMBER: "3"}), 3, [], None, id="min-member on a Deployment"),
+    pytest.param(kai_apps("Deployment", {BATCH: "2", KAI_MIN_MEMBER: "3"}), 2, [], None,
+                 id="both on a Deployment: batch-min-member"),
+    pytest.param(kai_apps("Deployment", {KAI_MIN_MEMBER: "0"}), 4, [], "is ignored: a whole number ≥ 1",
+                 id="min-member 0 on a Deployment"),
+    pytest.param(kai_apps("StatefulSet", {KAI_MIN_MEMBER: "2"}, podManagementPolicy="Parallel"), 2, [], None,
+                 id="min-member on a Parallel StatefulSet"),
+    pytest.param(kai_apps("StatefulSet", {KAI_MIN_MEMBER: "2"}), 1, [], None,
+                 id="not on an ordered StatefulSet (a gang of one)"),
     pytest.param(kai_job(), 4, [], None, id="a Job without it: parallelism"),
     pytest.param(kai_job({BATCH: "2"}), 2, [], None, id="on a Job: KAI's minMember"),
     pytest.param(kai_job({BATCH: "two"}), 4, [], "is ignored: a whole number ≥ 1", id="on a Job, not a number"),

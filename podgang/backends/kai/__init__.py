@@ -18,6 +18,7 @@ from podgang.backends.kai.facts import KaiFeasibility, cluster_facts, queue_boun
 from podgang.backends.kai.grouping import KaiGrouping
 from podgang.backends.kai.versions import SEMI_PREEMPTIBLE, semi_preemptible, semi_preemptible_refusal
 from podgang.backends.kai.keys import (BATCH_MIN_MEMBER, DEFAULT_PRIORITY_CLASSES, DEFAULT_QUEUE, DISABLED_STALENESS,
+                                       MIN_MEMBER_ANNOTATION,
                                        GPU_FRACTION_ANNOTATION, GPU_FRACTION_DEVICES_ANNOTATION, GPU_MEMORY_ANNOTATION,
                                        GROUP_ANNOTATION, GROUP_LABEL, MAX_LABEL_VALUE, MIN_SUBGROUP, NODE_POOL_LABEL,
                                        PREEMPTIBILITY_LABEL, PREEMPTION_DELAY_ANNOTATION, PRIORITY_LABEL,
@@ -55,7 +56,8 @@ class KaiBackend(KaiFeasibility, KaiGrouping, MinMemberPodGroups):
                                PREEMPTIBILITY_LABEL)
         self.pod_annotation_keys = (annotation, SKIP_PODGROUPER_ANNOTATION, PREEMPTION_DELAY_ANNOTATION,
                                     GPU_FRACTION_ANNOTATION, GPU_FRACTION_DEVICES_ANNOTATION, GPU_MEMORY_ANNOTATION,
-                                    BATCH_MIN_MEMBER, *SEGMENT_ANNOTATIONS, *(key for key, _ in TOPOLOGY_ANNOTATIONS[1:]))
+                                    BATCH_MIN_MEMBER, MIN_MEMBER_ANNOTATION, *SEGMENT_ANNOTATIONS,
+                                    *(key for key, _ in TOPOLOGY_ANNOTATIONS[1:]))
         self.default_queue = default_queue
         self.default_priority_classes = default_priority_classes
 

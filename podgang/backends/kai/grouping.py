@@ -15,7 +15,8 @@ import yaml
 
 from podgang.backends.base import GangSource
 from podgang.backends.capabilities import GangSettings, Segments
-from podgang.backends.kai.keys import (BATCH_MIN_MEMBER, DISABLED_STALENESS, NODE_POOL_LABEL, PREEMPTIBILITY_LABEL,
+from podgang.backends.kai.keys import (BATCH_MIN_MEMBER, DISABLED_STALENESS, MIN_MEMBER_ANNOTATION, NODE_POOL_LABEL,
+                                       PREEMPTIBILITY_LABEL,
                                        PREEMPTIBILITY_VALUES, PREEMPTION_DELAY_ANNOTATION, PRIORITY_LABEL,
                                        PROJECT_LABEL, QUEUE_LABEL, RAY_KINDS, RAY_PRIORITY_LABEL,
                                        SEGMENT_PREFERRED_PLACEMENT_ANNOTATION, SEGMENT_REQUIRED_PLACEMENT_ANNOTATION,
@@ -44,10 +45,20 @@ class KaiGrouping(Segments, GangSettings):
 
     def size_pin(self, workload: Any) -> tuple[int | None, str]:
         """``kai.scheduler/batch-min-member`` on a batch/v1 Job: KAI's grouper makes it the
-        Job's minMember (pkg/podgrouper/.../job/job_grouper.go)."""
-        if as_dict(workload).get("kind") != "Job" or not str(as_dict(workload).get("apiVersion")).startswith("batch/"):
-            return None, ""
-        return _batch_min_member(annotations(workload), f"{_kind_name(workload)}")
+        Job's minMember (pkg/podgrouper/.../job/job_grouper.go). On a Deployment (KAI v0.18's
+        one PodGroup per Deployment) or a ``Parallel`` StatefulSet, that key or
+        ``kai.scheduler/min-member``: which of the two v0.18.0 reads there is not verified,
+        so both are, in that order."""
+        kind, api_version = as_dict(workload).get("kind"), str(as_dict(workload).get("apiVersion"))
+        if kind == "Job" and api_version.startswith("batch/"):
+            return _batch_min_member(annotations(workload), f"{_kind_name(workload)}")
+        if api_version.startswith("apps/") and (kind == "Deployment" or (
+                kind == "StatefulSet" and spec(workload).get("podManagementPolicy") == "Parallel")):
+            for key in (BATCH_MIN_MEMBER, MIN_MEMBER_ANNOTATION):
+                value, why = _batch_min_member(annotations(workload), f"{_kind_name(workload)}", key)
+                if value is not None or why:
+                    return value, why
+        return None, ""
 
     def role_pin(self, role: Any) -> tuple[int | None, str]:
         """``kai.scheduler/batch-min-member`` on a JobSet replicated job's Job template: each of
@@ -230,15 +241,15 @@ class KaiGrouping(Segments, GangSettings):
         return tuple((field, found[field]) for _, field in TOPOLOGY_ANNOTATIONS if field in found), None
 
 
-def _batch_min_member(notes: Mapping[str, Any], where: str) -> tuple[int | None, str]:
-    """``kai.scheduler/batch-min-member`` in ``notes``: (value, why), (None, problem) or (None, "")."""
-    raw = notes.get(BATCH_MIN_MEMBER)
+def _batch_min_member(notes: Mapping[str, Any], where: str, key: str = BATCH_MIN_MEMBER) -> tuple[int | None, str]:
+    """KAI's size annotation ``key`` in ``notes``: (value, why), (None, problem) or (None, "")."""
+    raw = notes.get(key)
     if raw is None:
         return None, ""
     text = str(raw).strip()
     if text.isascii() and text.isdigit() and 1 <= int(text) <= 2**31 - 1:
-        return int(text), f"{BATCH_MIN_MEMBER} {int(text)} on {where}"
-    return None, f"annotation {BATCH_MIN_MEMBER}={quoted(raw)} on {where} is ignored: a whole number ≥ 1"
+        return int(text), f"{key} {int(text)} on {where}"
+    return None, f"annotation {key}={quoted(raw)} on {where} is ignored: a whole number ≥ 1"
 
 
 def _kind_name(obj: Any) -> str:

@@ -85,6 +85,10 @@ TOP_OWNER_METADATA_ANNOTATION = "kai.scheduler/top-owner-metadata"
 #: job's Job template (each of its Jobs' minimum, KAI v0.16 and later) and on a JobSet (how
 #: many of its replicated jobs must be placed)
 BATCH_MIN_MEMBER = "kai.scheduler/batch-min-member"
+#: KAI v0.18's gang size on a Deployment (one PodGroup per Deployment, #2109) or a
+#: `podManagementPolicy: Parallel` StatefulSet (#2098), as some of KAI's docs and code spell it;
+#: podgang reads it there, after `kai.scheduler/batch-min-member`, as a pin of the gang's size
+MIN_MEMBER_ANNOTATION = "kai.scheduler/min-member"
 #: KubeRay's label that KAI's grouper takes as a Ray cluster's priority class, unchecked
 RAY_PRIORITY_LABEL = "ray.io/priority-class-name"
 RAY_KINDS = ("RayCluster", "RayJob", "RayService")
