@@ -472,3 +472,15 @@ def test_a_live_kai_group_is_judged_by_its_own_preemptibility_not_the_workloads_
     said = feasibility.never_placed(KAI, judged_settings(KAI, options, live), [(2, template("1"))], known)
     assert [v.kind for v in said] == [feasibility.OVER_QUOTA]  # KAI still goes by the group's priority
     assert not feasibility.never_placed(KAI, options, [(2, template("1"))], known)  # a group made now would not
+
+
+def test_a_semi_preemptible_groups_minimum_is_held_to_its_queues_quota():
+    """KAI v0.18: a semi-preemptible group's minimum is non-preemptible and in quota, whatever its
+    priority; only what is above it runs over quota."""
+    options = {"queue": "default-queue", "priority_class": "train"}
+    live = {"spec": {"queue": "default-queue", "priorityClassName": "train", "preemptibility": "semi-preemptible"}}
+    known = facts(QUICKSTART, [node("n1")])
+    assert not feasibility.never_placed(KAI, options, [(2, template("1"))], known)  # train: preemptible
+    said = feasibility.never_placed(KAI, judged_settings(KAI, options, live), [(2, template("1"))], known)
+    assert [v.kind for v in said] == [feasibility.OVER_QUOTA]
+    assert said[0].what.startswith("non-preemptible (spec.preemptibility semi-preemptible): its minimum")

@@ -16,9 +16,9 @@ from podgang.backends.base import (REFUSE, Resize, SchedulerVerdict, Subgroup, e
                                    string_value)
 from podgang.backends.kai.facts import KaiFeasibility, cluster_facts, queue_bounds
 from podgang.backends.kai.grouping import KaiGrouping
-from podgang.backends.kai.versions import SEMI_PREEMPTIBLE, semi_preemptible, semi_preemptible_refusal
+from podgang.backends.kai.versions import semi_preemptible_refusal
 from podgang.backends.kai.keys import (BATCH_MIN_MEMBER, DEFAULT_PRIORITY_CLASSES, DEFAULT_QUEUE, DISABLED_STALENESS,
-                                       MIN_MEMBER_ANNOTATION,
+                                       MIN_MEMBER_ANNOTATION, SEMI_PREEMPTIBLE,
                                        GPU_FRACTION_ANNOTATION, GPU_FRACTION_DEVICES_ANNOTATION, GPU_MEMORY_ANNOTATION,
                                        GROUP_ANNOTATION, GROUP_LABEL, MAX_LABEL_VALUE, MIN_SUBGROUP, NODE_POOL_LABEL,
                                        PREEMPTIBILITY_LABEL, PREEMPTION_DELAY_ANNOTATION, PRIORITY_LABEL,

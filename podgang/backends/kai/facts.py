@@ -16,7 +16,7 @@ from podgang.backends.base import PRIORITY_CLASSES, ClusterFacts, QueueFacts
 from podgang.backends.capabilities import Feasibility
 from podgang.backends.kai.keys import (GPU_FRACTION_ANNOTATION, GPU_FRACTION_DEVICES_ANNOTATION, GPU_MEMORY_ANNOTATION,
                                        GPU_MEMORY_LABEL, GPU_RESOURCE, NODE_POOL_LABEL, NON_PREEMPTIBLE_PRIORITY,
-                                       PREEMPTIBILITY_LABEL, QUEUE_RESOURCES, QUEUES, TRAIN)
+                                       PREEMPTIBILITY_LABEL, QUEUE_RESOURCES, QUEUES, SEMI_PREEMPTIBLE, TRAIN)
 from podgang.nodes import NODES
 from podgang.objects import annotations, as_dict, as_list, labels, metadata, spec
 
@@ -66,10 +66,13 @@ class KaiFeasibility(Feasibility):
         return {NODE_POOL_LABEL: pool} if pool else {}
 
     def non_preemptible(self, options: Mapping[str, Any], facts: ClusterFacts) -> str | None:
-        """KAI's rule: label ``kai.scheduler/preemptibility``, else a priority of 100 or more."""
+        """KAI's rule: label ``kai.scheduler/preemptibility``, else a priority of 100 or more. A
+        semi-preemptible group's (KAI v0.18) minimum is non-preemptible and in quota too."""
         said = as_dict(options.get("extra_spec")).get("preemptibility")
         if said == "non-preemptible":
             return f"label {PREEMPTIBILITY_LABEL}=non-preemptible"
+        if said == SEMI_PREEMPTIBLE:
+            return f"spec.preemptibility {SEMI_PREEMPTIBLE}"
         if said == "preemptible":
             return None
         name = options.get("priority_class")

@@ -18,6 +18,7 @@ from podgang.backends.capabilities import GangSettings, Segments
 from podgang.backends.kai.keys import (BATCH_MIN_MEMBER, DISABLED_STALENESS, MIN_MEMBER_ANNOTATION, NODE_POOL_LABEL,
                                        PREEMPTIBILITY_LABEL,
                                        PREEMPTIBILITY_VALUES, PREEMPTION_DELAY_ANNOTATION, PRIORITY_LABEL,
+                                       SEMI_PREEMPTIBLE,
                                        PROJECT_LABEL, QUEUE_LABEL, RAY_KINDS, RAY_PRIORITY_LABEL,
                                        SEGMENT_PREFERRED_PLACEMENT_ANNOTATION, SEGMENT_REQUIRED_PLACEMENT_ANNOTATION,
                                        SEGMENT_SIZE_ANNOTATION, STALENESS_GRACE_PERIOD, TOP_OWNER_METADATA_ANNOTATION,
@@ -80,7 +81,7 @@ class KaiGrouping(Segments, GangSettings):
         # what the live group says, or that it says none (KAI then goes by its priority), whatever
         # the workload's labels say now: a live group's preemptibility is not rewritten
         value = group_spec.get("preemptibility")
-        out["extra_spec"] = {"preemptibility": value if value in PREEMPTIBILITY_VALUES else None}
+        out["extra_spec"] = {"preemptibility": value if value in (*PREEMPTIBILITY_VALUES, SEMI_PREEMPTIBLE) else None}
         return out
 
     def gang_options(self, source: GangSource) -> dict[str, Any]:

@@ -54,6 +54,8 @@ PRIORITY_LABEL = "priorityClassName"
 #: read on the top owner or pod: the KAI gang's `spec.preemptibility`
 PREEMPTIBILITY_LABEL = "kai.scheduler/preemptibility"
 PREEMPTIBILITY_VALUES = ("preemptible", "non-preemptible")
+#: KAI v0.18's third preemptibility (#1804): the minimum protected, what is above it elastic
+SEMI_PREEMPTIBLE = "semi-preemptible"
 #: read on the top owner or pod: the KAI gang's `spec.preemptionDelay`
 PREEMPTION_DELAY_ANNOTATION = "kai.scheduler/preemption-delay"
 #: on a workload (KAI reads its top owner): the KAI Topology its gang is placed in; with a

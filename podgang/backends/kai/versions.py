@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from podgang.backends.kai.keys import MIN_SUBGROUP, MSG_SEMI_PREEMPTIBLE_INCREASE, SUBGROUPS
+from podgang.backends.kai.keys import MIN_SUBGROUP, MSG_SEMI_PREEMPTIBLE_INCREASE, SEMI_PREEMPTIBLE, SUBGROUPS
 from podgang.objects import as_dict, as_list
 
 V0_17 = "v0.17"
@@ -24,7 +24,6 @@ AUTO = "auto"
 #: KAI's PodGroup CRD, whose schema says which KAI installed it
 CRD_NAME = "podgroups.scheduling.run.ai"
 CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
-SEMI_PREEMPTIBLE = "semi-preemptible"
 
 #: the flag's help (``podgang.options``)
 VERSION_HELP = (f"the KAI-Scheduler release whose rules podgang applies (GPU requests, semi-preemptible "
