@@ -644,6 +644,7 @@ BACKEND_ARGS = {
     "written_options": lambda d: (d.draw(anything),),
     "min_member": lambda d: (d.draw(anything),),
     "resize": lambda d: (d.draw(anything), d.draw(st.integers(0, 2**31 - 1))),
+    "update_refused": lambda d: (d.draw(anything), d.draw(anything)),
     "slim_podgroup_spec": lambda d: (d.draw(st.dictionaries(st.text(max_size=12), json_any)),),
     "is_podgroup": lambda d: (d.draw(anything),),
     "with_subgroup": lambda d: (d.draw(st.dictionaries(st.sampled_from(["metadata", "spec"]), anything)),
