@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import io
 
 import helm_python as helm
 import pytest
 import yaml
 
+from podgang.backends.kai import keys as kai_keys
 from podgang.backends.kai.versions import parse_version, version_from_crd
+from podgang.cli import command_parser
+from podgang.grouper import cli as grouper_cli
+from podgang.webhook import cli as webhook_cli
 from podgang.options import add_backend_flags, kai_version_settings
 from tests.chart_support import NAMESPACE, RELEASE, render
 from tests.emulator import rbac
-from tests.paths import TESTS
+from tests.paths import ROOT, TESTS
 
 CRDS = TESTS / "fixtures" / "crds"
 
@@ -92,3 +97,20 @@ def test_the_chart_value_reaches_both_processes_and_auto_may_read_the_crd():
         assert not _may_read_the_crd(pinned, component)  # not asked: not granted
     with pytest.raises(helm.HelmValuesError, match="version"):
         render({"kai": {"version": "latest"}})
+
+
+def test_one_setting_for_the_webhook_the_grouper_and_plan():
+    """--kai-version reaches each process's Settings the same way (the flag, else auto)."""
+    webhook_args = command_parser("webhook")[0].parse_args(["--kai-version", "v0.17"])
+    assert webhook_cli.config_from_args(webhook_args).settings.kai_version == "v0.17"
+    grouper_args = command_parser("grouper")[0].parse_args(["--kai-version", "v0.17"])
+    assert grouper_cli.settings_from(grouper_args).kai_version == "v0.17"
+    auto = grouper_cli.settings_from(command_parser("grouper")[0].parse_args([]))
+    assert (auto.kai_version, auto.kai_version_auto) == ("v0.18", True)  # until the cluster is asked
+    example = str(ROOT / "examples" / "03-gpu-conflict.yaml")
+    for version, words in (("v0.17", kai_keys.MSG_GPU_AND_MEMORY), ("v0.18", kai_keys.MSG_FRACTION_AND_GPU)):
+        parser, run = command_parser("plan")
+        out, err = io.StringIO(), io.StringIO()
+        assert run(parser.parse_args([example, "--kai-version", version]), out, err) == 1
+        assert f"{words}: " in out.getvalue()
+        assert f"KAI {version}'s (GPU requests, semi-preemptible groups): --kai-version" in out.getvalue()
