@@ -136,3 +136,45 @@ async def test_the_keeper_under_the_charts_rbac_is_never_refused_and_serves_a_ro
         await server.stop()
         await api_client.close()
     assert emu.forbidden == []
+
+
+async def test_replicas_follow_the_secret_and_serve_one_rotated_ca_without_waiting_for_their_check(
+        emu, chart, tmp_path):
+    """Two replicas, their periodic check an hour away: an admin (here the test) puts a CA due
+    for renewal into the Secret; both see it through their watch of that Secret, one renews it,
+    the other takes the renewal, and both serve leaves of the one new CA within seconds."""
+    configs = [config_from_chart(chart, tmp_path / f"certs-{i}") for i in (0, 1)]
+    clients = [emu.api_client() for _ in configs]
+    servers = [WebhookServer(config, api_client) for config, api_client in zip(configs, clients)]
+    for server in servers:
+        await server.start()
+    try:
+        await eventually(lambda: all(s.keeper.runs >= 1 for s in servers), what="the first certificate checks")
+        age_the_ca(emu, configs[0])
+        aged = pki.load_certs(base64.b64decode(emu.get("secrets", NAMESPACE, configs[0].secret)["data"]["ca.crt"]))[0]
+
+        def renewed() -> x509.Certificate | None:
+            ca = pki.load_certs(base64.b64decode(emu.get("secrets", NAMESPACE, configs[0].secret)["data"]["ca.crt"]))[0]
+            return ca if ca.serial_number != aged.serial_number else None
+
+        await eventually(renewed, what="the aged CA renewed in the Secret")
+        new_ca = renewed()
+
+        async def both_serve_the_new_ca() -> bool:
+            for server in servers:
+                context = ssl.create_default_context(cafile=str(tmp_path / "certs-0" / "ca.crt"))
+                context.check_hostname = False
+                _, der = await asyncio.to_thread(handshake, server.port, context)
+                if not pki.issued_by(x509.load_der_x509_certificate(der), new_ca):
+                    return False
+            return True
+
+        await eventually(both_serve_the_new_ca, what="both replicas serving a leaf of the new CA")
+        for bundle in published(emu, chart):
+            assert any(ca.serial_number == new_ca.serial_number for ca in pki.load_certs(bundle))
+        assert all(s.keeper.problem == "" for s in servers)
+    finally:
+        for server, api_client in zip(servers, clients):
+            await server.stop()
+            await api_client.close()
+    assert emu.forbidden == []
