@@ -178,3 +178,63 @@ async def test_replicas_follow_the_secret_and_serve_one_rotated_ca_without_waiti
             await server.stop()
             await api_client.close()
     assert emu.forbidden == []
+
+
+async def test_a_deleted_secret_is_made_anew_and_every_replica_stays_trusted_throughout(emu, chart, tmp_path):
+    """Issue 35: the Secret deleted under two running replicas. Both see it gone, one makes it
+    anew, the other takes that one; the CA the configurations trusted stays in the new bundle
+    (as after a rotation), so at no moment does a replica serve a leaf the published caBundle
+    does not trust — checked the way the apiserver checks, over and over while it happens."""
+    configs = [config_from_chart(chart, tmp_path / f"certs-{i}") for i in (0, 1)]
+    clients = [emu.api_client() for _ in configs]
+    servers = [WebhookServer(config, api_client) for config, api_client in zip(configs, clients)]
+    for server in servers:
+        await server.start()
+    distrusted: list[str] = []
+    calls = 0
+    done = asyncio.Event()
+
+    async def as_the_apiserver_calls() -> None:
+        nonlocal calls
+        while not done.is_set():
+            trusting = ssl.create_default_context(cadata=published(emu, chart)[0].decode())
+            trusting.check_hostname = False
+            for index, server in enumerate(servers):
+                try:
+                    await asyncio.to_thread(handshake, server.port, trusting)
+                except ssl.SSLError as exc:
+                    distrusted.append(f"replica {index}: {exc}")
+                calls += 1
+
+    try:
+        await eventually(lambda: all(s.keeper.runs >= 1 for s in servers), what="the first certificate checks")
+        old_ca = pki.load_certs((tmp_path / "certs-0" / "ca.crt").read_bytes())[0]
+        caller = asyncio.create_task(as_the_apiserver_calls())
+        await eventually(lambda: calls >= 10, what="calls before the deletion")
+        emu.delete("secrets", NAMESPACE, configs[0].secret)
+
+        def made_anew() -> x509.Certificate | None:
+            stored = emu.get("secrets", NAMESPACE, configs[0].secret)
+            ca = pki.load_certs(base64.b64decode(stored["data"]["ca.crt"]))[0] if stored else None
+            return ca if ca is not None and ca.serial_number != old_ca.serial_number else None
+
+        new_ca = await eventually(made_anew, what="the Secret made anew with a new CA")
+
+        def both_serve_it() -> bool:
+            leaves = [x509.load_pem_x509_certificate((tmp_path / f"certs-{i}" / "tls.crt").read_bytes()) for i in (0, 1)]
+            return all(pki.issued_by(leaf, new_ca) for leaf in leaves)
+
+        await eventually(both_serve_it, what="both replicas on a leaf of the new CA")
+        settled = calls
+        await eventually(lambda: calls >= settled + 10, what="calls after the switch")
+        done.set()
+        await caller
+        assert distrusted == [], distrusted[:3]
+        for bundle in published(emu, chart):  # the old CA is still trusted, after the new one
+            assert [c.serial_number for c in pki.load_certs(bundle)][:2] == [new_ca.serial_number, old_ca.serial_number]
+    finally:
+        done.set()
+        for server, api_client in zip(servers, clients):
+            await server.stop()
+            await api_client.close()
+    assert emu.forbidden == []
