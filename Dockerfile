@@ -1,5 +1,10 @@
-# syntax=docker/dockerfile:1
 # podgang image: `podgang webhook` and `podgang grouper` (see charts/podgang).
+#
+# Engines: Buildah builds it in the test suite (tests/real/test_real_install.py, Buildah 1.28);
+# Docker's BuildKit (Docker 23 and later) has every instruction used in its built-in frontend.
+# There is no `# syntax=` line on purpose: it makes BuildKit fetch the docker/dockerfile
+# frontend image from Docker Hub on every build, which fails offline or behind a registry
+# mirror. Docker's legacy builder (DOCKER_BUILDKIT=0) lacks RUN --mount and cannot build it.
 #
 # Stage 1 builds wheels for podgang and all of its dependencies; the final stage installs
 # only those wheels (no index, no compilers, no pip cache) and runs as uid 65532.

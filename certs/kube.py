@@ -115,8 +115,12 @@ def decide(
     days: int = 365,
     ca_days: int = 3650,
     key_type: str = "ec",
+    published: Sequence[x509.Certificate] = (),
 ) -> Decision:
-    """What the Secret's data must become at ``now`` given what it holds (None: no Secret)."""
+    """What the Secret's data must become at ``now`` given what it holds (None: no Secret).
+    ``published``: the podgang CAs the webhook configurations trust now; a Secret made anew
+    (deleted under running replicas) keeps those still valid, as a rotation keeps the old CA,
+    so that a replica still serving the deleted Secret's leaf is trusted until it switches."""
     now = pki.as_utc(now)
     current = current or {}
     actions: list[str] = []
@@ -151,7 +155,7 @@ def decide(
                     ca_problem = f"CA {ca_problem}"
 
     # older CAs stay trusted until they expire: servers may still present their leaves
-    keep = [c for c in old_bundle if pki.is_ca(c) and now < c.not_valid_after_utc]
+    keep = [c for c in (published if fresh else old_bundle) if pki.is_ca(c) and now < c.not_valid_after_utc]
     leaf_problem: str | None = None
     if ca is None or ca_problem:
         ca, ca_key = pki.make_ca(now=now, days=ca_days, key_type=key_type)
@@ -182,7 +186,8 @@ def decide(
         if leaf_problem != "new CA":
             actions.append(f"renewed leaf: {leaf_problem}")
     if fresh:
-        actions.append(f"created CA ({pki.describe(ca)}) and leaf ({pki.describe(leaf)})")
+        kept = f"; kept {len(keep)} CA(s) still in caBundle until they expire" if keep else ""
+        actions.append(f"created CA ({pki.describe(ca)}) and leaf ({pki.describe(leaf)}){kept}")
 
     data = {
         TLS_CERT: pki.cert_pem(leaf) if leaf_problem else current[TLS_CERT],
@@ -297,6 +302,14 @@ async def ensure(
     actions: list[str] = []
     decision: Decision | None = None
     changed = False
+    # (kind, name) -> whether that kind alone is named (a name of either kind may miss one)
+    either = list(dict.fromkeys(webhook_configs))
+    strict = {(MUTATING, name): True for name in mutating_configs}
+    strict.update({(VALIDATING, name): True for name in validating_configs})
+    for name in either:
+        for kind in (MUTATING, VALIDATING):
+            strict.setdefault((kind, name), False)
+    trusted: list[x509.Certificate] | None = None  # read only when the Secret must be made anew
 
     for _attempt in range(max_attempts):
         try:
@@ -306,8 +319,11 @@ async def ensure(
         except ApiError as exc:
             raise EnsureError(_refusal(exc, "get", where, f"get/update on secrets/{secret}")) from None
         current = {k: _unb64(v) for k, v in (obj.get("data") or {}).items()} if obj is not None else None
+        if obj is None and trusted is None:
+            trusted = await _published_cas(api, [config for config, alone in strict.items() if alone])
         decision = await asyncio.to_thread(
-            decide, current, dns_names=dns_names, now=clock(), days=days, ca_days=ca_days, key_type=key_type
+            decide, current, dns_names=dns_names, now=clock(), days=days, ca_days=ca_days, key_type=key_type,
+            published=trusted or (),
         )
         if not decision.actions:
             break
@@ -351,12 +367,6 @@ async def ensure(
         )
 
     errors: list[str] = []
-    either = list(dict.fromkeys(webhook_configs))
-    strict = {(MUTATING, name): True for name in mutating_configs}
-    strict.update({(VALIDATING, name): True for name in validating_configs})
-    for name in either:
-        for kind in (MUTATING, VALIDATING):
-            strict.setdefault((kind, name), False)
     found: set[str] = set()
     for (kind, name), alone in strict.items():
         present, done, errs = await _publish(api, kind, name, decision.bundle, clock)
@@ -384,6 +394,27 @@ async def ensure(
         renew_at=next_renewal(decision),
         changed=changed,
     )
+
+
+async def _published_cas(api: Api, configs: Sequence[tuple[tuple[str, str], str]]) -> list[x509.Certificate]:
+    """The podgang CAs the named webhook configurations trust now (best effort: a
+    configuration missing or not readable adds none; the publish step reports it)."""
+    found: dict[bytes, x509.Certificate] = {}
+    for (_, resource), name in configs:
+        try:
+            obj = await api.get(f"{WEBHOOK_CONFIGS}/{resource}/{name}")
+        except ApiError:
+            continue
+        for hook in obj.get("webhooks") or ():
+            try:
+                certs = pki.load_certs(_unb64(((hook or {}).get("clientConfig") or {}).get("caBundle")))
+            except pki.CertError:
+                continue
+            for cert in certs:
+                cn = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+                if pki.is_ca(cert) and cn and str(cn[0].value).startswith(pki.CA_NAME_PREFIX):
+                    found.setdefault(_fp(cert), cert)
+    return list(found.values())
 
 
 async def _publish(

@@ -6,6 +6,12 @@ non-zero, so the pod restarts clean (no half-stopped controller keeps writing).
 On a clean shutdown the leader hands the Lease back so a standby takes over at
 once instead of after the lease duration.
 
+Fencing, as client-go does it: the library checks the renew deadline only between
+tries, and a try may take the whole API timeout, so a leader whose renewals hang could
+keep writing after a standby took the Lease. Here a watchdog stops leading when no
+renewal succeeded for ``renew_deadline`` seconds (counted from when the last successful
+one was sent), which is before ``lease_duration`` lets anyone else take it.
+
 The library's LeaseLock makes its API calls without a timeout and lets a dropped
 connection crash the elector; the lock here is the same with a timeout on every
 call and its errors read by the one parser in :mod:`podgang.api`.
@@ -45,6 +51,10 @@ class TimedLeaseLock(LeaseLock):
     def __init__(self, name: str, namespace: str, identity: str, api_client: client.ApiClient, timeout: float):
         super().__init__(name, namespace, identity, api_client)
         self.timeout = timeout
+        self.renewed_at: float | None = None  # loop time a successful create/update was sent
+
+    def _sent(self) -> float:
+        return asyncio.get_running_loop().time()
 
     async def get(self, name, namespace):
         try:
@@ -59,8 +69,10 @@ class TimedLeaseLock(LeaseLock):
 
     async def create(self, name, namespace, election_record):
         body = client.V1Lease(metadata=client.V1ObjectMeta(name=name), spec=self.update_lease(election_record))
+        sent = self._sent()
         try:
             await self.api_instance.create_namespaced_lease(namespace, body, _request_timeout=self.timeout)
+            self.renewed_at = sent
             return True
         except Exception as e:
             log.info("could not create the Lease", extra={"fields": {"lease": name, "error": describe(e)}})
@@ -69,10 +81,16 @@ class TimedLeaseLock(LeaseLock):
     async def update(self, name, namespace, updated_record):
         try:
             assert self.lease_reference is not None
-            self.lease_reference.spec = self.update_lease(updated_record, self.lease_reference.spec)
+            sent = self._sent()
+            previous = self.lease_reference.spec
+            before = previous.holder_identity if previous is not None else None
+            self.lease_reference.spec = self.update_lease(updated_record, previous)
+            self.lease_reference.spec.lease_transitions = transitions(self.lease_reference.spec.lease_transitions,
+                                                                      before, updated_record.holder_identity)
             await self.api_instance.replace_namespaced_lease(
                 name=name, namespace=namespace, body=self.lease_reference, _request_timeout=self.timeout
             )
+            self.renewed_at = sent
             return True
         except Exception as e:
             log.debug("could not update the Lease", extra={"fields": {"lease": name, "error": describe(e)}})
@@ -93,6 +111,14 @@ class TimedLeaseLock(LeaseLock):
             log.info("released the Lease", extra={"fields": {"lease": f"{self.namespace}/{self.name}"}})
         except Exception as exc:  # best effort: the Lease expires anyway
             log.info("could not release the Lease", extra={"fields": {"error": describe(exc)}})
+
+
+def transitions(count: int | None, before: str | None, after: str | None) -> int:
+    """``spec.leaseTransitions`` after a write of ``after`` over ``before``: one more when the
+    Lease changes hands (a released one taken again too), as client-go's elector counts them;
+    the library here leaves it unset, and ``kubectl describe lease`` then shows no takeover."""
+    count = count or 0
+    return count + 1 if after and before != after else count
 
 
 def _for_the_elector(error: ApiError) -> ApiException:
@@ -130,6 +156,18 @@ async def run_as_leader(
         leading.set()
         await asyncio.Event().wait()  # parked; the elector cancels it when the Lease is lost
 
+    async def fence() -> None:
+        """Return once no renewal succeeded for ``renew_deadline`` seconds."""
+        loop = asyncio.get_running_loop()
+        while True:
+            left = (lock.renewed_at or loop.time()) + renew_deadline - loop.time()
+            if left <= 0:
+                log.error("no renewal of the leader Lease within the renew deadline: stopping before it can be "
+                          "taken", extra={"fields": {"lease": f"{namespace}/{name}", "identity": identity,
+                                                     "renew_deadline_s": renew_deadline}})
+                return
+            await asyncio.sleep(left)  # then look again: a renewal meanwhile moved the deadline
+
     async def stopped() -> None:
         log.error("lost the leader Lease: stopping", extra={"fields": {"lease": f"{namespace}/{name}",
                                                                      "identity": identity}})
@@ -142,6 +180,7 @@ async def run_as_leader(
     elector = asyncio.create_task(leaderelection.LeaderElection(config).run(), name="leader-election")
     waiter = asyncio.create_task(leading.wait())
     work: asyncio.Task | None = None
+    fenced: asyncio.Task | None = None
     try:
         await asyncio.wait([elector, waiter], return_when=asyncio.FIRST_COMPLETED)
         if not leading.is_set():
@@ -152,18 +191,20 @@ async def run_as_leader(
         if on_leading:
             on_leading(True)
         work = asyncio.create_task(lead(), name="leading")
-        done, _ = await asyncio.wait([elector, work], return_when=asyncio.FIRST_COMPLETED)
+        fenced = asyncio.create_task(fence(), name="leader-fence")
+        done, _ = await asyncio.wait([elector, work, fenced], return_when=asyncio.FIRST_COMPLETED)
         if work in done:
             work.result()  # raises what the controller raised
             log.error("the controller stopped while leading")
             return LOST
-        return LOST  # the elector returned: the Lease is lost
+        return LOST  # the elector returned or the fence closed: the Lease is lost, or may be
     finally:
         if on_leading:
             on_leading(False)
-        for task in (work, elector, waiter):
-            if task is not None and not task.done():
+        tasks = [t for t in (work, fenced, elector, waiter) if t is not None]
+        for task in tasks:
+            if not task.done():
                 task.cancel()
-        await asyncio.gather(*(t for t in (work, elector, waiter) if t is not None), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         if leading.is_set():
             await lock.release()

@@ -124,7 +124,8 @@ class Staleness:
         evictor = desired.backend.evicts_itself(actual) if desired.backend is not None else None
         if action == stale.STALE:
             self.metrics.stale_gangs.inc()
-            self.events.emit(actual, "GangStale", f"{verdict.message}; {evictor}" if evictor else verdict.message)
+            # a gang the scheduler evicts: podgang's own countdown would be a promise it does not keep
+            self.events.emit(actual, "GangStale", f"{verdict.shortfall}: {evictor}" if evictor else verdict.message)
             self._decision(key, "stale", verdict.message, started, active=counts.active, minMember=min_member,
                            grace=grace_why)
         elif action == stale.RECOVERED:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests import realcluster
+from tests import realcluster, realnode
 from tests.paths import TESTS as HERE
 from tests.emulator import kube_emulator_fixture
 
-CLUSTER_FIXTURES = {"cluster", "cluster_135", "podgang", "podgang_135"}
+CLUSTER_FIXTURES = {"cluster", "cluster_135", "podgang", "podgang_135", "real_node"}
 #: tier folder -> (its marker, the fixtures only its tests may ask for)
 TIERS = {
     "unit": ("unit", frozenset()),
@@ -112,6 +112,26 @@ def podgang_135(cluster_135, tmp_path_factory):
         "grouper": {"stalenessGracePeriod": "5s"}}).install()
     yield installed
     installed.stop()
+
+
+@pytest.fixture(scope="module")
+def real_node(tmp_path_factory):
+    """podgang as a user installs it: its image built from the Dockerfile, loaded on a real node
+    (``../shared/kube-bin-node``) of a 1.36 control plane with KAI and no fake nodes, and the
+    chart installed with its defaults by Helm's engine. Skips with one reason without root or
+    the node's Debian packages. One module uses it: its kubelet and containerd stop with it,
+    and the base image stays in Buildah's store for the next session."""
+    reason = realnode.skip_reason()
+    if reason:
+        pytest.skip(reason)
+    node = realnode.RealNode.up(tmp_path_factory.mktemp("real-node"))
+    _started.append(node.cluster)
+    try:
+        node.helm_install()
+        yield node
+    finally:
+        _started.remove(node.cluster)
+        node.down()
 
 
 @pytest.fixture

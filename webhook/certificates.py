@@ -1,9 +1,10 @@
 """``--manage-certs``: the webhook keeps its own serving certificate.
 
-At start-up and then every ``--cert-check-interval`` (sooner when the certificate
-asks to be renewed earlier), :func:`certs.ensure` settles the Secret and the
-``caBundle`` of the webhook configurations, and :func:`certs.write_files` puts the
-result into ``--cert-dir``, which the server re-reads. Until the first success the
+At start-up, then every ``--cert-check-interval`` (sooner when the certificate
+asks to be renewed earlier) and whenever the Secret changes (another replica renewed
+it, an admin replaced it: a watch of that one Secret), :func:`certs.ensure` settles the
+Secret and the ``caBundle`` of the webhook configurations, and :func:`certs.write_files`
+puts the result into ``--cert-dir``, which the server re-reads. Until the first success the
 server answers ``/readyz`` with 503; failures are retried with a growing delay.
 """
 
@@ -17,12 +18,15 @@ from typing import Any, Callable
 
 from cryptography import x509
 
+from podgang.api import Api, Forbidden, Gone
 from podgang.certs import pki
 from podgang.certs import kube as cert_store
 
 log = logging.getLogger("podgang.webhook")
 
 RETRY_FIRST, RETRY_MAX = 1.0, 60.0
+#: how long one watch request of the Secret lasts before it is made again
+SECRET_WATCH_SECONDS = 300
 
 
 def _held_back(bundle, cert_dir: str) -> str:
@@ -54,10 +58,12 @@ class CertificateKeeper:
         self.on_written = on_written
         self.problem = ""
         self.runs = 0
+        self.changed = asyncio.Event()  # the Secret changed since the last check began
 
     async def ensure_once(self) -> float:
         """One ensure + write; the seconds until the next check."""
         cfg = self.config
+        self.changed.clear()
         bundle = await cert_store.ensure(
             self.api_client,
             namespace=cfg.namespace,
@@ -104,4 +110,48 @@ class CertificateKeeper:
                     extra={"fields": {"error": self.problem, "retry_in_s": retry}},
                 )
                 wait, retry = retry, min(retry * 2, RETRY_MAX)
-            await asyncio.sleep(wait)
+            await self._until_due(wait)
+
+    async def _until_due(self, seconds: float) -> None:
+        """``seconds``, or less when the Secret changes meanwhile."""
+        try:
+            await asyncio.wait_for(self.changed.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    async def follow_secret(self) -> None:
+        """Wake the check whenever the Secret changes, so that every replica serves a renewed
+        certificate within seconds of the one that renewed it (not at its next check, up to
+        ``--cert-check-interval`` later), and an admin's replacement is settled at once. Our own
+        writes come back too: the check they start finds nothing to do and writes nothing.
+        Without ``list``/``watch`` on the Secret (an older chart's RBAC) the periodic check
+        alone is left, and said once."""
+        cfg = self.config
+        api = Api(self.api_client, timeout=max(cfg.api_timeout, 5.0))
+        path = f"/api/v1/namespaces/{cfg.namespace}/secrets"
+        query = {"fieldSelector": f"metadata.name={cfg.secret}"}
+        version, retry = "", RETRY_FIRST
+        while True:
+            try:
+                if not version:
+                    version = (await api.get(path, **query))["metadata"]["resourceVersion"]
+                async for event in api.watch(path, resource_version=version, timeout_seconds=SECRET_WATCH_SECONDS,
+                                             query=query):
+                    version = event["object"]["metadata"].get("resourceVersion") or version
+                    if event["type"] != "BOOKMARK":
+                        self.changed.set()
+                retry = RETRY_FIRST
+            except asyncio.CancelledError:
+                raise
+            except Gone:
+                version = ""
+            except Forbidden as exc:
+                log.warning("not watching the certificate Secret: renewals by other replicas are served at the "
+                            "next check", extra={"fields": {"error": exc.describe(),
+                                                            "check_interval_s": cfg.cert_check_interval}})
+                return
+            except Exception as exc:  # transport errors, anything: watch again after a growing delay
+                log.warning("the watch of the certificate Secret broke off",
+                            extra={"fields": {"error": f"{type(exc).__name__}: {exc}", "retry_in_s": retry}})
+                await asyncio.sleep(retry)
+                version, retry = "", min(retry * 2, RETRY_MAX)

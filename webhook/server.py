@@ -147,6 +147,7 @@ class WebhookServer:
                 raise RuntimeError("--manage-certs needs Kubernetes API access")
             self.keeper = CertificateKeeper(self.config, self.api_client, self._reload_certificate)
             self._tasks.append(asyncio.create_task(self.keeper.run(), name="podgang-cert-keeper"))
+            self._tasks.append(asyncio.create_task(self.keeper.follow_secret(), name="podgang-cert-secret-watch"))
         log.info(
             "webhook serving",
             extra={

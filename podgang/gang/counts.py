@@ -26,7 +26,8 @@ def gang_counts(members: tuple[Obj, ...] | list[Obj]) -> GangCounts:
     remaining = []
     for pod in members:
         phase = pod_phase(pod)
-        if phase == "Succeeded":
+        # a pod stopped by its deletion (an eviction) often exits 0: stopped, not finished
+        if phase == "Succeeded" and not is_terminating(pod):
             succeeded += 1
         if is_active(pod):
             active += 1

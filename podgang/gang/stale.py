@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from podgang.settings import DEFAULT, Settings
@@ -108,6 +108,7 @@ class StaleVerdict:
     action: str  # "none" | "stale" | "recovered" | "evict" | "waiting"
     deadline: float | None  # clock time at which the caller must observe again
     message: str  # event / log message
+    shortfall: str = field(default="", compare=False)  # on "stale": what it lacks, not who evicts when
 
 
 @dataclass
@@ -288,11 +289,11 @@ class StaleGangTracker:
             if h.stale_since is None:
                 h.stale_since = now
             note = f"{self._settings.grace_period_annotation} is -1"
-            return StaleVerdict(action, None, f"{counts}, {tail}: not evicting ({note})")
+            return StaleVerdict(action, None, f"{counts}, {tail}: not evicting ({note})", f"{counts}, {tail}")
         if h.stale_since is None:
             h.stale_since = now
             message = f"{counts}, {tail}: evicting the rest in {format_duration(grace)} unless it recovers"
-            return StaleVerdict(STALE, now + grace, message)
+            return StaleVerdict(STALE, now + grace, message, f"{counts}, {tail}")
         deadline = h.stale_since + grace
         if now >= deadline:
             return StaleVerdict(

@@ -416,6 +416,18 @@ def test_published_bundle_never_drops_a_newer_podgang_ca():
     assert published_bundle([newer, old], pki.bundle_pem([newer, old]), T0 + 2451 * DAY) == pki.bundle_pem([newer, old])
 
 
+def test_a_secret_made_anew_keeps_the_still_valid_podgang_cas_the_configurations_trust():
+    names = service_dns_names(SVC, NS)
+    trusted, _ = pki.make_ca(now=T0)
+    expired, _ = pki.make_ca(now=T0 - 4000 * DAY)
+    made = decide(None, dns_names=names, now=T0 + DAY, published=[trusted, expired])
+    assert [pki.fingerprint(c) for c in made.bundle] == [pki.fingerprint(made.ca), pki.fingerprint(trusted)]
+    assert "kept 1 CA(s) still in caBundle until they expire" in made.actions[0]
+    # a Secret that exists decides from its own bundle, never from what is published
+    again = decide(made.data, dns_names=names, now=T0 + 2 * DAY, published=[expired])
+    assert again.actions == [] and again.data == made.data
+
+
 def test_decide_is_stable_on_its_own_output():
     names = service_dns_names(SVC, NS)
     first = decide(None, dns_names=names, now=T0)

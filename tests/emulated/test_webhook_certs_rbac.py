@@ -136,3 +136,105 @@ async def test_the_keeper_under_the_charts_rbac_is_never_refused_and_serves_a_ro
         await server.stop()
         await api_client.close()
     assert emu.forbidden == []
+
+
+async def test_replicas_follow_the_secret_and_serve_one_rotated_ca_without_waiting_for_their_check(
+        emu, chart, tmp_path):
+    """Two replicas, their periodic check an hour away: an admin (here the test) puts a CA due
+    for renewal into the Secret; both see it through their watch of that Secret, one renews it,
+    the other takes the renewal, and both serve leaves of the one new CA within seconds."""
+    configs = [config_from_chart(chart, tmp_path / f"certs-{i}") for i in (0, 1)]
+    clients = [emu.api_client() for _ in configs]
+    servers = [WebhookServer(config, api_client) for config, api_client in zip(configs, clients)]
+    for server in servers:
+        await server.start()
+    try:
+        await eventually(lambda: all(s.keeper.runs >= 1 for s in servers), what="the first certificate checks")
+        age_the_ca(emu, configs[0])
+        aged = pki.load_certs(base64.b64decode(emu.get("secrets", NAMESPACE, configs[0].secret)["data"]["ca.crt"]))[0]
+
+        def renewed() -> x509.Certificate | None:
+            ca = pki.load_certs(base64.b64decode(emu.get("secrets", NAMESPACE, configs[0].secret)["data"]["ca.crt"]))[0]
+            return ca if ca.serial_number != aged.serial_number else None
+
+        await eventually(renewed, what="the aged CA renewed in the Secret")
+        new_ca = renewed()
+
+        async def both_serve_the_new_ca() -> bool:
+            for server in servers:
+                context = ssl.create_default_context(cafile=str(tmp_path / "certs-0" / "ca.crt"))
+                context.check_hostname = False
+                _, der = await asyncio.to_thread(handshake, server.port, context)
+                if not pki.issued_by(x509.load_der_x509_certificate(der), new_ca):
+                    return False
+            return True
+
+        await eventually(both_serve_the_new_ca, what="both replicas serving a leaf of the new CA")
+        for bundle in published(emu, chart):
+            assert any(ca.serial_number == new_ca.serial_number for ca in pki.load_certs(bundle))
+        assert all(s.keeper.problem == "" for s in servers)
+    finally:
+        for server, api_client in zip(servers, clients):
+            await server.stop()
+            await api_client.close()
+    assert emu.forbidden == []
+
+
+async def test_a_deleted_secret_is_made_anew_and_every_replica_stays_trusted_throughout(emu, chart, tmp_path):
+    """Issue 35: the Secret deleted under two running replicas. Both see it gone, one makes it
+    anew, the other takes that one; the CA the configurations trusted stays in the new bundle
+    (as after a rotation), so at no moment does a replica serve a leaf the published caBundle
+    does not trust — checked the way the apiserver checks, over and over while it happens."""
+    configs = [config_from_chart(chart, tmp_path / f"certs-{i}") for i in (0, 1)]
+    clients = [emu.api_client() for _ in configs]
+    servers = [WebhookServer(config, api_client) for config, api_client in zip(configs, clients)]
+    for server in servers:
+        await server.start()
+    distrusted: list[str] = []
+    calls = 0
+    done = asyncio.Event()
+
+    async def as_the_apiserver_calls() -> None:
+        nonlocal calls
+        while not done.is_set():
+            trusting = ssl.create_default_context(cadata=published(emu, chart)[0].decode())
+            trusting.check_hostname = False
+            for index, server in enumerate(servers):
+                try:
+                    await asyncio.to_thread(handshake, server.port, trusting)
+                except ssl.SSLError as exc:
+                    distrusted.append(f"replica {index}: {exc}")
+                calls += 1
+
+    try:
+        await eventually(lambda: all(s.keeper.runs >= 1 for s in servers), what="the first certificate checks")
+        old_ca = pki.load_certs((tmp_path / "certs-0" / "ca.crt").read_bytes())[0]
+        caller = asyncio.create_task(as_the_apiserver_calls())
+        await eventually(lambda: calls >= 10, what="calls before the deletion")
+        emu.delete("secrets", NAMESPACE, configs[0].secret)
+
+        def made_anew() -> x509.Certificate | None:
+            stored = emu.get("secrets", NAMESPACE, configs[0].secret)
+            ca = pki.load_certs(base64.b64decode(stored["data"]["ca.crt"]))[0] if stored else None
+            return ca if ca is not None and ca.serial_number != old_ca.serial_number else None
+
+        new_ca = await eventually(made_anew, what="the Secret made anew with a new CA")
+
+        def both_serve_it() -> bool:
+            leaves = [x509.load_pem_x509_certificate((tmp_path / f"certs-{i}" / "tls.crt").read_bytes()) for i in (0, 1)]
+            return all(pki.issued_by(leaf, new_ca) for leaf in leaves)
+
+        await eventually(both_serve_it, what="both replicas on a leaf of the new CA")
+        settled = calls
+        await eventually(lambda: calls >= settled + 10, what="calls after the switch")
+        done.set()
+        await caller
+        assert distrusted == [], distrusted[:3]
+        for bundle in published(emu, chart):  # the old CA is still trusted, after the new one
+            assert [c.serial_number for c in pki.load_certs(bundle)][:2] == [new_ca.serial_number, old_ca.serial_number]
+    finally:
+        done.set()
+        for server, api_client in zip(servers, clients):
+            await server.stop()
+            await api_client.close()
+    assert emu.forbidden == []

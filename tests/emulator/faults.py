@@ -64,6 +64,10 @@ class Faults:
         if name is None:
             verb = {"GET": "watch" if truthy(query.get("watch")) else "list", "POST": "create",
                     "DELETE": "deletecollection"}.get(method, method.lower())
+            # as the apiserver's request info does: a list or watch of metadata.name=X alone is about X
+            selector = query.get("fieldSelector") or ""
+            if verb in ("list", "watch") and selector.startswith("metadata.name=") and "," not in selector:
+                name = selector.split("=", 1)[1]
         else:
             verb = {"GET": "get", "PUT": "update", "PATCH": "patch", "DELETE": "delete",
                     "POST": "create"}.get(method, method.lower())

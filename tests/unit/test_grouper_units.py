@@ -329,6 +329,15 @@ def test_gang_counts():
     assert [p["metadata"]["name"] for p in counts.remaining] == ["b"]
 
 
+def test_a_member_stopped_by_its_eviction_did_not_succeed():
+    """Seen on a real node: KAI evicted the rest of a stale gang, their containers exited 0 on
+    SIGTERM and the pods turned Succeeded while terminating; counted as successes, they made the
+    evicted gang 'recovered'."""
+    evicted = pod("e", phase="Succeeded")
+    evicted["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert gang_counts([evicted, pod("f", phase="Succeeded")]).succeeded == 1
+
+
 def test_rollout_detection_follows_the_recorded_deployment_scale():
     events = [json.loads(line) for line in (FIXTURES / "watch-deployments-scale.jsonl").read_text().splitlines()]
     verdicts = [rolling_out(Slimmer().workload(e["object"])) is not None for e in events if e["type"] != "BOOKMARK"]
