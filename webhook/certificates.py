@@ -113,11 +113,14 @@ class CertificateKeeper:
             await self._until_due(wait)
 
     async def _until_due(self, seconds: float) -> None:
-        """``seconds``, or less when the Secret changes meanwhile."""
+        """``seconds``, or less when the Secret changes meanwhile. Not ``asyncio.wait_for``:
+        on Python 3.11 it swallows a cancellation that comes as the event is set, and the
+        keeper then outlived the server's stop (seen as a hung test)."""
+        changed = asyncio.ensure_future(self.changed.wait())
         try:
-            await asyncio.wait_for(self.changed.wait(), seconds)
-        except TimeoutError:
-            pass
+            await asyncio.wait({changed}, timeout=seconds)
+        finally:
+            changed.cancel()
 
     async def follow_secret(self) -> None:
         """Wake the check whenever the Secret changes, so that every replica serves a renewed
