@@ -206,8 +206,10 @@ async def test_installed_with_its_defaults_it_runs_and_the_apiserver_calls_it_th
     answered = [line for line in conntrack.splitlines() if "dport=443" in line
                 and any(f"src={ip} " in line and f"sport={WEBHOOK_PORT}" in line for ip in webhook_ips)]
     assert answered, f"no connection to {service_ip}:443 answered by a webhook pod: {conntrack!r}"
+    # (two replicas' logs, one after the other: the validating call's line may come first)
     decision = [line for line in logs(node, WEBHOOK_LABEL).splitlines()
-                if '"pod":"gang-member"' in line and '"operation":"CREATE"' in line and '"dry_run":false' in line]
+                if '"pod":"gang-member"' in line and '"endpoint":"/mutate-pods","operation":"CREATE"' in line
+                and '"dry_run":false' in line]
     assert decision and '"verdict":"patched"' in decision[0], decision
     # they started clean on the node: read-only root filesystem, the chart's limits, RBAC, TLS
     for component in (WEBHOOK_LABEL, GROUPER_LABEL):
