@@ -62,11 +62,11 @@ class ProcessMetrics:
 
 
 #: why the webhook closes a connection itself (see podgang.webhook.connections)
-CONNECTION_CLOSE_REASONS = ("read-header-timeout", "read-timeout", "evicted", "shutdown")
+CONNECTION_CLOSE_REASONS = ("read-header-timeout", "read-timeout", "evicted", "shed", "shutdown")
 
 
 class WebhookMetrics(ProcessMetrics):
-    """The webhook's metrics (spec §6), served on its HTTPS ``GET /metrics``."""
+    """The webhook's metrics (spec §6), served on its health port's ``GET /metrics`` (and its HTTPS one)."""
 
     PREFIX = "podgang_webhook"
 
@@ -129,8 +129,14 @@ class WebhookMetrics(ProcessMetrics):
         )
         self.connections_closed = Counter(
             "podgang_webhook_connections_closed",
-            "Connections the webhook closed itself: too slow to send a request, or evicted for a new one.",
+            "Connections the webhook closed itself: too slow to send a request, evicted for a new one, or "
+            "after a 503 for a request its body budget had no room for (shed).",
             ["reason"],
+            registry=r,
+        )
+        self.body_bytes_held = Gauge(
+            "podgang_webhook_body_bytes_held",
+            "Bytes of request bodies held, from their first byte until they are answered (bounded by --body-budget).",
             registry=r,
         )
         # pre-create the common series so dashboards see zeros, not gaps

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from podgang.backends import BACKENDS, Backend
 from podgang.backends.kai import keys as kai_keys
 from podgang.backends.kai import versions as kai_versions
+from podgang.quantities import quantity
 from podgang.rules import parse_duration
 from podgang.settings import DEFAULT
 
@@ -116,6 +117,14 @@ def positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected 1 or more, not {value}")
     return value
+
+
+def byte_size(text: str) -> int:
+    """An argparse type: bytes, as a Kubernetes quantity (``32Mi``, ``50M``) or a number."""
+    value = quantity(text)
+    if value is None or value < 0 or value != value.to_integral_value():
+        raise argparse.ArgumentTypeError(f"expected bytes, e.g. 32Mi, not {text[:40]!r}")
+    return int(value)
 
 
 def port(text: str) -> int:

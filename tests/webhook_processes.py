@@ -16,8 +16,11 @@ import time
 from pathlib import Path
 from typing import AsyncIterator
 
+import aiohttp
+
 from tests.emulator import KubeEmulator
-from tests.webhook_support import ROOT, client_context, eventually, podgang_certs_generate, seed_owners
+from tests.webhook_support import (DEPLOYMENT_UID, ROOT, client_context, eventually, group_after, owned_pod_review,
+                                   podgang_certs_generate, seed_owners)
 
 
 class WebhookProcess:
@@ -145,3 +148,45 @@ async def webhook_process(workdir: Path, *webhook_args: str) -> AsyncIterator[tu
             "--kubeconfig", kubeconfig, "--scheduler-name", "default-scheduler", *webhook_args,
         ) as wh:
             yield wh, await wh.port(), client_context(certs / "ca.crt")
+
+
+class ApiserverReviews:
+    """The apiserver's side of a flood bench: the recorded owned-pod CREATE, one after
+    another on a keep-alive connection; each answer checked, its latency kept, a
+    failure counted and the run going on (bench/webhook/slow_clients.py, fast_flood.py)."""
+
+    def __init__(self, session: aiohttp.ClientSession, port: int, ctx: ssl.SSLContext):
+        self.session, self.ctx = session, ctx
+        self.url = f"https://127.0.0.1:{port}/mutate-pods?timeout=5s"
+        self.latencies: list[float] = []  # ms
+        self.failures: list[str] = []
+
+    async def review(self, i: int) -> None:
+        started = time.perf_counter()
+        doc = owned_pod_review(i)
+        try:
+            async with self.session.post(self.url, json=doc, ssl=self.ctx,
+                                         timeout=aiohttp.ClientTimeout(total=10)) as resp:
+                answer = await resp.json()
+            assert resp.status == 200 and group_after(doc, answer["response"]) == f"pg-web-{DEPLOYMENT_UID}"
+            self.latencies.append((time.perf_counter() - started) * 1000)
+        except Exception as exc:  # counted and reported, the run goes on
+            self.failures.append(f"{type(exc).__name__}: {exc}"[:200])
+
+    async def warm(self) -> None:
+        """Owners cached, the heap at its working size; then nothing counted yet."""
+        for i in range(50):
+            await self.review(i)
+        self.latencies.clear()
+
+    def report(self) -> dict:
+        done = sorted(self.latencies)
+        at = (lambda q: round(done[min(len(done) - 1, int(len(done) * q))], 2)) if done else (lambda q: None)
+        return {"answered": len(done), "failed": len(self.failures), "p50_ms": at(0.5), "p99_ms": at(0.99),
+                "max_ms": round(done[-1], 2) if done else None, "first_failures": self.failures[:5]}
+
+
+def closed_by_webhook(metrics: str) -> dict[str, float]:
+    """``podgang_webhook_connections_closed_total`` by reason, from a /metrics answer."""
+    return {line.split('reason="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
+            for line in metrics.splitlines() if line.startswith("podgang_webhook_connections_closed_total{")}

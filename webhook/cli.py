@@ -12,8 +12,8 @@ import sys
 
 from podgang.certs.cli import add_webhook_config_flags
 from podgang.logs import setup_logging
-from podgang.options import (add_backend_flags, add_flag, backends_from, duration, kai_version_settings, own_namespace,
-                             port)
+from podgang.options import (add_backend_flags, add_flag, backends_from, byte_size, duration, kai_version_settings,
+                             own_namespace, port)
 from podgang.webhook.connections import ConnectionLimits
 from podgang.settings import DEFAULT
 
@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve = parser.add_argument_group("serving")
     add_flag(serve, "--port", default=9443, type=port, help="HTTPS port (0: any free port)")
     add_flag(serve, "--bind-address", default="0.0.0.0", help="address to listen on")
+    add_flag(serve, "--health-port", default=None, type=port, help="plain-HTTP port of /healthz, /readyz and /metrics, with connections of its own: a flood of the HTTPS port cannot fail the probes (0: any free port; unset: only on the HTTPS port)")
     add_flag(serve, "--cert-dir", default="/etc/podgang/tls", help="directory holding tls.crt and tls.key (re-read when they change)")
     add_flag(serve, "--cert-poll-interval", default=1.0, type=duration, help="how often to check the certificate files")
     add_flag(serve, "--shutdown-timeout", default=15.0, type=duration, help="on SIGTERM, how long requests in flight may take")
@@ -36,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(clients, "--read-header-timeout", default=2.0, type=duration, help="a request's headers (and a new connection's TLS handshake) must arrive within this")
     add_flag(clients, "--read-timeout", default=4.0, type=duration, help="a whole request, headers and body, must arrive within this of its first byte")
     add_flag(clients, "--idle-timeout", default=120.0, type=duration, help="close a connection with no request under way after this (keep it above the apiserver's 90s)")
-    add_flag(clients, "--max-connections", default=500, type=int, help="sockets held at once, TLS handshakes included; one more evicts the slowest, or waits in the backlog")
+    add_flag(clients, "--max-connections", default=500, type=int, help="sockets held at once, TLS handshakes included; one more evicts the slowest, or the longest idle, or waits in the backlog")
+    add_flag(clients, "--body-budget", default=32 * 1024 * 1024, type=byte_size, help="bytes of request bodies held at once, all connections together, until each is answered; a request with no room is shed with a 503 (at least 3Mi)")
     scope = parser.add_argument_group("scope")
     add_backend_flags(scope)
     add_flag(scope, "--exclude-namespace", default=["kube-system"], repeat=True, help="namespace podgang leaves alone (repeatable); --namespace is always excluded")
@@ -81,6 +83,7 @@ def _limits(args: argparse.Namespace) -> ConnectionLimits:
         read_header_timeout=args.read_header_timeout,
         read_timeout=args.read_timeout,
         idle_timeout=args.idle_timeout,
+        body_budget=args.body_budget,
     )
 
 
@@ -94,6 +97,7 @@ def config_from_args(args: argparse.Namespace) -> WebhookConfig:
     return WebhookConfig(
         host=args.bind_address,
         port=args.port,
+        health_port=args.health_port,
         cert_dir=args.cert_dir,
         settings=settings,
         api_timeout=args.api_timeout,

@@ -16,11 +16,24 @@ after its ``timeoutSeconds`` anyway, so:
 - at most ``max_connections`` sockets are held, counted from their accept (a socket
   in its TLS handshake holds ~50 KB too). One more evicts the connection whose
   request has been arriving for longest (the slow client), else one that never sent
-  a request; keep-alive connections between requests (the apiserver's) and requests
-  being decided are never evicted. With nothing to evict, the webhook stops
-  accepting and the kernel's backlog holds new connections until one goes. A review
-  sent whole is read in microseconds, so a flood of slow clients cannot starve the
-  apiserver's connections.
+  a request, else the connection kept alive longest without one, if that is
+  :data:`IDLE_EVICTABLE` seconds or more (Go's client reuses its most recently used
+  connection first, so the apiserver's in use are never idle that long; one it holds
+  idle and picks just as it is closed is sent again on a fresh connection when nothing
+  was written yet, and fails once, per ``failurePolicy``, when it was). Requests being
+  decided are never evicted. With nothing to evict, the webhook stops accepting and
+  the kernel's backlog holds new connections until one goes. A review sent whole is
+  read in microseconds, so a flood of slow clients cannot starve the apiserver's
+  connections;
+- the bodies of all requests held at once, from their first byte until they are
+  answered, fit in ``body_budget`` bytes (a request is counted at its
+  ``Content-Length`` when its headers end, a chunked one as it grows, an encoded one
+  also at the most it may decompress to). A request that does not fit evicts requests
+  still arriving, the oldest first; when what holds the budget is being decided, it is
+  shed: a 503 at once, nothing read, the connection closed — the apiserver applies the
+  configuration's ``failurePolicy`` without waiting for its timeout. No
+  ``Retry-After``: client-go retries a 503 that carries one, and the shed request
+  would come back to a webhook that has no room.
 
 The table and the accept loop are here; the connections they hold are
 :class:`webhook.http.HttpConnection` (tests/emulated/test_webhook_slow_clients.py).
@@ -45,6 +58,9 @@ FRESH, READING, SERVED, CLOSED = range(4)  # SERVED: being decided, answered, or
 REPORT_INTERVAL = 10.0  # seconds between two log lines about closed connections
 SWEEP_INTERVAL = 0.25  # seconds: read deadlines are kept to within this
 SSL_SHUTDOWN_TIMEOUT = 2.0  # a peer that never answers close_notify is dropped after this
+MAX_BODY = 3 * 1024 * 1024  # bytes of one request body: the apiserver's own request limit (3 MiB)
+MiB = 1024 * 1024
+IDLE_EVICTABLE = 1.0  # seconds a kept-alive connection must have been idle before it may be evicted
 
 
 @dataclass(frozen=True)
@@ -53,11 +69,15 @@ class ConnectionLimits:
     read_header_timeout: float = 2.0
     read_timeout: float = 4.0
     idle_timeout: float = 120.0
+    body_budget: int = 32 * MiB  # bytes of request bodies held at once, all connections together
 
     def problem(self) -> str | None:
         """What is wrong with these limits, in one line, or None."""
         if self.max_connections < 1:
             return f"--max-connections must be at least 1, not {self.max_connections}"
+        if self.body_budget < MAX_BODY:
+            return (f"--body-budget must hold one review of the largest size the apiserver sends ({MAX_BODY // MiB}Mi), "
+                    f"not {self.body_budget} bytes")
         for flag, value in (("--read-header-timeout", self.read_header_timeout), ("--read-timeout", self.read_timeout),
                             ("--idle-timeout", self.idle_timeout)):
             if not value > 0:
@@ -73,6 +93,8 @@ class Connection(Protocol):
 
     _request_began: float  # loop time of the first byte of the request under way
     _deadline: float  # loop time by which that request must have arrived
+    _held: int  # bytes of the budget the request under way holds
+    _idle_since: float  # loop time since which it is kept alive with no request
 
     def too_slow(self) -> None: ...  # past its deadline: closed and counted, if still reading
 
@@ -84,14 +106,18 @@ class Connection(Protocol):
 class ConnectionTable:
     """The open connections of one server, by what they are doing, oldest first."""
 
-    def __init__(self, limits: ConnectionLimits, metrics: WebhookMetrics):
+    def __init__(self, limits: ConnectionLimits, metrics: WebhookMetrics | None):
+        """``metrics``: None for a table nobody counts (the health port's)."""
         self.limits = limits
         self.metrics = metrics
         self.open = 0
+        self.held = 0  # bytes of request bodies held, see reserve()
         # eviction order: a request under way for longest, then a connection that never
-        # sent one; the others (being decided, or kept alive between requests) stay
+        # sent one, then the one kept alive between requests for longest; requests being
+        # decided stay
         self.reading: OrderedDict[Connection, None] = OrderedDict()
         self.fresh: OrderedDict[Connection, None] = OrderedDict()
+        self.idle: OrderedDict[Connection, None] = OrderedDict()
         self.connections: set[Connection] = set()  # all of them, from their TLS handshake to their end
         self._closed_since_report: dict[str, int] = {}
         self._sweeper: asyncio.TimerHandle | None = None
@@ -101,24 +127,52 @@ class ConnectionTable:
         self._next_report = 0.0
         self._report_timer: asyncio.TimerHandle | None = None  # says the rest of an interval at its end
 
-    def make_room(self) -> bool:
-        """Room for one more socket: True when there is (evicting one connection if
-        need be), False when none can be evicted."""
+    def make_room(self, now: float) -> bool:
+        """Room for one more socket at loop time ``now``: True when there is (evicting
+        one connection if need be), False when none can be evicted."""
         if self.open < self.limits.max_connections:
             return True
         victim = next(iter(self.reading), None) or next(iter(self.fresh), None)
         if victim is None:
-            return False
+            victim = next(iter(self.idle), None)
+            if victim is None or now - victim._idle_since < IDLE_EVICTABLE:
+                return False
         victim.drop("evicted")
         return True
 
+    def reserve(self, connection: Connection, size: int) -> bool:
+        """Room in the body budget for ``size`` more bytes of ``connection``'s request:
+        True when there is (evicting requests still arriving, the oldest first, if need
+        be), False when the budget is held by requests that cannot be evicted."""
+        budget = self.limits.body_budget
+        if self.held + size > budget:
+            evictable = sum(other._held for other in self.reading if other is not connection)
+            if self.held - evictable + size > budget:
+                return False
+            for victim in [other for other in self.reading if other is not connection and other._held]:
+                victim.drop("evicted")  # gives back what it held
+                if self.held + size <= budget:
+                    break
+        self.held += size
+        if self.metrics is not None:
+            self.metrics.body_bytes_held.set(self.held)
+        return True
+
+    def give_back(self, size: int) -> None:
+        if size:
+            self.held -= size
+            if self.metrics is not None:
+                self.metrics.body_bytes_held.set(self.held)
+
     def count(self) -> None:
         self.open += 1
-        self.metrics.connections_open.set(self.open)
+        if self.metrics is not None:
+            self.metrics.connections_open.set(self.open)
 
     def release(self) -> None:
         self.open -= 1
-        self.metrics.connections_open.set(self.open)
+        if self.metrics is not None:
+            self.metrics.connections_open.set(self.open)
         self.wake()
 
     def wake(self) -> None:
@@ -152,7 +206,8 @@ class ConnectionTable:
     def closed(self, reason: str) -> None:
         """Count a connection the server closes on its own; say so in the log at most
         every :data:`REPORT_INTERVAL` seconds (a flood must not flood the log)."""
-        self.metrics.connections_closed.labels(reason).inc()
+        if self.metrics is not None:
+            self.metrics.connections_closed.labels(reason).inc()
         self._closed_since_report[reason] = self._closed_since_report.get(reason, 0) + 1
         now = time.monotonic()
         if now >= self._next_report:
@@ -166,14 +221,15 @@ class ConnectionTable:
         counts, self._closed_since_report = self._closed_since_report, {}
         if counts:
             log.warning(
-                "closed connections that were too slow or too many",
+                "closed connections that were too slow or too many, or shed requests",
                 extra={"fields": {**{r.replace("-", "_"): n for r, n in sorted(counts.items())},
-                                  "open": self.open, "max_connections": self.limits.max_connections}},
+                                  "open": self.open, "max_connections": self.limits.max_connections,
+                                  "body_bytes_held": self.held, "body_budget": self.limits.body_budget}},
             )
 
 
 class Listener:
-    """A TLS TCP listener that accepts a socket only when the table has room for it.
+    """A TCP listener (TLS, or plain for the health port) that accepts a socket only when the table has room for it.
 
     The webhook runs its own accept loop: a socket is counted from the moment it is
     accepted, through its TLS handshake (which each holds ~50 KB for, up to
@@ -182,7 +238,7 @@ class Listener:
     everything and bounding only finished handshakes let 3,000 clients that reconnect
     as fast as they are evicted keep 2,500 handshakes open (700 MB)."""
 
-    def __init__(self, host: str, port: int, *, ssl_context: ssl.SSLContext, table: ConnectionTable,
+    def __init__(self, host: str, port: int, *, ssl_context: ssl.SSLContext | None, table: ConnectionTable,
                  protocol_factory: Callable[[], asyncio.Protocol], backlog: int = 1024):
         self._host, self._port = host, port
         self._ssl_context = ssl_context
@@ -254,10 +310,15 @@ class Listener:
             # no room and none to be made: this socket waits, untouched, and the kernel's
             # backlog holds the next ones, until a connection goes or can be evicted
             try:
-                while not table.make_room():
+                while not table.make_room(loop.time()):
                     table.room.clear()
                     table.accept_waiting = True
-                    await table.room.wait()
+                    # an idle connection becomes evictable in time, unannounced: look again then
+                    waiting = asyncio.ensure_future(table.room.wait())
+                    try:
+                        await asyncio.wait([waiting], timeout=IDLE_EVICTABLE / 4 if table.idle else None)
+                    finally:
+                        waiting.cancel()
             except asyncio.CancelledError:  # stopping: this socket was never handed over
                 sock.close()
                 raise
@@ -268,14 +329,13 @@ class Listener:
 
     async def _handshake(self, loop: asyncio.AbstractEventLoop, sock: socket.socket) -> None:
         table = self._table
+        tls = {} if self._ssl_context is None else {  # None: plain HTTP (the health port)
+            "ssl": self._ssl_context,
+            "ssl_handshake_timeout": table.limits.read_header_timeout,
+            "ssl_shutdown_timeout": SSL_SHUTDOWN_TIMEOUT,
+        }
         try:
-            await loop.connect_accepted_socket(
-                self._protocol_factory,
-                sock,
-                ssl=self._ssl_context,
-                ssl_handshake_timeout=table.limits.read_header_timeout,
-                ssl_shutdown_timeout=SSL_SHUTDOWN_TIMEOUT,
-            )
+            await loop.connect_accepted_socket(self._protocol_factory, sock, **tls)
         except (OSError, asyncio.TimeoutError) as exc:  # ssl.SSLError is an OSError
             # asyncio and uvloop abort a handshake past its timeout with ConnectionAbortedError
             timed_out = isinstance(exc, (asyncio.TimeoutError, ConnectionAbortedError))

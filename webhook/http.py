@@ -16,9 +16,11 @@ tests/emulated/test_webhook_http.py:
 - keep-alive, ``Connection: close``, HTTP/1.0, chunked bodies, ``Expect: 100-continue``;
 - pipelined requests are answered in order, one at a time (reading pauses while one
   waits behind another, so a client cannot queue more than a read's worth);
-- the read deadlines and the bound on connections of :class:`ConnectionTable`: a request
-  is READING from its first byte to its last, then SERVED; an idle connection is closed
-  at ``idle_timeout`` (one timer per idle stretch, re-armed only when it fires);
+- the read deadlines, the bound on connections and the body budget of
+  :class:`ConnectionTable`: a request is READING from its first byte to its last, then
+  SERVED; it holds its share of the budget until it is answered; one the budget has no
+  room for is shed with a 503; an idle connection is closed at ``idle_timeout`` (one
+  timer per idle stretch, re-armed only when it fires);
 - graceful shutdown: idle connections close, requests under way are answered (with
   ``Connection: close``), see :meth:`HttpConnection.shutdown`.
 
@@ -53,11 +55,13 @@ class BodyTooLarge(ValueError):
 class Request:
     """One whole request: what the admission endpoints need of it, nothing more."""
 
-    __slots__ = ("method", "path", "query", "body", "encoding", "http10")
+    __slots__ = ("method", "path", "query", "body", "encoding", "http10", "held")
 
-    def __init__(self, method: str, path: str, query: str, body: bytes, encoding: bytes | None, http10: bool):
+    def __init__(self, method: str, path: str, query: str, body: bytes, encoding: bytes | None, http10: bool,
+                 held: int = 0):
         self.method, self.path, self.query, self.body, self.encoding = method, path, query, body, encoding
         self.http10 = http10  # its answer says so when the connection is kept
+        self.held = held  # bytes of the table's body budget it holds until it is answered
 
     def content(self, limit: int) -> bytes:
         """The body, decompressed per its ``Content-Encoding``; :class:`BodyTooLarge`
@@ -119,7 +123,7 @@ class HttpConnection(asyncio.Protocol):
         "_app", "_table", "_loop", "_transport", "_parser", "_phase", "_deadline", "_request_began", "_headers_done",
         "_head_size", "_head_chunks", "_url", "_length", "_encoding", "_expect", "_body", "_body_size", "_discarding",
         "_queue", "_task", "_busy", "_closing", "_stopping", "_idle_since", "_idle_timer", "_write_paused",
-        "_read_paused", "_http10",
+        "_read_paused", "_http10", "_held",
     )
 
     def __init__(self, app: Application, table: ConnectionTable, loop: asyncio.AbstractEventLoop):
@@ -151,6 +155,7 @@ class HttpConnection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = False
         self._http10 = False
+        self._held = 0  # bytes of the body budget the request under way holds
 
     # -- asyncio.Protocol -------------------------------------------------
 
@@ -209,6 +214,7 @@ class HttpConnection(asyncio.Protocol):
         """The first byte of a request: its deadlines start now."""
         table = self._table
         table.fresh.pop(self, None)
+        table.idle.pop(self, None)
         table.reading[self] = None
         self._phase = READING
         self._headers_done = False
@@ -259,7 +265,13 @@ class HttpConnection(asyncio.Protocol):
             # a client waiting for 100 Continue sends no body: close at once, read nothing more
             self._refuse(413, "too-large", f"the body is {self._length} bytes; at most {limit} are accepted",
                          discard=not self._expect)
-        elif self._expect and not self._http10 and not self._busy and not self._queue and self._length != 0:
+            return
+        # what the body will hold: its length when it is known, and the most an encoded
+        # body may decompress to; a chunked body is counted as it arrives (on_body)
+        encoded = self._encoding is not None and self._encoding != b"identity"
+        if not self._hold(max(self._length, 0) + (limit if encoded else 0)):
+            raise _Stop
+        if self._expect and not self._http10 and not self._busy and not self._queue and self._length != 0:
             self._transport.write(CONTINUE)
 
     def on_body(self, body: bytes) -> None:
@@ -268,8 +280,12 @@ class HttpConnection(asyncio.Protocol):
         self._body_size += len(body)
         if self._body_size > self._app.max_body:
             self._body = []
+            self._let_go()
             self._refuse(413, "too-large", f"the body is larger than {self._app.max_body} bytes", discard=True)
             return
+        if self._length < 0 and not self._hold(len(body)):  # chunked: counted as it grows
+            self._body = []
+            raise _Stop
         self._body.append(body)
 
     def on_message_complete(self) -> None:
@@ -290,7 +306,8 @@ class HttpConnection(asyncio.Protocol):
         if not self._parser.should_keep_alive():
             self._closing = True
         self._queue.append(Request(self._parser.get_method().decode("latin-1"), path.decode("latin-1"),
-                                   query.decode("latin-1"), body, self._encoding, self._http10))
+                                   query.decode("latin-1"), body, self._encoding, self._http10, self._held))
+        self._held = 0  # the request holds it now, until it is answered
         self._start_answering()
 
     # -- answering --------------------------------------------------------
@@ -311,6 +328,8 @@ class HttpConnection(asyncio.Protocol):
                         response = await self._app.handle(item)
                     except Exception as exc:  # the application answers its own errors; this is a bug
                         response = self._app.refuse(500, "internal", f"internal error: {type(exc).__name__}: {exc}")
+                    finally:
+                        self._table.give_back(item.held)
                 transport = self._transport
                 if transport is None or transport.is_closing():
                     return
@@ -336,13 +355,37 @@ class HttpConnection(asyncio.Protocol):
 
     def _refuse(self, status: int, reason: str, message: str, *, discard: bool = False) -> None:
         """Answer this request with an error (after those before it), then close."""
+        self._close_after(self._app.refuse(status, reason, message), discard)
+
+    def _close_after(self, response: Response, discard: bool = False) -> None:
+        """Answer this request with ``response`` (after those before it), then close;
+        ``discard``: read the rest of its body first, and drop it."""
         self._closing = True
         self._discarding = discard
         if not discard:  # nothing more is read: no deadline either
             self._table.reading.pop(self, None)
             self._phase = SERVED
-        self._queue.append(self._app.refuse(status, reason, message))
+        self._queue.append(response)
         self._start_answering()
+
+    def _hold(self, size: int) -> bool:
+        """Take ``size`` more bytes of the body budget for this request; when there is
+        no room, shed it (a 503 now, nothing more read) and say False."""
+        table = self._table
+        if table.reserve(self, size):
+            self._held += size
+            return True
+        held, budget = table.held, table.limits.body_budget
+        self._let_go()
+        table.closed("shed")  # counted, and said at most once per log interval
+        self._close_after(Response.text(503, f"the webhook holds {held} bytes of requests being decided, its budget is "
+                                             f"{budget}: request shed\n"))
+        return False
+
+    def _let_go(self) -> None:
+        """Give back what the request under way holds of the body budget."""
+        self._table.give_back(self._held)
+        self._held = 0
 
     def _start_answering(self) -> None:
         if self._busy:
@@ -373,6 +416,9 @@ class HttpConnection(asyncio.Protocol):
     # -- idle connections and shutdown ------------------------------------
 
     def _idle(self) -> None:
+        if self._phase == SERVED:  # kept alive between requests: the table may evict it (in time)
+            self._table.idle[self] = None
+            self._table.wake()
         self._idle_since = self._loop.time()
         if self._idle_timer is None:
             self._idle_timer = self._loop.call_later(self._table.limits.idle_timeout, self._check_idle)
@@ -414,7 +460,15 @@ class HttpConnection(asyncio.Protocol):
         table = self._table
         table.reading.pop(self, None)
         table.fresh.pop(self, None)
+        table.idle.pop(self, None)
         table.connections.discard(self)
+        # what it holds of the body budget: the request under way, and those waiting in
+        # the queue (the one being answered gives back its own when it is)
+        self._let_go()
+        for item in self._queue:
+            if isinstance(item, Request):
+                table.give_back(item.held)
+        self._queue.clear()
         table.release()
 
 

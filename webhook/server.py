@@ -37,7 +37,7 @@ from podgang.webhook.admission import (
     pod_label,
 )
 from podgang.webhook.certificates import CertificateKeeper
-from podgang.webhook.connections import ConnectionLimits, ConnectionTable, Listener
+from podgang.webhook.connections import MAX_BODY, ConnectionLimits, ConnectionTable, Listener
 from podgang.webhook.decisions import DecisionLog, stderr_stream
 from podgang.webhook.http import BodyTooLarge, Request, Response, connection_factory
 from podgang.webhook.owners import OwnerCache
@@ -46,8 +46,10 @@ from podgang.webhook.tls import ServingCertificate
 
 log = logging.getLogger("podgang.webhook")
 
-MAX_BODY = 3 * 1024 * 1024  # 3 MiB: the apiserver's own request limit
 MUTATE, VALIDATE = "/mutate-pods", "/validate-pods"
+HEALTH_PATHS = ("/healthz", "/readyz", "/metrics")  # also served on the health port
+#: the health port's connections: the kubelet's probes and a scrape or two at a time
+HEALTH_LIMITS = ConnectionLimits(max_connections=32, body_budget=MAX_BODY)
 MAX_LOGGED = 1000  # characters of a reason or message in one log line (they quote user values)
 
 
@@ -55,6 +57,7 @@ MAX_LOGGED = 1000  # characters of a reason or message in one log line (they quo
 class WebhookConfig:
     host: str = "0.0.0.0"
     port: int = 9443
+    health_port: int | None = None  # plain HTTP for the probes and /metrics; None: not served
     cert_dir: str = "/etc/podgang/tls"
     settings: Settings = DEFAULT
     api_timeout: float = 2.0
@@ -108,8 +111,10 @@ class WebhookServer:
         )
         self.certificate: ServingCertificate | None = None
         self.port: int | None = None
+        self.health_port: int | None = None
         self.connections: ConnectionTable | None = None
         self._listener: Listener | None = None
+        self._health_listener: Listener | None = None
         self._routes: dict[str, tuple[str, Callable[[Request], Awaitable[Response]]]] = {
             MUTATE: ("POST", self.handle_mutate),
             VALIDATE: ("POST", self.handle_validate),
@@ -141,6 +146,17 @@ class WebhookServer:
         await listener.start()
         self._listener = listener
         self.port = listener.port
+        if self.config.health_port is not None:
+            table = ConnectionTable(HEALTH_LIMITS, None)
+            health = Listener(self.config.host, self.config.health_port, ssl_context=None, table=table,
+                              protocol_factory=connection_factory(HealthPort(self), table, asyncio.get_running_loop()))
+            try:
+                await health.start()
+            except OSError:
+                await listener.stop(0)
+                raise
+            self._health_listener = health
+            self.health_port = health.port
         self._tasks.append(asyncio.create_task(self._watch_certificate(), name="podgang-cert-watch"))
         if self.config.manage_certs:
             if self.api_client is None:
@@ -153,6 +169,7 @@ class WebhookServer:
             extra={
                 "fields": {
                     "address": f"{self.config.host}:{self.port}",
+                    "health_address": f"{self.config.host}:{self.health_port}" if self.health_port is not None else None,
                     "cert_dir": self.config.cert_dir,
                     "certificate_loaded": self.certificate.loaded,
                     "backends": {name: backend.name for name, backend in self.settings.backends},
@@ -160,6 +177,7 @@ class WebhookServer:
                     "api": self.api is not None,
                     "max_connections": self.config.limits.max_connections,
                     "read_timeout": self.config.limits.read_timeout,
+                    "body_budget": self.config.limits.body_budget,
                 }
             },
         )
@@ -177,6 +195,9 @@ class WebhookServer:
         if self._listener is not None:
             await self._listener.stop(self.config.shutdown_timeout)
             self._listener = None
+        if self._health_listener is not None:  # the probes are answered until the end
+            await self._health_listener.stop(0)
+            self._health_listener = None
         if self.events is not None:
             await self.events.stop()
         self.decision_log.flush()
@@ -283,6 +304,27 @@ class WebhookServer:
 
 
 OK = Response.text(200, "ok\n")
+
+
+class HealthPort:
+    """The health port's application: the probes and ``/metrics`` over plain HTTP, on
+    a listener and a table of connections of their own. On the HTTPS port they would
+    wait for a slot with the admission traffic: a flood there failed the kubelet's
+    liveness probe, which restarted a pod that was only busy (issue 35)."""
+
+    max_body = 0  # GETs: a request with a body is refused with 413
+
+    def __init__(self, server: WebhookServer):
+        self._server = server
+
+    def handle(self, request: Request) -> Awaitable[Response]:
+        if request.path not in HEALTH_PATHS:
+            return _ready(self.refuse(404, "not-found", f"no such path: {request.path}; this port serves "
+                                                        f"{', '.join(HEALTH_PATHS)}"))
+        return self._server.handle(request)
+
+    def refuse(self, status: int, reason: str, message: str) -> Response:
+        return self._server.refuse(status, reason, message)
 
 
 async def _ready(response: Response) -> Response:

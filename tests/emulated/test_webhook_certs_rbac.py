@@ -76,6 +76,7 @@ def config_from_chart(docs: list[dict], cert_dir: Path):
     webhook_cli.add_arguments(parser)
     config = webhook_cli.config_from_args(parser.parse_args(webhook_args(docs)))
     config.host, config.port, config.cert_dir = "127.0.0.1", 0, str(cert_dir)
+    config.health_port = 0  # replicas side by side: any free port each
     config.cert_check_interval = 3600.0  # the test drives the checks itself
     return config
 

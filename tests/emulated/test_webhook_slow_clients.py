@@ -104,27 +104,28 @@ async def test_one_connection_too_many_evicts_the_slowest_and_reviews_are_answer
 
 
 async def test_with_nothing_to_evict_a_new_connection_waits_in_the_backlog(tmp_path):
-    """A connection being decided, or kept alive between requests (the apiserver's),
-    is never evicted: the webhook stops accepting (no TLS work, no memory) until one
-    goes, then serves the connection that waited."""
-    limits = ConnectionLimits(max_connections=1, read_header_timeout=5, read_timeout=5, idle_timeout=1.0)
+    """A connection being decided is never evicted: the webhook stops accepting (no TLS
+    work, no memory) until one goes or can be evicted, then serves the connection that
+    waited. Answered and kept alive, the first is evicted once idle for IDLE_EVICTABLE."""
+    limits = ConnectionLimits(max_connections=1, read_header_timeout=5, read_timeout=5, idle_timeout=60)
     async with KubeEmulator() as kube:
         seed_owners(kube)
-        kube.delay(1.0, r"/replicasets/")  # the owner look-up keeps the one connection busy
+        lookup = kube.hold(r"/replicasets/")  # the owner look-up keeps the one connection busy
         client = kube.api_client()
         try:
             async with running_webhook(tmp_path, api_client=client, limits=limits, api_timeout=5.0) as wh:
                 busy = asyncio.create_task(wh.mutate(owned_pod_review(0)))
                 await eventually(lambda: kube.count("GET", r"/replicasets/") == 1, what="look-up under way")
                 table = wh.server.connections
-                assert table.open == 1 and not table.reading and not table.fresh
-                # a second connection (the first is busy): it waits until the first,
-                # answered and then idle, is closed at the idle timeout
-                waiting = asyncio.create_task(wh.validate(owned_pod_review(1)))
+                assert table.open == 1 and not table.reading and not table.fresh and not table.idle
+                waiting = asyncio.create_task(wh.validate(owned_pod_review(1)))  # a second connection
+                await eventually(lambda: table.accept_waiting, what="the second connection waiting for room")
+                assert not waiting.done()
+                lookup.release()
                 response = await asyncio.wait_for(busy, 15)  # the busy review was not disturbed
                 assert group_after(owned_pod_review(0), response) == f"pg-web-{DEPLOYMENT_UID}"
                 assert (await asyncio.wait_for(waiting, 15))["allowed"] is True
-                assert await wh.metric("podgang_webhook_connections_closed_total", reason="evicted") == 0
+                assert await wh.metric("podgang_webhook_connections_closed_total", reason="evicted") == 1
                 assert table.open <= 1
         finally:
             await client.close()
@@ -136,6 +137,7 @@ async def test_with_nothing_to_evict_a_new_connection_waits_in_the_backlog(tmp_p
         (["--read-header-timeout", "5s", "--read-timeout", "2s"], "must not exceed --read-timeout"),
         (["--max-connections", "0"], "--max-connections must be at least 1"),
         (["--read-timeout", "0"], "--read-timeout must be more than 0 seconds"),
+        (["--body-budget", "1Mi"], "--body-budget must hold one review of the largest size the apiserver sends (3Mi)"),
     ],
 )
 def test_contradictory_limits_are_refused_in_one_line(argv, message, capsys):
@@ -198,7 +200,7 @@ async def test_connections_closed_within_one_log_interval_are_said_when_it_ends(
     caplog.set_level(logging.WARNING, logger="podgang.webhook")
 
     def said() -> list[dict]:
-        return [r.fields for r in caplog.records if r.getMessage() == "closed connections that were too slow or too many"]
+        return [r.fields for r in caplog.records if r.getMessage() == "closed connections that were too slow or too many, or shed requests"]
 
     table.closed("read-timeout")
     for _ in range(3):

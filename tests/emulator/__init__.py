@@ -107,6 +107,7 @@ class KubeEmulator(Writing, Serving, State, Faults):
         self._waiters: set[asyncio.Future[None]] = set()
         self._faults: list[Fault] = []
         self._delays: list[tuple[re.Pattern[str] | None, float]] = []
+        self._holds: list[tuple[re.Pattern[str], asyncio.Event]] = []  # see Faults.hold
         self._refuse_evictions = 0
         self._admission: list[tuple[str, str, Any]] = []  # (resource, webhook, check): see admit()
         self.requests: list[RecordedRequest] = []

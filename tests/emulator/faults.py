@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 
@@ -12,6 +13,16 @@ from tests.emulator import rbac
 from tests.emulator.resources import Obj, ResourceType
 from tests.emulator.storage import Fault, RecordedRequest
 from tests.emulator.wire import ApiError, metadata_of, status_body, truthy
+
+
+class Gate:
+    """Requests held by :meth:`Faults.hold` go on once it is released."""
+
+    def __init__(self) -> None:
+        self.opened = asyncio.Event()
+
+    def release(self) -> None:
+        self.opened.set()
 
 
 class Faults:
@@ -29,6 +40,13 @@ class Faults:
     def delay(self, seconds: float, path_regex: str | None = None) -> None:
         """Add latency to every matching request (all requests if no regex)."""
         self._delays.append((re.compile(path_regex) if path_regex else None, seconds))
+
+    def hold(self, path_regex: str) -> "Gate":
+        """Keep every request whose path matches waiting until the gate is released
+        (a look-up under way for as long as the test needs, with no clock in it)."""
+        gate = Gate()
+        self._holds.append((re.compile(path_regex), gate.opened))
+        return gate
 
     def refuse_evictions(self, times: int = 1) -> None:
         """Make the next ``times`` evictions answer 429 as if a PDB refused them."""
@@ -89,6 +107,9 @@ class Faults:
     def clear_faults(self) -> None:
         self._faults.clear()
         self._delays.clear()
+        for _, opened in self._holds:
+            opened.set()
+        self._holds.clear()
         self._refuse_evictions = 0
 
     def count(self, method: str | None = None, path_regex: str | None = None) -> int:

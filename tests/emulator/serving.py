@@ -71,6 +71,9 @@ class Serving:
         return record
 
     async def _apply_delays(self, path: str) -> None:
+        for pattern, opened in list(self._holds):
+            if pattern.search(path):
+                await opened.wait()
         total = sum(s for pattern, s in self._delays if pattern is None or pattern.search(path))
         if total > 0:
             await asyncio.sleep(total)

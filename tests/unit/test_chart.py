@@ -151,7 +151,7 @@ def test_values_yaml_is_valid_against_the_schema():
 
 
 def test_every_value_is_documented_in_the_chart_readme():
-    OPAQUE = ("resources", "podSecurityContext", "containerSecurityContext", "webhookTlsConfig",  # Kubernetes objects
+    OPAQUE = ("resources", "podSecurityContext", "containerSecurityContext",  # Kubernetes objects
               "backends", "nativeNamespaceSelector")  # maps of names the user picks
     readme = (CHART / "README.md").read_text()
 
@@ -475,9 +475,11 @@ def test_webhook_deployment(defaults):
     assert spread["topologyKey"] == "kubernetes.io/hostname" and spread["labelSelector"]["matchLabels"] == selector
     c = container(defaults, "webhook")
     assert c["image"] == "podgang:0.1.0"
-    assert c["ports"] == [{"name": "https", "containerPort": 9443, "protocol": "TCP"}]
+    assert c["ports"] == [{"name": "https", "containerPort": 9443, "protocol": "TCP"},
+                          {"name": "health", "containerPort": 8081, "protocol": "TCP"}]
+    # the probes on the health port, never behind admission traffic for a slot (issue 35)
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz"), ("startupProbe", "/healthz")):
-        assert c[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+        assert c[probe]["httpGet"] == {"path": path, "port": "health"}
     assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
     volumes = {v["name"]: v for v in pod["volumes"]}
     certs = next(m for m in c["volumeMounts"] if m["mountPath"] == "/certs")
@@ -488,6 +490,8 @@ def test_webhook_args(defaults):
     args = args_of(defaults, "webhook")
     assert args[0] == "webhook"
     assert flag_values(args, "--port") == ["9443"]
+    assert flag_values(args, "--health-port") == ["8081"]
+    assert flag_values(args, "--body-budget") == ["32Mi"]
     assert flag_values(args, "--cert-dir") == ["/certs"]
     assert flag_values(args, "--backend") == ["kai-scheduler=kai"]
     assert flag_values(args, "--exclude-namespace") == ["kube-system", NAMESPACE]
@@ -505,7 +509,8 @@ def test_webhook_args(defaults):
 
 def test_webhook_service_and_pdb(defaults):
     svc = one(defaults, "Service", f"{RELEASE}-webhook")
-    assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]
+    assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"},
+                                    {"name": "http-metrics", "port": 8081, "targetPort": "health", "protocol": "TCP"}]
     dep = deployment(defaults, "webhook")
     assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
     pdb = one(defaults, "PodDisruptionBudget")
@@ -981,9 +986,8 @@ def test_service_monitors(defaults):
         (endpoint,) = monitor["spec"]["endpoints"]
         assert endpoint["port"] in {p["name"] for p in matched[0]["spec"]["ports"]}
         assert endpoint["path"] == "/metrics"
-        assert set(endpoint) <= {"port", "path", "scheme", "interval", "scrapeTimeout", "tlsConfig"}
-    assert monitors[f"{RELEASE}-webhook"]["spec"]["endpoints"][0]["scheme"] == "https"
-    assert monitors[f"{RELEASE}-grouper"]["spec"]["endpoints"][0]["scheme"] == "http"
+        assert set(endpoint) == {"port", "path", "scheme", "interval", "scrapeTimeout"}
+        assert endpoint["scheme"] == "http"  # both on a plain-HTTP port of their own
 
 
 # --------------------------------------------------------------------------- other values

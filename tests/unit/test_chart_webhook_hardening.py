@@ -68,13 +68,13 @@ def test_the_network_policies_admit_only_the_listed_peers():
     assert webhook["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "webhook"
     assert webhook["ingress"] == [
         {"from": APISERVER, "ports": [{"port": "https", "protocol": "TCP"}]},
-        {"from": PROMETHEUS, "ports": [{"port": "https", "protocol": "TCP"}]},
+        {"from": PROMETHEUS, "ports": [{"port": "health", "protocol": "TCP"}]},
     ]
     grouper = found[f"{RELEASE}-grouper"]["spec"]
     assert grouper["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "grouper"
     assert grouper["ingress"] == [{"from": PROMETHEUS, "ports": [{"port": "http-metrics", "protocol": "TCP"}]}]
     # the named ports exist on the containers they select
-    for component, port in (("webhook", "https"), ("grouper", "http-metrics")):
+    for component, port in (("webhook", "https"), ("webhook", "health"), ("grouper", "http-metrics")):
         deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == f"{RELEASE}-{component}")
         assert port in [p["name"] for p in deployment["spec"]["template"]["spec"]["containers"][0]["ports"]]
 
