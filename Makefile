@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: run test test-fast reference docs bench-webhook bench-slow-clients bench-grouper bench-vs-kai clean
+.PHONY: run test test-fast reference docs bench-webhook bench-slow-clients bench-fast-flood bench-grouper bench-vs-kai clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ bench-webhook: $(BIN)/.installed
 # 3,000 TLS clients trickling their bodies while reviews keep coming: RSS and answers (bench/README.md).
 bench-slow-clients: $(BIN)/.installed
 	$(BIN)/python bench/webhook/slow_clients.py
+
+# 100 TLS clients sending 3 MiB bodies at full speed (held, then whole) while reviews keep
+# coming: RSS, the reviews' latency, what was shed (bench/README.md).
+bench-fast-flood: $(BIN)/.installed
+	$(BIN)/python bench/webhook/fast_flood.py
 
 # The grouper against the HTTP API emulator: 10,000 and 100,000 pods side by side (see bench/README.md).
 bench-grouper: $(BIN)/.installed

@@ -404,7 +404,7 @@ def metrics_page() -> str:
            "the client library's `*_created` series are turned off. The last column names the alerts of the",
            "chart's PrometheusRule (`prometheusRule.enabled`) that read the metric; what they mean and how",
            "to turn them on: [Metrics, dashboard and alerts](../operate/metrics.md).", ""]
-    for title, where, metrics in (("Webhook", "`GET /metrics` on its HTTPS port", WebhookMetrics()),
+    for title, where, metrics in (("Webhook", "`GET /metrics` on its health port, `--health-port` (8081 in the chart)", WebhookMetrics()),
                                   ("Grouper", "`GET /metrics` on `--metrics-port` (8080)", GrouperMetrics())):
         out += [f"## {title}", "", f"Served at {where}.", "", "| metric | type | labels | meaning | alerts |",
                 "|---|---|---|---|---|"]

@@ -26,8 +26,8 @@ sys.path.insert(0, str(ROOT))
 
 import aiohttp  # noqa: E402
 
-from tests.webhook_processes import rss_mb, trickling_client, webhook_process  # noqa: E402
-from tests.webhook_support import DEPLOYMENT_UID, group_after, owned_pod_review  # noqa: E402
+from tests.webhook_processes import (ApiserverReviews, closed_by_webhook, rss_mb, trickling_client,  # noqa: E402
+                                     webhook_process)
 
 OUT = ROOT / "bench" / "out"
 
@@ -37,24 +37,9 @@ async def main(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="podgang-slow-"))
     async with webhook_process(work, *args.webhook_arg) as (wh, port, ctx):
         pid = wh.proc.pid
-        url = f"https://127.0.0.1:{port}/mutate-pods?timeout=5s"
-        latencies: list[float] = []
-        failures: list[str] = []
         async with aiohttp.ClientSession() as session:
-
-            async def review(i: int) -> None:
-                started = time.perf_counter()
-                try:
-                    async with session.post(url, json=owned_pod_review(i), ssl=ctx, timeout=aiohttp.ClientTimeout(total=10)) as resp:
-                        answer = await resp.json()
-                    assert resp.status == 200 and group_after(owned_pod_review(i), answer["response"]) == f"pg-web-{DEPLOYMENT_UID}"
-                    latencies.append((time.perf_counter() - started) * 1000)
-                except Exception as exc:  # counted and reported, the run goes on
-                    failures.append(f"{type(exc).__name__}: {exc}"[:200])
-
-            for i in range(50):
-                await review(i)
-            latencies.clear()
+            reviews = ApiserverReviews(session, port, ctx)
+            await reviews.warm()
             before = rss_mb(pid)
             peak = before
             cut: list[int] = []
@@ -65,35 +50,26 @@ async def main(args: argparse.Namespace) -> int:
             n = 0
             next_report = began + 5
             while time.monotonic() < stop_at:
-                await review(1000 + n)
+                await reviews.review(1000 + n)
                 n += 1
                 peak = max(peak, rss_mb(pid))
                 if time.monotonic() >= next_report:
                     next_report += 5
                     print(f"[slow-clients] {time.monotonic() - began:4.0f}s RSS {rss_mb(pid):.0f} MB, cut {len(cut)}, "
-                          f"reviews {len(latencies)} ok / {len(failures)} failed", file=sys.stderr)
+                          f"reviews {len(reviews.latencies)} ok / {len(reviews.failures)} failed", file=sys.stderr)
                 await asyncio.sleep(0.02)
             await asyncio.wait_for(asyncio.gather(*flood), 60)
             end = rss_mb(pid)
             async with session.get(f"https://127.0.0.1:{port}/metrics", ssl=ctx) as resp:
                 metrics = await resp.text()
-    closed = {line.split('reason="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1])
-              for line in metrics.splitlines() if line.startswith("podgang_webhook_connections_closed_total{")}
-    latencies.sort()
     report = {
         "clients": args.clients,
         "duration_s": args.duration,
         "webhook_args": args.webhook_arg,
         "rss_mb": {"before": round(before, 1), "peak": round(peak, 1), "end": round(end, 1)},
-        "reviews": {
-            "answered": len(latencies),
-            "failed": len(failures),
-            "p50_ms": round(latencies[len(latencies) // 2], 2) if latencies else None,
-            "p99_ms": round(latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))], 2) if latencies else None,
-            "first_failures": failures[:5],
-        },
+        "reviews": reviews.report(),
         "slow_connections_cut_seen_by_clients": len(cut),
-        "closed_by_webhook": closed,
+        "closed_by_webhook": closed_by_webhook(metrics),
     }
     (OUT / "slow-clients.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
