@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import random
@@ -28,6 +27,7 @@ from typing import Any, Callable, Mapping
 
 from podgang.api import Api, ApiError, Gone, NotFound
 from podgang.kinds import Resource
+from podgang.waits import event_set_within
 
 from podgang.gang import Obj, is_newer, key_of, resource_version
 
@@ -186,8 +186,7 @@ class Informer:
                 old = self.store.pop(key)
                 self.handler(self.resource.kind, old, None)
         self.synced.set()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._probe.wait(), self.absent_probe_interval)
+        await event_set_within(self._probe, self.absent_probe_interval)
         # asked for by an event: not more often than every probe_spacing, however many ask
         await asyncio.sleep(max(0.0, self._probed_at + self.probe_spacing - time.monotonic()))
         self._probe.clear()

@@ -21,6 +21,7 @@ from cryptography import x509
 from podgang.api import Api, Forbidden, Gone
 from podgang.certs import pki
 from podgang.certs import kube as cert_store
+from podgang.waits import event_set_within
 
 log = logging.getLogger("podgang.webhook")
 
@@ -113,14 +114,8 @@ class CertificateKeeper:
             await self._until_due(wait)
 
     async def _until_due(self, seconds: float) -> None:
-        """``seconds``, or less when the Secret changes meanwhile. Not ``asyncio.wait_for``:
-        on Python 3.11 it swallows a cancellation that comes as the event is set, and the
-        keeper then outlived the server's stop (seen as a hung test)."""
-        changed = asyncio.ensure_future(self.changed.wait())
-        try:
-            await asyncio.wait({changed}, timeout=seconds)
-        finally:
-            changed.cancel()
+        """``seconds``, or less when the Secret changes meanwhile."""
+        await event_set_within(self.changed, seconds)
 
     async def follow_secret(self) -> None:
         """Wake the check whenever the Secret changes, so that every replica serves a renewed

@@ -51,6 +51,7 @@ from typing import Callable, Protocol
 
 from podgang import rules
 from podgang.metrics import WebhookMetrics
+from podgang.waits import event_set_within
 
 log = logging.getLogger("podgang.webhook")
 
@@ -290,9 +291,7 @@ class Listener:
         while table.open and loop.time() < deadline:  # handshakes included
             table.room.clear()
             table.accept_waiting = True  # release() wakes this wait as connections go
-            try:
-                await asyncio.wait_for(table.room.wait(), deadline - loop.time())
-            except asyncio.TimeoutError:
+            if not await event_set_within(table.room, deadline - loop.time()):
                 break
         for connection in list(table.connections):
             connection.drop("shutdown")
@@ -314,11 +313,7 @@ class Listener:
                     table.room.clear()
                     table.accept_waiting = True
                     # an idle connection becomes evictable in time, unannounced: look again then
-                    waiting = asyncio.ensure_future(table.room.wait())
-                    try:
-                        await asyncio.wait([waiting], timeout=IDLE_EVICTABLE / 4 if table.idle else None)
-                    finally:
-                        waiting.cancel()
+                    await event_set_within(table.room, IDLE_EVICTABLE / 4 if table.idle else None)
             except asyncio.CancelledError:  # stopping: this socket was never handed over
                 sock.close()
                 raise
