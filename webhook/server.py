@@ -41,7 +41,7 @@ from podgang.webhook.connections import ConnectionLimits, ConnectionTable, Liste
 from podgang.webhook.decisions import DecisionLog, stderr_stream
 from podgang.webhook.http import BodyTooLarge, Request, Response, connection_factory
 from podgang.webhook.owners import OwnerCache
-from podgang.webhook.podgroups import PodGroups
+from podgang.webhook.podgroups import CreationBudget, PodGroups
 from podgang.webhook.tls import ServingCertificate
 
 log = logging.getLogger("podgang.webhook")
@@ -73,6 +73,9 @@ class WebhookConfig:
     cert_check_interval: float = 3600.0
     # slow or too many clients (see webhook.connections)
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    # PodGroups created at admission: at most this many per namespace per window (None: no bound)
+    podgroup_budget: int | None = 30
+    podgroup_budget_window: float = 60.0
 
 
 class WebhookServer:
@@ -98,7 +101,9 @@ class WebhookServer:
             roles=lambda owner: rules.own_subgroup_names(owner, self.settings),
             keep_annotations=(self.settings.min_available_annotation, self.settings.min_member_annotation),
         )
-        self.podgroups = PodGroups(self.api, self.settings, self.metrics)
+        budget = (CreationBudget(config.podgroup_budget, config.podgroup_budget_window)
+                  if config.podgroup_budget is not None else None)
+        self.podgroups = PodGroups(self.api, self.settings, self.metrics, budget=budget)
         self.events: EventSink | None = None
         if api_client is not None:
             self.events = EventSink(EventRecorder(api_client, "webhook", timeout=config.api_timeout),
