@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(serve, "--port", default=9443, type=port, help="HTTPS port (0: any free port)")
     add_flag(serve, "--bind-address", default="0.0.0.0", help="address to listen on")
     add_flag(serve, "--cert-dir", default="/etc/podgang/tls", help="directory holding tls.crt and tls.key (re-read when they change)")
+    add_flag(serve, "--client-ca-file", default=None, help="require a client certificate signed by a CA in this PEM file on the HTTPS port (the apiserver's, from its AdmissionConfiguration); re-read when it changes; unset: any client")
     add_flag(serve, "--cert-poll-interval", default=1.0, type=duration, help="how often to check the certificate files")
     add_flag(serve, "--shutdown-timeout", default=15.0, type=duration, help="on SIGTERM, how long requests in flight may take")
     clients = parser.add_argument_group("slow and surplus clients (keep the timeouts below the webhook configurations' timeoutSeconds)")
@@ -101,6 +102,7 @@ def config_from_args(args: argparse.Namespace) -> WebhookConfig:
         host=args.bind_address,
         port=args.port,
         cert_dir=args.cert_dir,
+        client_ca_file=args.client_ca_file or None,
         settings=settings,
         api_timeout=args.api_timeout,
         owner_cache_size=args.owner_cache_size,

@@ -56,6 +56,7 @@ class WebhookConfig:
     host: str = "0.0.0.0"
     port: int = 9443
     cert_dir: str = "/etc/podgang/tls"
+    client_ca_file: str | None = None  # require client certificates this CA signed (None: any client)
     settings: Settings = DEFAULT
     api_timeout: float = 2.0
     owner_cache_size: int = 10_000
@@ -134,7 +135,7 @@ class WebhookServer:
             self.events.start()
         for backend in self.settings.enabled_backends:
             self.podgroups.facts.get(backend)  # listed in the background from the start
-        self.certificate = ServingCertificate(self.config.cert_dir, self.metrics)
+        self.certificate = ServingCertificate(self.config.cert_dir, self.metrics, client_ca=self.config.client_ca_file)
         self.connections = ConnectionTable(self.config.limits, self.metrics)
         listener = Listener(
             self.config.host,
@@ -159,6 +160,7 @@ class WebhookServer:
                 "fields": {
                     "address": f"{self.config.host}:{self.port}",
                     "cert_dir": self.config.cert_dir,
+                    "client_ca_file": self.config.client_ca_file,
                     "certificate_loaded": self.certificate.loaded,
                     "backends": {name: backend.name for name, backend in self.settings.backends},
                     "excluded_namespaces": list(self.settings.excluded_namespaces),
