@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import os
 import socket
 import ssl
@@ -15,32 +14,10 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from podgang.certs import pki
 from podgang.webhook import cli
-from tests.webhook_support import eventually, running_webhook
-
-
-def client_pair(directory: Path, ca: tuple[x509.Certificate, object], name: str = "kube-apiserver") -> tuple[Path, Path]:
-    """A client certificate (ExtendedKeyUsage clientAuth, as the apiserver's must carry) signed by ``ca``."""
-    ca_cert, ca_key = ca
-    key = pki.new_key()
-    now = pki.utcnow()
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
-            .issuer_name(ca_cert.subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    directory.mkdir(parents=True, exist_ok=True)
-    cert_file, key_file = directory / "client.crt", directory / "client.key"
-    cert_file.write_bytes(pki.cert_pem(cert))
-    key_file.write_bytes(pki.key_pem(key))
-    return cert_file, key_file
+from tests.webhook_support import client_pair, eventually, running_webhook
 
 
 def write_ca(path: Path, ca: tuple[x509.Certificate, object]) -> None:
