@@ -19,7 +19,7 @@ import yaml
 
 from podgang.grouper import cli as grouper_cli
 from podgang.webhook import cli as webhook_cli
-from tests.chart_support import render as render_chart, render_files
+from tests.chart_support import NOTES, render as render_chart, render_files
 from tests.paths import ROOT
 
 CHART = ROOT / "charts" / "podgang"
@@ -68,8 +68,9 @@ def test_the_network_policy_is_on_by_default_and_says_when_the_api_server_is_unk
         {"ports": [{"port": "https", "protocol": "TCP"}]},
         {"from": [{"namespaceSelector": {}}], "ports": [{"port": 8081, "protocol": "TCP"}]},
     ]
-    text = render_files({}, RELEASE, NAMESPACE)["podgang/templates/networkpolicy.yaml"]
-    assert "NONE WAS KNOWN" in text and "networkPolicy.apiserver.cidrs" in text
+    files = render_files({}, RELEASE, NAMESPACE)
+    assert "NONE WAS KNOWN" in files["podgang/templates/networkpolicy.yaml"]
+    assert "HTTPS port is open to every pod. Set networkPolicy.apiserver.cidrs" in files[NOTES]
 
 
 def test_the_https_port_admits_the_api_server_cidrs_and_the_listed_peers_only():
@@ -81,8 +82,9 @@ def test_the_https_port_admits_the_api_server_cidrs_and_the_listed_peers_only():
     https = policy["spec"]["ingress"][0]
     assert https["ports"] == [{"port": "https", "protocol": "TCP"}]
     assert https["from"] == [{"ipBlock": {"cidr": "10.0.0.10/32"}}, {"ipBlock": {"cidr": "fd00::10/128"}}, peer]
-    text = render_files({"networkPolicy": {"apiserver": {"cidrs": ["10.0.0.10/32"]}}}, RELEASE, NAMESPACE)
-    assert "NONE WAS KNOWN" not in text["podgang/templates/networkpolicy.yaml"]
+    files = render_files({"networkPolicy": {"apiserver": {"cidrs": ["10.0.0.10/32"]}}}, RELEASE, NAMESPACE)
+    assert "NONE WAS KNOWN" not in files["podgang/templates/networkpolicy.yaml"]
+    assert "open to every pod" not in files[NOTES]
 
 
 @pytest.mark.parametrize("cidr", ["10.0.0.10", "10.0.0.0/8,10.1.0.0/16", "any", ""])
