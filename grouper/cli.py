@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                   "per group: annotation podgang.io/staleness-grace-period")
     add_flag(parser, "--orphan-timeout", type=duration, default=120.0,
              help="delete a podgang PodGroup whose pod never appeared after this long (e.g. 2m)")
+    add_flag(parser, "--admission-orphan-timeout", type=duration, default=30.0,
+             help="delete a PodGroup the webhook created at admission (annotated podgang.io/created-by-admission) "
+                  "that no pod has named after this long (e.g. 30s; at most --orphan-timeout)")
     add_flag(parser, "--leader-elect", switch=True, default=False,
              help="run one active replica: hold a coordination.k8s.io/v1 Lease while reconciling")
     add_flag(parser, "--leader-election-name", default="podgang-grouper", help="name of the Lease")
@@ -97,6 +100,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         excluded_namespaces=tuple(excluded),
         staleness_grace_period=float(args.staleness_grace_period),
         orphan_timeout=float(args.orphan_timeout),
+        admission_orphan_timeout=float(args.admission_orphan_timeout),
         **kai_version_settings(args),
     )
 
@@ -179,7 +183,8 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
         "namespaces": list(options.namespaces) or "all", "excluded": list(settings.excluded_namespaces),
         "backends": {name: backend.name for name, backend in settings.backends},
         "namespace_selector": options.namespace_selector or "all", "grace_s": settings.staleness_grace_period,
-        "orphan_timeout_s": settings.orphan_timeout, "leader_elect": bool(args.leader_elect), "identity": identity}})
+        "orphan_timeout_s": settings.orphan_timeout, "admission_orphan_timeout_s": settings.admission_orphan_timeout,
+        "leader_elect": bool(args.leader_elect), "identity": identity}})
 
     def leading(flag: bool) -> None:
         metrics.leader.set(1 if flag else 0)

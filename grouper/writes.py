@@ -18,7 +18,8 @@ from podgang.objects import is_terminating
 from podgang.gang import stale
 from podgang.grouper.gangs import GROUP
 from podgang.gang import Obj, resource_version, split_key
-from podgang.gang import Desired, Write, describe_change, is_managed, is_orphan_candidate, retired_by
+from podgang.gang import (Desired, Write, describe_change, is_managed, is_orphan_candidate, orphan_timeout,
+                          retired_by)
 
 log = logging.getLogger("podgang.grouper")
 
@@ -219,7 +220,7 @@ class Writes:
         if created is not None:
             # the younger of the two ages: never delete early because of clock skew
             age = min(age, max(self.wall() - created, 0.0))
-        timeout = self.settings.orphan_timeout
+        timeout = orphan_timeout(actual, self.settings)
         if age < timeout:
             self.queue.add((GROUP, key), timeout - age + 0.05)
             return

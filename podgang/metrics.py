@@ -94,6 +94,12 @@ class WebhookMetrics(ProcessMetrics):
             "podgang_webhook_podgroups_created", "PodGroups created for owner-less pods, by kind of group.",
             ["source"], registry=r,
         ).labels(source=OWNER_LESS)
+        self.podgroups_over_budget = Counter(
+            "podgang_webhook_podgroups_over_budget",
+            "Owner-less pods admitted without creating their PodGroup: their namespace's budget of groups "
+            "created by admission was spent (--podgroup-budget); the grouper creates it once the pod exists.",
+            registry=r,
+        )
         self.podgroups_reused = Counter(
             "podgang_webhook_podgroups_reused",
             "Owner-less pods joining a PodGroup podgang already manages.",

@@ -63,6 +63,10 @@ class Settings:
     #: written on a PodGroup, `podgang`: podgang created it and may change or delete it
     managed_by_label: str = "podgang.io/managed-by"
     managed_by_value: str = "podgang"
+    #: written on a PodGroup the webhook created at admission for an owner-less pod, `"true"`:
+    #: until its pod is seen and adopts it, the grouper deletes it after `--admission-orphan-timeout`
+    #: (30s) rather than `--orphan-timeout`
+    admission_created_annotation: str = "podgang.io/created-by-admission"
     # the field managers podgang's writes are recorded under (metadata.managedFields):
     # a PodGroup's size written by any other manager is someone else fighting podgang
     grouper_field_manager: str = "podgang-grouper"
@@ -86,6 +90,7 @@ class Settings:
     # timing (seconds)
     staleness_grace_period: float = 60.0
     orphan_timeout: float = 120.0
+    admission_orphan_timeout: float = 30.0  # a group the webhook made (admission_created_annotation)
 
     def with_changes(self, **changes) -> "Settings":
         return replace(self, **changes)

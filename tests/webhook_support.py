@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import datetime as dt
 import http.client
 import json
 import os
@@ -22,8 +23,11 @@ from typing import Any, AsyncIterator, Callable
 import aiohttp
 import jsonpatch
 from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from podgang.backends import KAI
+from podgang.certs import pki
 from podgang.settings import DEFAULT, Settings
 from podgang.webhook.server import WebhookConfig, WebhookServer
 
@@ -160,6 +164,26 @@ def handshake(port: int, ctx: ssl.SSLContext, *, host: str = "127.0.0.1") -> tup
     with socket.create_connection((host, port), timeout=5) as raw:
         with ctx.wrap_socket(raw, server_hostname=host) as tls:
             return tls.version(), tls.getpeercert(binary_form=True)
+
+
+def client_pair(directory: Path, ca: tuple[x509.Certificate, Any], name: str = "kube-apiserver") -> tuple[Path, Path]:
+    """A client certificate (ExtendedKeyUsage clientAuth, as the apiserver's must carry) signed by ``ca``."""
+    ca_cert, ca_key = ca
+    key = pki.new_key()
+    now = pki.utcnow()
+    cert = (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_cert.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_file, key_file = directory / "client.crt", directory / "client.key"
+    cert_file.write_bytes(pki.cert_pem(cert))
+    key_file.write_bytes(pki.key_pem(key))
+    return cert_file, key_file
 
 
 async def peer_certificate(port: int, ca_file: Path | str, *, host: str = "127.0.0.1") -> x509.Certificate:

@@ -561,7 +561,7 @@ class Admission:
                 verdict.group = name
                 verdict.reason += f"; joined PodGroup {name}, which podgang already manages"
                 break
-            if result.outcome is Outcome.FAILED:
+            if result.outcome in (Outcome.FAILED, Outcome.OVER_BUDGET):
                 verdict.group = name
                 verdict.verdict = "degraded"
                 verdict.reason += f"; PodGroup {name} not created (the grouper creates it): {result.detail}"

@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(serve, "--bind-address", default="0.0.0.0", help="address to listen on")
     add_flag(serve, "--health-port", default=None, type=port, help="plain-HTTP port of /healthz, /readyz and /metrics, with connections of its own: a flood of the HTTPS port cannot fail the probes (0: any free port; unset: only on the HTTPS port)")
     add_flag(serve, "--cert-dir", default="/etc/podgang/tls", help="directory holding tls.crt and tls.key (re-read when they change)")
+    add_flag(serve, "--client-ca-file", default=None, help="require a client certificate signed by a CA in this PEM file on the HTTPS port (the apiserver's, from its AdmissionConfiguration); re-read when it changes; unset: any client")
     add_flag(serve, "--cert-poll-interval", default=1.0, type=duration, help="how often to check the certificate files")
     add_flag(serve, "--shutdown-timeout", default=15.0, type=duration, help="on SIGTERM, how long requests in flight may take")
     clients = parser.add_argument_group("slow and surplus clients (keep the timeouts below the webhook configurations' timeoutSeconds)")
@@ -47,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(api, "--api-timeout", default=2.0, type=duration, help="timeout of each API call (owner look-up, PodGroup creation)")
     add_flag(api, "--owner-cache-size", default=10_000, type=int, help="owners kept in the look-up cache")
     add_flag(api, "--owner-cache-ttl", default=300.0, type=duration, help="how long a looked-up owner is trusted")
+    budget = parser.add_argument_group("PodGroups created at admission (a side effect on behalf of whoever sends a review)")
+    add_flag(budget, "--podgroup-budget", default=30, type=int, help="PodGroups this replica creates for owner-less pods in one namespace within --podgroup-budget-window; beyond it the pod is patched and the grouper creates its group (0: never at admission)")
+    add_flag(budget, "--podgroup-budget-window", default=60.0, type=duration, help="the sliding window of --podgroup-budget")
     certs = parser.add_argument_group("self-managed certificates")
     add_flag(certs, "--manage-certs", default=False, switch=True, help="create/rotate the serving certificate in a Secret, inject caBundle, write the files to --cert-dir")
     add_flag(certs, "--namespace", default=own_namespace(), help="podgang's namespace (Secret and Service live here; always excluded)")
@@ -73,6 +77,9 @@ def _choice_problem(args: argparse.Namespace) -> str | None:
         if value not in allowed:
             env = "PODGANG_" + flag.lstrip("-").replace("-", "_").upper()
             return f"podgang webhook: error: {flag} ({env}) {value!r}: expected one of {', '.join(allowed)}"
+    if args.podgroup_budget < 0 or args.podgroup_budget_window <= 0:
+        return ("podgang webhook: error: --podgroup-budget (PODGANG_PODGROUP_BUDGET) must be 0 or more and "
+                "--podgroup-budget-window (PODGANG_PODGROUP_BUDGET_WINDOW) above 0")
     problem = _limits(args).problem()
     return f"podgang webhook: error: {problem}" if problem else None
 
@@ -99,6 +106,7 @@ def config_from_args(args: argparse.Namespace) -> WebhookConfig:
         port=args.port,
         health_port=args.health_port,
         cert_dir=args.cert_dir,
+        client_ca_file=args.client_ca_file or None,
         settings=settings,
         api_timeout=args.api_timeout,
         owner_cache_size=args.owner_cache_size,
@@ -114,6 +122,8 @@ def config_from_args(args: argparse.Namespace) -> WebhookConfig:
         validating_webhook_configs=list(args.validating_webhook_config),
         cert_check_interval=args.cert_check_interval,
         limits=_limits(args),
+        podgroup_budget=args.podgroup_budget,
+        podgroup_budget_window=args.podgroup_budget_window,
     )
 
 

@@ -1,7 +1,12 @@
 """PodGroups the webhook touches: it creates the group of an owner-less pod (in the
-backend's spelling, labelled as podgang's, minMember 1, no ownerReference: the pod has no uid
-yet, the grouper adopts the group once the pod exists), and checks that a
-hand-made group a pod names exists.
+backend's spelling, labelled as podgang's and marked as made by admission, minMember 1, no
+ownerReference: the pod has no uid yet, the grouper adopts the group once the pod exists), and
+checks that a hand-made group a pod names exists.
+
+Creating is a side effect of admission, on behalf of whoever sent the review: each namespace
+has a budget of groups created a window (:class:`CreationBudget`, per replica); beyond it the
+pod is still patched and the grouper creates its group once the pod exists. A group made by
+admission that no pod ever names is deleted by the grouper after ``--admission-orphan-timeout``.
 
 A PodGroup podgang does not manage is never changed: the caller picks another name.
 """
@@ -12,7 +17,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -20,7 +25,9 @@ from podgang import feasibility, rules
 from podgang.api import Api, ApiError, Conflict, NotFound
 from podgang.backends import Backend
 from podgang.backends.base import GangSource, gang_spec
+from podgang.gang.stale import format_duration
 from podgang.metrics import WebhookMetrics
+from podgang.objects import clip
 from podgang.settings import Settings
 from podgang.webhook.facts import ClusterFactsCache
 
@@ -32,6 +39,56 @@ class Outcome(enum.Enum):
     REUSED = "reused"  # exists and podgang manages it
     TAKEN = "taken"  # exists and podgang does not manage it: use another name
     FAILED = "failed"  # the API failed; the grouper creates it later
+    OVER_BUDGET = "over-budget"  # the namespace's budget is spent: not tried, the grouper creates it later
+
+
+BUDGET_LOG_INTERVAL = 10.0  # seconds between two log lines about spent budgets (the metric counts each)
+BUDGET_NAMESPACES = 10_000  # namespaces whose spending is remembered at once (the oldest is forgotten)
+
+
+class CreationBudget:
+    """How many PodGroups admission may create in one namespace: at most ``limit`` in any
+    ``window`` seconds (a sliding window, per replica; 0: none at all). A slot is taken before
+    the create is sent and given back when no group was created (it existed, or the API failed).
+
+    Memory: at most ``limit`` timestamps for each namespace that created a group within the
+    window, and at most :data:`BUDGET_NAMESPACES` namespaces.
+    """
+
+    def __init__(self, limit: int, window: float, *, clock: Callable[[], float] = time.monotonic):
+        self.limit = max(0, int(limit))
+        self.window = float(window)
+        self.clock = clock
+        self._spent: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def take(self, namespace: str) -> float | None:
+        """Take a slot: None when taken, else the seconds until one is free again."""
+        if self.limit == 0:
+            return self.window
+        now = self.clock()
+        times = self._spent.get(namespace)
+        if times is None:
+            times = self._spent[namespace] = deque()
+            while len(self._spent) > BUDGET_NAMESPACES:
+                self._spent.popitem(last=False)
+        self._spent.move_to_end(namespace)
+        while times and times[0] <= now - self.window:
+            times.popleft()
+        if len(times) >= self.limit:
+            return times[0] + self.window - now
+        times.append(now)
+        return None
+
+    def give_back(self, namespace: str) -> None:
+        """Return the slot last taken in ``namespace`` (no group was created with it)."""
+        times = self._spent.get(namespace)
+        if times:
+            times.pop()
+        if not times:
+            self._spent.pop(namespace, None)
+
+    def describe(self) -> str:
+        return f"{self.limit} PodGroup{'s' if self.limit != 1 else ''} a namespace per {format_duration(self.window)}"
 
 
 @dataclass(frozen=True)
@@ -60,8 +117,10 @@ class PodGroups:
         missing_ttl: float = 5.0,
         max_size: int = 10_000,
         clock: Callable[[], float] = time.monotonic,
+        budget: CreationBudget | None = None,
     ):
         self.api = api
+        self.budget = budget  # None: no bound
         self.facts = ClusterFactsCache(api)
         self.settings = settings
         self.metrics = metrics
@@ -73,6 +132,8 @@ class PodGroups:
         # the subgroups an existing group lists, as last read (empty: none)
         self._subgroups: dict[tuple[str, str, str], frozenset[str]] = {}
         self._inflight: dict[tuple[str, str, str], asyncio.Future] = {}
+        self._budget_said = -BUDGET_LOG_INTERVAL  # when a spent budget was last logged
+        self._budget_unsaid = 0  # pods over budget since then
 
     def is_managed(self, podgroup: Any) -> bool:
         labels = ((podgroup or {}).get("metadata") or {}).get("labels") or {}
@@ -100,9 +161,12 @@ class PodGroups:
 
     def manifest_for_owner_less(self, namespace: str, name: str, backend: Backend,
                                 options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The group of one of an owner-less pod, with the backend's settings (:meth:`options_for`)."""
+        """The group of one of an owner-less pod, with the backend's settings (:meth:`options_for`),
+        marked as made by admission (the grouper deletes it sooner if no pod ever names it)."""
+        options = dict(options or {})
+        annotations = {**(options.pop("annotations", None) or {}), self.settings.admission_created_annotation: "true"}
         return backend.build_podgroup(gang_spec(name, namespace, 1, labels=self.settings.managed_labels,
-                                                options=options or {}))
+                                                options=options, annotations=annotations))
 
     async def create_for_pod(
         self, namespace: str, name: str, backend: Backend, *, options: Mapping[str, Any] | None = None,
@@ -117,14 +181,22 @@ class PodGroups:
         left = timeout if callable(timeout) else (lambda: timeout)
         if self.api is None:
             return CreateResult(Outcome.FAILED, "no Kubernetes API access configured")
+        if self.budget is not None:
+            wait = self.budget.take(namespace)
+            if wait is not None:
+                return self._over_budget(namespace, name, wait)
         body = self.manifest_for_owner_less(namespace, name, backend, options)
         try:
             created = await self.api.create(backend.podgroup.path(namespace), body, timeout=left())
         except Conflict:
-            pass  # it exists: ours to reuse, or someone else's?
+            self._give_back(namespace)  # it exists: ours to reuse, or someone else's?
         except ApiError as exc:
+            self._give_back(namespace)
             self.metrics.api_error("create_podgroup", exc.status or None)
             return CreateResult(Outcome.FAILED, f"create {name}: {exc}" if exc.status else str(exc))
+        except BaseException:
+            self._give_back(namespace)
+            raise
         else:
             self.metrics.podgroups_created.inc()
             self._remember((namespace, name, backend.name), Existence.EXISTS)
@@ -143,6 +215,27 @@ class PodGroups:
             Outcome.TAKEN,
             f"PodGroup {name} exists and is not labelled {self.settings.managed_by_label}={self.settings.managed_by_value}",
         )
+
+    def _give_back(self, namespace: str) -> None:
+        if self.budget is not None:
+            self.budget.give_back(namespace)
+
+    def _over_budget(self, namespace: str, name: str, wait: float) -> CreateResult:
+        """Not created: the namespace's budget is spent. Counted each time, logged at most once
+        per :data:`BUDGET_LOG_INTERVAL` (with how many were not said since)."""
+        assert self.budget is not None
+        self.metrics.podgroups_over_budget.inc()
+        detail = (f"the namespace's budget of PodGroups created by admission is spent "
+                  f"({self.budget.describe()}, per webhook replica; the next in {wait:.1f}s)")
+        self._budget_unsaid += 1
+        now = self.clock()
+        if now - self._budget_said >= BUDGET_LOG_INTERVAL:
+            log.warning("PodGroup not created at admission: budget spent", extra={"fields": {
+                "namespace": clip(namespace), "group": clip(name), "budget": self.budget.describe(),
+                "over_budget_since_last_line": self._budget_unsaid,
+                "then": "the pod is patched; the grouper creates its group once the pod exists"}})
+            self._budget_said, self._budget_unsaid = now, 0
+        return CreateResult(Outcome.OVER_BUDGET, detail)
 
     async def exists(self, namespace: str, name: str, backend: Backend, *,
                      timeout: float | None = None) -> tuple[Existence, str]:

@@ -41,7 +41,7 @@ from podgang.webhook.connections import MAX_BODY, ConnectionLimits, ConnectionTa
 from podgang.webhook.decisions import DecisionLog, stderr_stream
 from podgang.webhook.http import BodyTooLarge, Request, Response, connection_factory
 from podgang.webhook.owners import OwnerCache
-from podgang.webhook.podgroups import PodGroups
+from podgang.webhook.podgroups import CreationBudget, PodGroups
 from podgang.webhook.tls import ServingCertificate
 
 log = logging.getLogger("podgang.webhook")
@@ -59,6 +59,7 @@ class WebhookConfig:
     port: int = 9443
     health_port: int | None = None  # plain HTTP for the probes and /metrics; None: not served
     cert_dir: str = "/etc/podgang/tls"
+    client_ca_file: str | None = None  # require client certificates this CA signed (None: any client)
     settings: Settings = DEFAULT
     api_timeout: float = 2.0
     owner_cache_size: int = 10_000
@@ -76,6 +77,9 @@ class WebhookConfig:
     cert_check_interval: float = 3600.0
     # slow or too many clients (see webhook.connections)
     limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    # PodGroups created at admission: at most this many per namespace per window (None: no bound)
+    podgroup_budget: int | None = 30
+    podgroup_budget_window: float = 60.0
 
 
 class WebhookServer:
@@ -101,7 +105,9 @@ class WebhookServer:
             roles=lambda owner: rules.own_subgroup_names(owner, self.settings),
             keep_annotations=(self.settings.min_available_annotation, self.settings.min_member_annotation),
         )
-        self.podgroups = PodGroups(self.api, self.settings, self.metrics)
+        budget = (CreationBudget(config.podgroup_budget, config.podgroup_budget_window)
+                  if config.podgroup_budget is not None else None)
+        self.podgroups = PodGroups(self.api, self.settings, self.metrics, budget=budget)
         self.events: EventSink | None = None
         if api_client is not None:
             self.events = EventSink(EventRecorder(api_client, "webhook", timeout=config.api_timeout),
@@ -134,7 +140,7 @@ class WebhookServer:
             self.events.start()
         for backend in self.settings.enabled_backends:
             self.podgroups.facts.get(backend)  # listed in the background from the start
-        self.certificate = ServingCertificate(self.config.cert_dir, self.metrics)
+        self.certificate = ServingCertificate(self.config.cert_dir, self.metrics, client_ca=self.config.client_ca_file)
         self.connections = ConnectionTable(self.config.limits, self.metrics)
         listener = Listener(
             self.config.host,
@@ -171,6 +177,7 @@ class WebhookServer:
                     "address": f"{self.config.host}:{self.port}",
                     "health_address": f"{self.config.host}:{self.health_port}" if self.health_port is not None else None,
                     "cert_dir": self.config.cert_dir,
+                    "client_ca_file": self.config.client_ca_file,
                     "certificate_loaded": self.certificate.loaded,
                     "backends": {name: backend.name for name, backend in self.settings.backends},
                     "excluded_namespaces": list(self.settings.excluded_namespaces),

@@ -1,4 +1,5 @@
-"""The serving certificate: TLS 1.2 or newer, re-read when the files change.
+"""The serving certificate: TLS 1.2 or newer, re-read when the files change; and, when
+configured (``--client-ca-file``), the CA whose client certificates the webhook requires.
 
 The listening socket keeps one SSLContext for its whole life; each new handshake
 is switched (``sni_callback``) to the context holding the newest certificate, so
@@ -8,6 +9,13 @@ restart and connections already open are not disturbed.
 Until ``tls.crt`` and ``tls.key`` can be loaded, a throw-away self-signed
 certificate keeps the server answering ``/healthz`` (liveness) while ``/readyz``
 says what is missing.
+
+With a client CA, every handshake must present a client certificate that CA signed
+(the apiserver's, configured in its AdmissionConfiguration): a caller without one, or
+with one from another CA, is refused before any HTTP. The CA file is watched with the
+serving pair: a new CA takes effect for new handshakes. Until it can be read no client
+is accepted (the listening context requires a certificate and trusts nothing) and
+``/readyz`` says so: it fails closed.
 """
 
 from __future__ import annotations
@@ -48,11 +56,18 @@ def _signature(*paths: Path) -> Signature | None:
     return tuple(out)
 
 
-def new_server_context() -> ssl.SSLContext:
+def new_server_context(client_ca: str | os.PathLike | None = None, *, require_client: bool = False) -> ssl.SSLContext:
+    """The webhook's TLS server context (the one place it is built). ``client_ca``: trust
+    client certificates that CA file's CAs signed, and require one; ``require_client``:
+    require one even though no CA is loaded (no client is then accepted)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.options |= ssl.OP_NO_COMPRESSION
     ctx.set_alpn_protocols(["http/1.1"])
+    if client_ca is not None or require_client:
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    if client_ca is not None:
+        ctx.load_verify_locations(cafile=os.fspath(client_ca))
     return ctx
 
 
@@ -85,18 +100,22 @@ def _placeholder_files(directory: str) -> tuple[str, str]:
 class ServingCertificate:
     """The webhook's TLS identity, from ``cert_dir/tls.crt`` and ``cert_dir/tls.key``."""
 
-    def __init__(self, cert_dir: str | os.PathLike, metrics: WebhookMetrics | None = None):
+    def __init__(self, cert_dir: str | os.PathLike, metrics: WebhookMetrics | None = None, *,
+                 client_ca: str | os.PathLike | None = None):
         self.cert_dir = Path(cert_dir)
         self.cert_path = self.cert_dir / CERT_FILE
         self.key_path = self.cert_dir / KEY_FILE
+        self.client_ca_path = Path(client_ca) if client_ca else None
         self.metrics = metrics
-        self.loaded = False  # the real certificate is in use
-        self.problem = f"waiting for {self.cert_path} and {self.key_path}"
+        self.loaded = False  # the real certificate (and the client CA, if any) is in use
+        self.problem = self._waiting()
         self.not_after: dt.datetime | None = None
         self.serial: int | None = None
         self._signature: Signature | None = None
         self._current: ssl.SSLContext | None = None
-        self.context = new_server_context()  # the listening socket's context
+        # the listening socket's context; with a client CA it requires a client certificate
+        # from the start, and trusts none until the CA is loaded (the switch brings it)
+        self.context = new_server_context(require_client=self.client_ca_path is not None)
         self.context.sni_callback = self._choose_context
         loaded = False
         if self.reload():  # the same pair serves a handshake that skips the switch
@@ -115,22 +134,29 @@ class ServingCertificate:
             ssl_object.context = current
         return None
 
+    def _files(self) -> tuple[Path, ...]:
+        return (self.cert_path, self.key_path, *((self.client_ca_path,) if self.client_ca_path else ()))
+
+    def _waiting(self) -> str:
+        *first, last = self._files()
+        return f"waiting for {', '.join(map(str, first))} and {last}"
+
     def reload(self) -> bool:
         """Load the files if they changed since the last load; True when the real
         certificate is in use afterwards. A failed load keeps the previous one."""
-        signature = _signature(self.cert_path, self.key_path)
+        signature = _signature(*self._files())
         if signature is None:
             if not self.loaded:
-                self.problem = f"waiting for {self.cert_path} and {self.key_path}"
+                self.problem = self._waiting()
             return self.loaded
         if signature == self._signature:
             return self.loaded
-        ctx = new_server_context()
         try:
+            ctx = new_server_context(self.client_ca_path)
             ctx.load_cert_chain(self.cert_path, self.key_path)
             leaf = x509.load_pem_x509_certificate(self.cert_path.read_bytes())
         except (OSError, ssl.SSLError, ValueError) as exc:
-            if _signature(self.cert_path, self.key_path) != signature:
+            if _signature(*self._files()) != signature:
                 return self.loaded  # caught mid-rotation: the next check sees both new files
             if time.time_ns() - max(part[0] for part in signature) < ROTATION_WINDOW_NS:
                 # just written: most likely the new key beside the old leaf, the new leaf
@@ -138,11 +164,12 @@ class ServingCertificate:
                 # report the pair only if it is still broken once it has settled
                 return self.loaded
             self._signature = signature  # do not retry a broken pair until it changes again
-            self.problem = f"cannot load {self.cert_path} with {self.key_path}: {exc}"
+            also = f" and client CA {self.client_ca_path}" if self.client_ca_path else ""
+            self.problem = f"cannot load {self.cert_path} with {self.key_path}{also}: {exc}"
             log.error("serving certificate not loaded", extra={"fields": {"error": self.problem, "keeping": "previous"}})
             self._count("failed")
             return self.loaded
-        if _signature(self.cert_path, self.key_path) != signature:
+        if _signature(*self._files()) != signature:
             return self.loaded  # changed while loading: load again at the next check
         self._signature = signature
         self._current = ctx
@@ -162,6 +189,7 @@ class ServingCertificate:
                     "subject": leaf.subject.rfc4514_string(),
                     "serial": format(leaf.serial_number, "x"),
                     "not_after": self.not_after.isoformat(),
+                    "client_ca": str(self.client_ca_path) if self.client_ca_path else None,
                 }
             },
         )

@@ -83,6 +83,7 @@ from podgang.gang.writing import (  # noqa: F401
     follows_hand_made,
     is_orphan_candidate,
     kept_grace,
+    orphan_timeout,
     plan_writes,
     retired_by,
     size_held,

@@ -135,7 +135,7 @@ class Slimmer:
                                    settings.grace_period_annotation,
                                    settings.desired_size_annotation, settings.subgroups_annotation,
                                    settings.min_resources_annotation, settings.followed_size_annotation,
-                                   settings.elastic_size_annotation,
+                                   settings.elastic_size_annotation, settings.admission_created_annotation,
                                    settings.required_roles_annotation, settings.awaited_roles_annotation,
                                    rollouts.REVISION_ANNOTATION,
                                    *annotation_keys)  # a backend's per-gang settings may sit on the workload

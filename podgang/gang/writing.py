@@ -316,6 +316,14 @@ def is_orphan_candidate(desired: Desired, actual: Obj | None, settings: Settings
     return is_managed(actual, settings)
 
 
+def orphan_timeout(actual: Obj, settings: Settings) -> float:
+    """How long an orphan candidate (:func:`is_orphan_candidate`) is kept: a group the webhook
+    created at admission (marked so, never adopted: no pod was seen naming it) not long —
+    anyone who reaches the webhook can make one —, any other ``settings.orphan_timeout``."""
+    marked = (_md(actual).get("annotations") or {}).get(settings.admission_created_annotation) == "true"
+    return min(settings.admission_orphan_timeout, settings.orphan_timeout) if marked else settings.orphan_timeout
+
+
 def retired_by(desired: Desired, actual: Obj | None, cache: Cache) -> str | None:
     """Why a podgang group is no longer wanted although its owner still exists, or
     None: the owner no longer has it (a LeaderWorkerSet scaled down drops the groups

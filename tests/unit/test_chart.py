@@ -422,6 +422,7 @@ def test_default_object_set(defaults):
         "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
         "FlowSchema", "PriorityLevelConfiguration",  # the grouper's own priority level
         "ResourceQuota",  # for the pods of their PriorityClass
+        "NetworkPolicy", "NetworkPolicy",  # who may reach each (docs/operate/security.md)
     ])
     assert not find(defaults, "CustomResourceDefinition")
     assert not find(defaults, "Certificate") and not find(defaults, "Issuer")

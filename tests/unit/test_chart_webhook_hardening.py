@@ -51,12 +51,12 @@ def test_the_webhook_gets_the_limits_and_they_are_ones_it_accepts():
     assert parsed.read_timeout < DEFAULTS["webhook"]["timeoutSeconds"]
 
 
-def test_no_network_policy_unless_asked():
-    assert policies(render()) == {}
+def test_no_network_policy_when_turned_off():
+    assert policies(render({"networkPolicy": {"enabled": False}})) == {}
 
 
 def test_the_network_policies_admit_only_the_listed_peers():
-    docs = render({"networkPolicy": {"enabled": True, "webhookFrom": APISERVER, "metricsFrom": PROMETHEUS}})
+    docs = render({"networkPolicy": {"webhookFrom": APISERVER, "metricsFrom": PROMETHEUS}})
     found = policies(docs)
     assert set(found) == {f"{RELEASE}-webhook", f"{RELEASE}-grouper"}
     for doc in found.values():
@@ -80,7 +80,7 @@ def test_the_network_policies_admit_only_the_listed_peers():
 
 
 def test_without_metrics_peers_the_grouper_admits_nothing():
-    docs = render({"networkPolicy": {"enabled": True, "webhookFrom": APISERVER}})
+    docs = render({"networkPolicy": {"webhookFrom": APISERVER, "metricsFrom": []}})
     found = policies(docs)
     assert found[f"{RELEASE}-grouper"]["spec"]["ingress"] == []
     assert len(found[f"{RELEASE}-webhook"]["spec"]["ingress"]) == 1
@@ -89,9 +89,11 @@ def test_without_metrics_peers_the_grouper_admits_nothing():
 @pytest.mark.parametrize(
     "network_policy",
     [
-        {"enabled": True, "webhookFrom": [], "metricsFrom": []},  # who may call the webhook is required
-        {"enabled": True, "webhookFrom": [{"ipBlok": {"cidr": "10.0.0.0/8"}}], "metricsFrom": []},
-        {"enabled": True, "webhookFrom": [{}], "metricsFrom": []},
+        {"enabled": True, "apiserver": {"cidrs": ["10.0.0.10"], "lookup": True}, "webhookFrom": [], "metricsFrom": []},
+        {"enabled": True, "apiserver": {"cidrs": [], "lookup": True}, "webhookFrom": [{"ipBlok": {"cidr": "10.0.0.0/8"}}],
+         "metricsFrom": []},
+        {"enabled": True, "apiserver": {"cidrs": [], "lookup": True}, "webhookFrom": [{}], "metricsFrom": []},
+        {"enabled": True, "apiserver": {"cidrs": [], "lookup": "yes"}, "webhookFrom": [], "metricsFrom": []},
     ],
 )
 def test_the_schema_refuses_a_policy_that_would_lock_the_api_server_out(network_policy):

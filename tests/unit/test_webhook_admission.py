@@ -16,6 +16,8 @@ from podgang import rules
 from podgang.backends.kai import KAI, escape_key
 from podgang.settings import DEFAULT
 from tests.webhook_support import TEST_SETTINGS, review, with_annotations
+from podgang.webhook import podgroups
+from podgang.webhook.podgroups import CreationBudget
 from podgang.webhook.admission import (
     BadReview,
     Verdict,
@@ -452,3 +454,45 @@ async def test_an_lws_pod_is_admitted_into_its_replicas_leaf(shared):
     leaf = "prefill-1" if shared else "llm-prefill-1"
     assert worker["metadata"]["labels"][GROUP_INDEX] == "1"
     assert pod["metadata"]["labels"][KAI.subgroup_label] == leaf
+
+
+# ---------------------------------------------------------------------------
+# the budget of PodGroups created at admission
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_budget_is_a_sliding_window_per_namespace():
+    clock = Clock()
+    budget = CreationBudget(2, 60.0, clock=clock)
+    assert budget.take("a") is None and budget.take("a") is None
+    assert budget.take("a") == 60.0  # spent: the oldest slot frees in 60 s
+    assert budget.take("b") is None  # another namespace has its own
+    clock.now += 30
+    assert budget.take("a") == 30.0
+    clock.now += 30  # the first two fall out of the window together
+    assert budget.take("a") is None and budget.take("a") is None and budget.take("a") is not None
+
+
+def test_a_slot_given_back_is_free_again_and_zero_creates_none():
+    clock = Clock()
+    budget = CreationBudget(1, 60.0, clock=clock)
+    assert budget.take("a") is None
+    budget.give_back("a")  # the create did not make a group (it existed, the API failed)
+    assert budget.take("a") is None and budget.take("a") is not None
+    none = CreationBudget(0, 60.0, clock=clock)
+    assert none.take("a") == 60.0
+
+
+def test_the_budget_remembers_a_bounded_number_of_namespaces(monkeypatch):
+    monkeypatch.setattr(podgroups, "BUDGET_NAMESPACES", 3)
+    budget = CreationBudget(1, 60.0, clock=Clock())
+    for ns in "abcd":
+        assert budget.take(ns) is None
+    assert len(budget._spent) == 3 and "a" not in budget._spent

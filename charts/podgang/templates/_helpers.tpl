@@ -220,3 +220,33 @@ podgang.io/native: enabled when it is empty (a map default would merge with the 
 {{- define "podgang.nativeNamespaceLabels" -}}
 {{- toJson (.Values.nativeNamespaceSelector | default (dict "podgang.io/native" "enabled")) -}}
 {{- end -}}
+
+{{/*
+Who may call the webhook's HTTPS port: the API server's addresses (networkPolicy.apiserver.cidrs,
+and with networkPolicy.apiserver.lookup the addresses of the default/kubernetes EndpointSlices,
+looked up at install and upgrade) as ipBlocks, then networkPolicy.webhookFrom. A YAML list of
+NetworkPolicy peers, "" when none is known (`helm template` and Argo CD render without a cluster:
+lookup finds nothing there).
+*/}}
+{{- define "podgang.apiserverPeers" -}}
+{{- $cidrs := list -}}
+{{- range .Values.networkPolicy.apiserver.cidrs }}{{ $cidrs = append $cidrs . }}{{ end -}}
+{{- if .Values.networkPolicy.apiserver.lookup -}}
+{{- $slices := lookup "discovery.k8s.io/v1" "EndpointSlice" "default" "" -}}
+{{- range ($slices.items | default list) -}}
+{{- if eq (index (.metadata.labels | default dict) "kubernetes.io/service-name" | default "") "kubernetes" -}}
+{{- $bits := ternary "128" "32" (eq .addressType "IPv6") -}}
+{{- range (.endpoints | default list) }}{{ range (.addresses | default list) -}}
+{{- $cidrs = append $cidrs (printf "%s/%s" . $bits) -}}
+{{- end }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- range uniq $cidrs }}
+- ipBlock:
+    cidr: {{ . }}
+{{- end }}
+{{- with .Values.networkPolicy.webhookFrom }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
