@@ -327,9 +327,12 @@ class Podgang:
         return await until(found, f"{component} logged {text!r}", timeout)
 
     def start_webhook(self) -> Process:
-        args = _without(_container_args(self.docs, "webhook"), "--port", "--cert-dir", "--manage-certs", "--secret",
-                        "--service", "--mutating-webhook-config", "--validating-webhook-config", "--log-format")
-        process = self._spawn("webhook", [*args, f"--port={self.webhook_port}", "--bind-address=127.0.0.1",
+        args = _without(_container_args(self.docs, "webhook"), "--port", "--health-port", "--cert-dir", "--manage-certs",
+                        "--secret", "--service", "--mutating-webhook-config", "--validating-webhook-config",
+                        "--log-format")
+        # the chart's fixed health port would clash between clusters side by side: any free one
+        process = self._spawn("webhook", [*args, f"--port={self.webhook_port}", "--health-port=0",
+                                          "--bind-address=127.0.0.1",
                                           f"--cert-dir={self.work / 'certs'}", "--log-format=text",
                                           f"--kubeconfig={self.kubeconfigs['webhook']}"])
         wait_for_port(self.webhook_port, process)

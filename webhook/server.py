@@ -158,9 +158,9 @@ class WebhookServer:
                               protocol_factory=connection_factory(HealthPort(self), table, asyncio.get_running_loop()))
             try:
                 await health.start()
-            except OSError:
+            except OSError as exc:
                 await listener.stop(0)
-                raise
+                raise OSError(exc.errno, f"health port {self.config.host}:{self.config.health_port}: {exc.strerror}") from None
             self._health_listener = health
             self.health_port = health.port
         self._tasks.append(asyncio.create_task(self._watch_certificate(), name="podgang-cert-watch"))

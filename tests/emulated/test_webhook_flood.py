@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 
 import aiohttp
+import pytest
 
 from podgang.webhook.connections import MAX_BODY, ConnectionLimits
 from tests.emulator import KubeEmulator
@@ -163,6 +165,16 @@ async def test_probes_and_metrics_answer_on_their_own_port_while_every_https_slo
                 assert (await asyncio.wait_for(busy, 15))["allowed"] is True
         finally:
             await client.close()
+
+
+async def test_a_health_port_in_use_is_named_in_the_error(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match=f"health port 127.0.0.1:{port}: Address already in use"):
+            async with running_webhook(tmp_path, health_port=port):
+                pass
 
 
 async def test_a_flood_of_3_mib_bodies_but_their_last_byte_keeps_the_process_within_its_limit(tmp_path):
