@@ -101,7 +101,9 @@ class Connection(Protocol):
 
     def drop(self, reason: str) -> None: ...  # closed now, counted under reason
 
-    def shutdown(self) -> None: ...  # the server stops: close once nothing is under way
+    def shutdown(self) -> None: ...  # the server stops: close after the next answer
+
+    def close_idle(self) -> None: ...  # the server stops: close now if nothing is under way
 
 
 class ConnectionTable:
@@ -270,8 +272,9 @@ class Listener:
         self._accepting = asyncio.get_running_loop().create_task(self._accept(), name="podgang-accept")
 
     async def stop(self, timeout: float) -> None:
-        """Stop accepting; close idle connections; give the requests under way ``timeout``
-        seconds to be answered; then drop what is left."""
+        """Stop accepting; answer every request with ``Connection: close``; close each
+        connection once it has been idle for :data:`IDLE_EVICTABLE` (a client may be sending
+        on one just idle); give the rest ``timeout`` seconds; then drop what is left."""
         if self._accepting is not None:
             self._accepting.cancel()
             try:
@@ -289,10 +292,13 @@ class Listener:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while table.open and loop.time() < deadline:  # handshakes included
+            now = loop.time()
+            for connection in [*table.fresh, *table.idle]:
+                if now - connection._idle_since >= IDLE_EVICTABLE:
+                    connection.close_idle()
             table.room.clear()
             table.accept_waiting = True  # release() wakes this wait as connections go
-            if not await event_set_within(table.room, deadline - loop.time()):
-                break
+            await event_set_within(table.room, min(IDLE_EVICTABLE / 4, deadline - now))
         for connection in list(table.connections):
             connection.drop("shutdown")
 

@@ -21,8 +21,9 @@ tests/emulated/test_webhook_http.py:
   SERVED; it holds its share of the budget until it is answered; one the budget has no
   room for is shed with a 503; an idle connection is closed at ``idle_timeout`` (one
   timer per idle stretch, re-armed only when it fires);
-- graceful shutdown: idle connections close, requests under way are answered (with
-  ``Connection: close``), see :meth:`HttpConnection.shutdown`.
+- graceful shutdown: every answer says ``Connection: close``, requests under way are
+  answered, idle connections close once idle for ``IDLE_EVICTABLE``, see
+  :meth:`HttpConnection.shutdown`.
 
 The application never sees HTTP beyond :class:`Request` and :class:`Response`.
 """
@@ -434,8 +435,15 @@ class HttpConnection(asyncio.Protocol):
             self._close()
 
     def shutdown(self) -> None:
-        """The server is stopping: close now if idle, else after the request under way is answered."""
+        """The server is stopping: close after the next answer (it says ``Connection:
+        close``). An idle connection is not closed here but by the listener, once idle for
+        ``IDLE_EVICTABLE`` (:meth:`close_idle`): the apiserver keeps using its connections to a
+        pod after the pod leaves the Service's endpoints, and one closed just as it sends a
+        review there fails that call (EOF, seen in a rolling upgrade on the real node)."""
         self._stopping = True
+
+    def close_idle(self) -> None:
+        """Close with a TLS goodbye if nothing is under way (the server is stopping)."""
         if self._phase in (FRESH, SERVED) and not self._busy and not self._queue:
             self._finish()
 

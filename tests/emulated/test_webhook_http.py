@@ -285,3 +285,32 @@ async def test_shutdown_answers_the_review_in_flight_then_stops(tmp_path):
                 writer.close()
         finally:
             await client.close()
+
+
+async def test_a_review_sent_on_a_kept_alive_connection_as_the_server_stops_is_answered(tmp_path):
+    """The apiserver keeps using its connections to a pod after the pod leaves the Service's
+    endpoints: one closed at SIGTERM just as a review is sent there fails that call with EOF
+    (seen in a rolling upgrade on the real node). It is answered, with Connection: close."""
+    cert_dir = tmp_path / "certs"
+    podgang_certs_generate(cert_dir)
+    config = WebhookConfig(host="127.0.0.1", port=0, cert_dir=str(cert_dir), settings=TEST_SETTINGS,
+                           shutdown_timeout=10.0)
+    server = WebhookServer(config)
+    await server.start()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=client_context(cert_dir / "ca.crt"),
+                                                   server_hostname="localhost")
+    body = json.dumps(owned_pod_review(1)).encode()
+    writer.write(post(body))
+    await writer.drain()
+    status, headers, _ = await read_response(reader)
+    assert status == 200 and headers.get("connection") != "close"  # kept alive, now idle
+    stopping = asyncio.create_task(server.stop())
+    await eventually(lambda: server.connections.stopping, what="the server stopping")
+    writer.write(post(body))  # the apiserver's next review, on the connection it holds
+    await writer.drain()
+    status, headers, _ = await read_response(reader)
+    assert status == 200 and headers["connection"] == "close"
+    assert await closed(reader)
+    await asyncio.wait_for(stopping, 15)
+    assert server.connections.open == 0
+    writer.close()
