@@ -12,18 +12,19 @@ from podgang.waits import event_set_within
 async def test_a_cancellation_that_comes_as_the_event_is_set_ends_the_loop():
     """A loop like the informer's probe wait: on Python 3.11, asyncio.wait_for returned
     the event's result here and the loop ran on after its task was cancelled."""
-    event = asyncio.Event()
+    event, waiting = asyncio.Event(), asyncio.Event()
     rounds = 0
 
     async def loop() -> None:
         nonlocal rounds
         while True:
+            waiting.set()  # the same step goes on into the wait: it is there when the test resumes
             await event_set_within(event, 10)
             event.clear()
             rounds += 1
 
     task = asyncio.create_task(loop())
-    await asyncio.sleep(0)  # one turn of the loop: the task is waiting on the event
+    await waiting.wait()
     event.set()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
