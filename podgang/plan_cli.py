@@ -391,7 +391,8 @@ def plan_as_dict(plan) -> dict[str, Any]:
         "scaled": plan.scaled,
         "members": [
             {"source": str(m.source), "object": m.what, "namespace": m.namespace, "group": m.group,
-             "reason": m.why, "pods": m.pods, "skipped": m.skipped, "noGroup": m.no_group}
+             "reason": m.why, "pods": m.pods, "skipped": m.skipped, "noGroup": m.no_group,
+             **({"subgroup": m.subgroup} if m.subgroup else {})}
             for m in plan.members
         ],
         "podGroups": [

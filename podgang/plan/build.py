@@ -331,7 +331,7 @@ def _admit_pod(plan: Plan, source: Source, obj: dict[str, Any], ns: str, objects
         plan.denials.extend(Finding(code, source, member.what, message) for code, message in denied)
         return
     assert isinstance(gang, rules.Gang)
-    member.group, member.why = shown(gang.name), gang.reason
+    member.group, member.why, member.subgroup = shown(gang.name), gang.reason, gang.subgroup
     md = obj["metadata"]
     if not md.get("name"):  # the apiserver names it when it is created
         md["name"] = f"{md.get('generateName') or 'pod-'}{rules.generated_suffix(f'name {source}')}"

@@ -54,6 +54,7 @@ class Member:
     skipped: str | None = None
     pods: int = 1
     no_group: str | None = None  # why it gets no group (or none whose name can be known here)
+    subgroup: str | None = None  # a pod's subgroup in its gang, as the webhook labels it
 
 
 @dataclass
