@@ -147,6 +147,11 @@ class GangSettings:
         them: what the verdicts judge once the group exists."""
         return {}
 
+    def opted_out(self, obj: Any, is_pod: bool) -> str | None:
+        """Why the scheduler's own grouping was told to leave this pod (``is_pod``) or owner
+        alone — podgang, standing in for it, does too — or None (most schedulers: never)."""
+        return None
+
     def settings_drift(self, podgroup: Any, options: Mapping[str, Any]) -> list[str]:
         """What differs between a live group podgang made and the settings it would give
         it now, that is never changed on a live group (KAI's queue); said, not written."""

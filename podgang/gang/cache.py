@@ -107,6 +107,9 @@ class Cache:
         self.workloads: dict[str, dict[str, Obj]] = {k.kind: {} for k in FOLLOWED}
         # indexes
         self.by_uid: dict[str, Obj] = {}  # pods and workloads, for owner walks
+        #: owners of kinds podgang does not follow, by uid: their metadata alone, read for the
+        #: settings a backend takes from a gang's top owner (KAI's queue and priority labels)
+        self.owners_read: dict[str, Obj] = {}
         # the walk above a pod's owner, by that owner: the pods of one ReplicaSet share it. Only
         # complete walks through workloads, forgotten whenever a workload changes
         self._walks: dict[tuple[str, str], tuple[list[Obj], bool]] = {}  # (the walk, an owner skipped)
@@ -474,6 +477,37 @@ class Cache:
         if memo is not None and all(o.get("kind") != "Pod" for o in chain):
             self._walks[memo] = (list(chain), rules.owner_skip_problem(chain, self.settings) is not None)
         return chain, True
+
+    def remember_owner(self, raw: Mapping[str, Any]) -> Obj | None:
+        """Keep the metadata of an owner of a kind podgang does not follow (None: it has no uid)."""
+        uid = _d(raw.get("metadata")).get("uid")
+        if not uid:
+            return None
+        slim = self.slim.owner(raw)
+        self.owners_read[uid] = slim
+        return slim
+
+    def owner_object(self, uid: str | None) -> Obj | None:
+        """The cached object with ``uid``: a pod or workload, else an owner read for its metadata."""
+        if not uid:
+            return None
+        found = self.by_uid.get(uid)
+        return found if found is not None else self.owners_read.get(uid)
+
+    def metadata_chain(self, pod: Mapping[str, Any]) -> list[Obj]:
+        """The pod's owners nearest first, up its controller references as far as the cache
+        holds them (workloads, and owners read for their metadata): where a backend reads
+        a gang's settings (KAI reads each owner's labels, the top owner's first)."""
+        chain: list[Obj] = []
+        obj: Any = pod
+        for _ in range(16):
+            ref = rules.controller_ref(obj)
+            found = self.owner_object(ref.uid) if ref is not None else None
+            if found is None or found.get("kind") != ref.kind or any(found is c for c in chain):
+                break
+            chain.append(found)
+            obj = found
+        return chain
 
     def not_skipped(self, pods: list[Obj]) -> list[Obj]:
         """``pods`` without those whose owner is labelled podgang.io/skip. Pods naming the same

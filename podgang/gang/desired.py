@@ -59,6 +59,9 @@ class Desired:
     size_rule: rules.SizeRule | None = None
     #: what a user might add, not fix (``podgang plan`` and ``podgang status`` say it; no event)
     advice: tuple[str, ...] = ()
+    #: the owners a gang's settings are read from when no workload is behind it (a top owner of
+    #: a kind podgang does not follow, read for its metadata), nearest first
+    owners: tuple[Obj, ...] = ()
     #: a hand-made group's declared roles no workload fills yet, recorded on it for the webhook
     #: (``podgang.io/awaited-roles``); None: it declares none
     awaited_roles: tuple[str, ...] | None = None
@@ -171,8 +174,8 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
     # a hand-made group's settings are the user's; with neither pods nor workloads yet (a
     # group the webhook just made for a pod not seen yet) there is nothing to read them from
     if backend is not None and desired.source != HAND_MADE and (desired.members or desired.workloads):
-        options = gang_options(backend, desired.members, lent_metadata(cache, desired.workloads),
-                               cache.facts_for(backend))
+        options = gang_options(backend, desired.members,
+                               lent_metadata(cache, desired.workloads) or desired.owners, cache.facts_for(backend))
     actual = cache.podgroups.of(backend, group_key) if backend is not None else None
     if backend is not None and desired.source is not None and (desired.members or desired.workloads) \
             and not (desired.min_member is not None and desired.min_member.idle):
@@ -407,9 +410,12 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     # kind, a CronJob's Job run seen first through its pods, an LWS group)
     top = natural.owner
     assert top is not None
-    top_obj = cache.by_uid.get(top.uid)
+    top_obj = cache.owner_object(top.uid)
     if top_obj is None:
         top_obj = {"apiVersion": top.api_version, "kind": top.kind, "metadata": {"name": top.name, "uid": top.uid}}
+    # its settings are read from its owners up to the top, whatever their kind (as KAI's grouper reads them)
+    chain = cache.metadata_chain(probe)
+    owners = tuple(chain[:next((i + 1 for i, o in enumerate(chain) if _md(o).get("uid") == top.uid), len(chain))])
     mm = rules.min_member_for(top_obj, actual, settings, with_owners(cache, (top_obj,))[1:], _live(members))
     workloads = (top_obj,) if top.uid in cache.by_uid else ()
     assumed = None if mm.pinned or kinds.workload_kind(top) is not None or top.kind == POD.kind else (
@@ -419,6 +425,7 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
     return Desired(
         namespace, name, OWNED, mm, top, not is_terminating(probe),
         workloads=workloads, members=tuple(members), contributions=((display_name(top_obj), mm.value),),
+        owners=owners if owners and _md(owners[-1]).get("uid") == top.uid else (),
         problems=_pin_problems([actual, top_obj], settings)
         + tuple(p for p in (rules.replicas_not_held(top_obj, settings),) if p), assumed=assumed,
         **dict(zip(("subgroups", "min_subgroup"), owned_parts(top_obj, mm, backend, settings,

@@ -167,6 +167,26 @@ class Slimmer:
             out["ownerReferences"] = refs
         return out
 
+    @staticmethod
+    def _every_key(md: Mapping[str, Any], meta: Obj) -> None:
+        """Every label and annotation of ``md`` into ``meta`` (but kubectl's last-applied copy)."""
+        for section in ("labels", "annotations"):
+            every = {k: v for k, v in _d(md.get(section)).items()
+                     if isinstance(v, str) and k != LAST_APPLIED_ANNOTATION}
+            if every:
+                meta[section] = every
+            else:
+                meta.pop(section, None)
+
+    def owner(self, raw: Mapping[str, Any]) -> Obj:
+        """An owner of a kind podgang does not follow, read for its metadata alone (what a
+        backend copies from a gang's top owner: KAI's queue, priority, labels and annotations)."""
+        md = _d(raw.get("metadata"))
+        meta = self._metadata(md, self.object_labels, self.object_annotations)
+        if self.all_owner_metadata:
+            self._every_key(md, meta)
+        return {"apiVersion": raw.get("apiVersion"), "kind": raw.get("kind"), "metadata": meta}
+
     def _owner_ref(self, ref: Mapping[str, Any]) -> Obj:
         """One slim owner reference, shared by every object naming the same owner the
         same way (the pods of one ReplicaSet): building one is a dict lookup."""
@@ -236,6 +256,8 @@ class Slimmer:
             # for the never-placed verdicts of the group it names (podgang.feasibility)
             out_spec.update(_resources_only(spec))
         meta = self._metadata(md, self.pod_labels, self.pod_annotations)
+        if self.all_owner_metadata and not md.get("ownerReferences"):
+            self._every_key(md, meta)  # an owner-less pod is its own top owner, whose metadata KAI copies
         if isinstance(md.get("generateName"), str) and md["generateName"]:
             meta["generateName"] = md["generateName"]  # how the webhook named an owner-less pod's group
         return {
@@ -294,13 +316,7 @@ class Slimmer:
             if writes:
                 meta[kinds.SIZE_WRITES] = writes
         if self.all_owner_metadata:
-            for section in ("labels", "annotations"):
-                every = {k: v for k, v in _d(md.get(section)).items()
-                         if isinstance(v, str) and k != LAST_APPLIED_ANNOTATION}
-                if every:
-                    meta[section] = every
-                else:
-                    meta.pop(section, None)
+            self._every_key(md, meta)
         return {
             "apiVersion": raw.get("apiVersion"),
             "kind": kind,
@@ -320,7 +336,7 @@ def pod_ref(pod: Mapping[str, Any]) -> OwnerRef:
 
 def template_in_scope(workload: Mapping[str, Any], settings: Settings) -> bool:
     """Whether the pods a workload makes would be in podgang's scope."""
-    if rules.is_skipped(workload, settings):
+    if rules.workload_skip_problem(workload, settings):
         return False
     namespace = _d(workload.get("metadata")).get("namespace") or ""
     if namespace in settings.excluded_namespaces:

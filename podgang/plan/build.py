@@ -85,6 +85,8 @@ def build_plan(
     for m, obj, ns in objects.items:
         kind = obj.get("kind")
         backend = next((b for b in settings.enabled_backends if b.is_podgroup(obj)), None)
+        if kind != POD.kind and backend is None and kind not in cache.workloads:
+            cache.remember_owner(obj)  # an owner of any kind: a gang's settings are read from its metadata
         if (refused := rules.name_problem(obj)) is not None:  # never created: no gang, and no mangled name
             plan.warnings.append(Finding(codes.INVALID_NAME, m.source, _what(obj, ns), refused))
             if kind == POD.kind or kinds.any_pod_templates(obj):
@@ -377,8 +379,9 @@ def _unfollowed_workload(plan: Plan, source: Source, obj: dict[str, Any], ns: st
     if own is not None:
         member.no_group = f"{own}; podgang makes none"
         return
-    if rules.is_skipped(obj, settings):
-        member.skipped = f"labelled {settings.skip_label}=true"
+    skipped = rules.workload_skip_problem(obj, settings)
+    if skipped:
+        member.skipped = skipped
         return
     templates = kinds.any_pod_templates(obj)
     in_scope = [t for _, t in templates if not rules.scope_problem(t, ns, settings)]
@@ -424,8 +427,9 @@ def _workload_member(plan: Plan, member: Member, obj: dict[str, Any], ns: str, o
     if units is not None:  # replicas of several pods (an LWS): all of them
         member.pods = units.count * units.pods
     plan.members.append(member)
-    if rules.is_skipped(obj, settings):
-        member.skipped = f"labelled {settings.skip_label}=true"
+    skipped = rules.workload_skip_problem(obj, settings)
+    if skipped:
+        member.skipped = skipped
         return
     templates = kinds.pod_templates(obj)
     problems = [rules.scope_problem(t, ns, settings) for _, t in templates]

@@ -48,6 +48,7 @@ from podgang.rules.scope import (  # noqa: F401
     owner_skip_problem,
     partial_scope_problem,
     scope_problem,
+    workload_skip_problem,
 )
 from podgang.rules.owners import (  # noqa: F401
     _MAX_OWNER_REFS,

@@ -13,6 +13,7 @@ from podgang.objects import quoted as _q
 from podgang.settings import DEFAULT, Settings
 
 from podgang.rules.names import _short_hash, _trim_edges, is_valid_group_name, MAX_NAME, MAX_SUBGROUP_NAME
+from podgang.rules.scope import workload_backend
 
 
 def hand_made_group(obj: Any, settings: Settings = DEFAULT) -> str | Denial | None:
@@ -139,15 +140,6 @@ def roles_in_hand_made_group(workload: Any, settings: Settings = DEFAULT) -> dic
 def _segmenting_backend(template: Any, settings: Settings) -> Backend | None:
     backend = _keys_of(template, settings)
     return backend if backend.holds_trees else None
-
-
-def workload_backend(workload: Any, settings: Settings = DEFAULT) -> Backend | None:
-    """The backend of a workload's gang: its first pod template's in scope (None: none is)."""
-    for _, template in pod_templates(workload):
-        backend = settings.backend_for(template)
-        if backend is not None:
-            return backend
-    return None
 
 
 def scheduler_pin_problems(workload: Any, settings: Settings = DEFAULT) -> tuple[str, ...]:

@@ -63,7 +63,7 @@ def with_status(obj: dict, **status) -> dict:
 
 
 def test_slim_pod_keeps_only_what_the_grouper_reads():
-    raw = pod("p", group="g", labels={"app": "x", "podgang.io/skip": "false"},
+    raw = pod("p", owner=replicaset(deployment("web", 1)), group="g", labels={"app": "x", "podgang.io/skip": "false"},
               annotations={"kubectl.kubernetes.io/last-applied-configuration": "x" * 5000, "gpu-memory": "4000"})
     raw["spec"]["volumes"] = [{"name": "v", "emptyDir": {}}] * 20
     raw["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
@@ -74,7 +74,17 @@ def test_slim_pod_keeps_only_what_the_grouper_reads():
                                                "gpu-memory": "4000"}
     assert set(slim["spec"]) == {"schedulerName", "nodeName"}
     assert slim["status"] == {"phase": "Running"}
-    assert len(json.dumps(slim)) < 480  # the skip-podgrouper and gpu-memory annotations included
+    assert len(json.dumps(slim)) < 640  # the skip-podgrouper and gpu-memory annotations, the owner reference
+
+
+def test_slim_owner_less_pod_keeps_its_metadata_as_its_own_top_owner():
+    """KAI copies a top owner's labels and annotations onto its group, and an owner-less
+    pod is its own top owner: its slim record keeps them all, but kubectl's copy."""
+    raw = pod("p", group="g", labels={"app": "x"},
+              annotations={"kubectl.kubernetes.io/last-applied-configuration": "x" * 5000, "team": "nlp"})
+    slim = Slimmer().pod(raw)
+    assert slim["metadata"]["labels"] == {LABEL: "g", "app": "x"}
+    assert slim["metadata"]["annotations"] == {ANN: "g", "kai.scheduler/skip-podgrouper": "true", "team": "nlp"}
 
 
 def test_slim_pods_of_one_gang_share_their_owner_reference_labels_spec_and_status():

@@ -519,6 +519,7 @@ ARGS = {
     "shared_min_member": lambda d: (d.draw(st.lists(anything, max_size=3)), d.draw(st.integers(0, 10)), d.draw(st.none() | anything)),
     "template_subgroup": lambda d: (d.draw(anything),),
     "workload_subgroup": lambda d: (d.draw(anything),),
+    "workload_skip_problem": lambda d: (d.draw(anything),),
     "unlisted_subgroup_warning": lambda d: (d.draw(st.text(max_size=300)), d.draw(st.text(max_size=300)),
                                             d.draw(st.lists(st.text(max_size=80), max_size=8))),
     "min_available": lambda d: (d.draw(anything),),
@@ -675,6 +676,7 @@ BACKEND_ARGS = {
                                                        st.none() | st.lists(anything, max_size=3))),),
     # what the never-placed verdicts ask (podgang.feasibility)
     "live_settings": lambda d: (d.draw(anything),),
+    "opted_out": lambda d: (d.draw(anything), d.draw(st.booleans())),
     "queue_demand": lambda d: (d.draw(st.lists(st.tuples(st.integers(-2, 1000), anything), max_size=3)),),
     "node_requests": lambda d: (d.draw(anything),),
     "node_pool": lambda d: (d.draw(anything),),

@@ -21,7 +21,8 @@ from podgang.backends.kai.keys import (BATCH_MIN_MEMBER, DISABLED_STALENESS, MIN
                                        SEMI_PREEMPTIBLE,
                                        PROJECT_LABEL, QUEUE_LABEL, RAY_KINDS, RAY_PRIORITY_LABEL,
                                        SEGMENT_PREFERRED_PLACEMENT_ANNOTATION, SEGMENT_REQUIRED_PLACEMENT_ANNOTATION,
-                                       SEGMENT_SIZE_ANNOTATION, STALENESS_GRACE_PERIOD, TOP_OWNER_METADATA_ANNOTATION,
+                                       SEGMENT_SIZE_ANNOTATION, SKIP_PODGROUPER_ANNOTATION, STALENESS_GRACE_PERIOD,
+                                       TOP_OWNER_METADATA_ANNOTATION, USER_KEY,
                                        TOPOLOGY_ANNOTATION, TOPOLOGY_ANNOTATIONS, TOPOLOGY_FIELD,
                                        TOPOLOGY_PREFERRED_PLACEMENT_ANNOTATION, TOPOLOGY_REQUIRED_PLACEMENT_ANNOTATION,
                                        TRAIN)
@@ -91,6 +92,10 @@ class KaiGrouping(Segments, GangSettings):
         with them (``problems``)."""
         top = source.top_owner if isinstance(source.top_owner, Mapping) else None
         pods = [p for p in source.pod_like if _is_mapping(p)]
+        if top is None and len(source.pods) == 1 and not source.templates and _is_mapping(source.pods[0]) \
+                and not metadata(source.pods[0]).get("ownerReferences"):
+            top = source.pods[0]  # an owner-less pod is its own top owner (KAI's pod grouper)
+        owner_less = top is not None and as_dict(top).get("kind", "Pod") == "Pod" and not source.owners
         origins: list[tuple[str, str]] = []
         problems: list[str] = []
         options: dict[str, Any] = {}
@@ -136,21 +141,48 @@ class KaiGrouping(Segments, GangSettings):
                 extra[TOPOLOGY_FIELD] = topology
                 origins.append((TOPOLOGY_FIELD, f"annotations {', '.join(k for k, f in TOPOLOGY_ANNOTATIONS if f in topology)} "
                                                 f"on {_kind_name(top)}"))
-            options["labels"] = {k: v for k, v in labels(top).items() if isinstance(v, str)}
+            own = self._own_pod_keys()
+            options["labels"] = {k: v for k, v in labels(top).items() if isinstance(v, str) and k not in own}
             md = metadata(top)
             api_version = str(top.get("apiVersion") or "")
             group, _, version = api_version.rpartition("/")
             owner = _top_owner_metadata(str(md.get("name") or ""), str(md.get("uid") or ""), group, version,
                                         str(top.get("kind") or ""))
-            options["annotations"] = {TOP_OWNER_METADATA_ANNOTATION: owner,
+            options["annotations"] = {**({USER_KEY: user} if isinstance(user := next(
+                                          (annotations(p).get(USER_KEY) for p in source.pods[:1]), None), str) else {}),
+                                      # not for an owner-less pod's group, made at its admission, before it has a uid
+                                      **({} if owner_less else {TOP_OWNER_METADATA_ANNOTATION: owner}),
                                       **{k: v for k, v in annotations(top).items()
-                                         if isinstance(v, str) and k != LAST_APPLIED_ANNOTATION}}
+                                         if isinstance(v, str) and k != LAST_APPLIED_ANNOTATION and k not in own}}
+            user = next((labels(p).get(USER_KEY) for p in source.pods[:1]), None)
+            if isinstance(user, str) and USER_KEY not in options["labels"]:
+                options["labels"][USER_KEY] = user  # the pod's user, when the top owner names none (KAI)
+        pool = next((v for p in pods[:1] if isinstance(v := labels(p).get(NODE_POOL_LABEL), str) and v), None)
+        if pool is not None and NODE_POOL_LABEL not in (options.get("labels") or {}):
+            # KAI's scheduler shards by the group's node pool: the pod's, unless the top owner names one
+            options["labels"] = {**(options.get("labels") or {}), NODE_POOL_LABEL: pool}
+            origins.append(("nodePool", f"label {NODE_POOL_LABEL}={pool} on the pod"))
         if extra:
             options["extra_spec"] = extra
         options["origins"] = tuple(origins)
         if problems:
             options["problems"] = tuple(problems)
         return options
+
+    def _own_pod_keys(self) -> frozenset[str]:
+        """The keys podgang itself writes on the pods it groups: never copied onto their group."""
+        return frozenset((getattr(self, "annotation", ""), getattr(self, "label", ""),
+                          getattr(self, "subgroup_label", ""), SKIP_PODGROUPER_ANNOTATION))
+
+    def opted_out(self, obj: Any, is_pod: bool) -> str | None:
+        """``kai.scheduler/skip-podgrouper: "true"`` on a pod or any of its owners: the user
+        asked KAI's grouper to leave it alone, so podgang, standing in for it, does too. On a
+        pod only while it names no group: podgang writes the same key on the pods it groups."""
+        if str(annotations(obj).get(SKIP_PODGROUPER_ANNOTATION, "")).lower() != "true":
+            return None
+        if is_pod and self.group_of(obj):  # type: ignore[attr-defined]
+            return None
+        return f"annotated {SKIP_PODGROUPER_ANNOTATION}=true"
 
     def settings_drift(self, podgroup: Any, options: Mapping[str, Any]) -> list[str]:
         """KAI's own grouper never moves a live group to another queue; podgang neither."""

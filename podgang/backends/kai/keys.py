@@ -100,6 +100,8 @@ DISABLED_STALENESS = "-1s"  # a negative grace period: KAI never evicts the gang
 #: written on a pod podgang puts into a KAI gang, `"true"`: KAI's own pod-grouper (v0.15 and
 #: later) leaves it alone
 SKIP_PODGROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"
+#: the label and annotation KAI's grouper copies from the pod to its group (its user), when the top owner has none
+USER_KEY = "user"
 DEFAULT_QUEUE = "default-queue"  # KAI's constants.DefaultQueueName
 #: KAI's fallback priority per top-owner kind; every other kind gets TRAIN
 DEFAULT_PRIORITY_CLASSES = (("Deployment", "inference"),)
