@@ -180,6 +180,8 @@ def add_backend_flags(parser: Any) -> None:
     add_flag(parser, "--default-priority-class", type=kind_priority, repeat=True, default=[],
              dest="default_priority_classes", metavar="KIND=CLASS",
              help=kai_keys.DEFAULT_PRIORITY_HELP)
+    add_flag(parser, "--default-preemptibility", type=kind_preemptibility, repeat=True, default=[],
+             dest="default_preemptibility", metavar="KIND=VALUE", help=kai_keys.DEFAULT_PREEMPTIBILITY_HELP)
     add_flag(parser, "--kai-version", type=kai_version, default=kai_versions.AUTO, metavar="VERSION",
              help=kai_versions.VERSION_HELP)
 
@@ -201,11 +203,21 @@ def kai_version_settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def kind_priority(text: str) -> tuple[str, str]:
-    """An argparse type: ``KIND=CLASS`` (``Deployment=inference``)."""
+    """An argparse type: ``KIND[.GROUP]=CLASS`` (``Deployment=inference``, ``TrainJob.trainer.kubeflow.org=train``)."""
     kind, sep, name = (part.strip() for part in text.partition("="))
     if not sep or not kind or not name:
-        raise argparse.ArgumentTypeError(f"{text[:80]!r}: expected KIND=PRIORITYCLASS, e.g. Deployment=inference")
+        raise argparse.ArgumentTypeError(f"{text[:80]!r}: expected KIND[.GROUP]=PRIORITYCLASS, e.g. "
+                                         f"Deployment=inference")
     return kind, name
+
+
+def kind_preemptibility(text: str) -> tuple[str, str]:
+    """An argparse type: ``KIND[.GROUP]=preemptible|non-preemptible``."""
+    kind, sep, value = (part.strip() for part in text.partition("="))
+    if not sep or not kind or value not in kai_keys.PREEMPTIBILITY_VALUES:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r}: expected KIND[.GROUP]="
+                                         f"{'|'.join(kai_keys.PREEMPTIBILITY_VALUES)}, e.g. Job=preemptible")
+    return kind, value
 
 
 def backends_from(args: argparse.Namespace) -> tuple[tuple[str, Backend], ...]:

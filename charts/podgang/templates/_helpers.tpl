@@ -198,6 +198,7 @@ defaults (the webhook creates owner-less pods' groups, the grouper the rest).
 {{- if has "kai" (include "podgang.enabledBackends" . | fromJsonArray) }}
 {{- if ne .Values.kai.defaultQueue "default-queue" }}{{ $args = append $args (printf "- --default-queue=%s" .Values.kai.defaultQueue) }}{{ end -}}
 {{- range $kind, $class := .Values.kai.defaultPriorityClasses }}{{ $args = append $args (printf "- --default-priority-class=%s=%s" $kind $class) }}{{ end -}}
+{{- range $kind, $value := .Values.kai.defaultPreemptibility }}{{ $args = append $args (printf "- --default-preemptibility=%s=%s" $kind $value) }}{{ end -}}
 {{- if ne (.Values.kai.version | default "auto") "auto" }}{{ $args = append $args (printf "- --kai-version=%s" .Values.kai.version) }}{{ end -}}
 {{- end -}}
 {{- join "\n" $args -}}

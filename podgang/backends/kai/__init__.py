@@ -47,7 +47,9 @@ class KaiBackend(KaiFeasibility, KaiGrouping, MinMemberPodGroups):
 
     def __init__(self, annotation: str = GROUP_ANNOTATION, label: str = GROUP_LABEL,
                  subgroup_label: str = SUBGROUP_LABEL, *, default_queue: str = DEFAULT_QUEUE,
-                 default_priority_classes: tuple[tuple[str, str], ...] = DEFAULT_PRIORITY_CLASSES):
+                 default_priority_classes: tuple[tuple[str, str], ...] = DEFAULT_PRIORITY_CLASSES,
+                 given_priority_classes: tuple[tuple[str, str], ...] = (),
+                 default_preemptibility: tuple[tuple[str, str], ...] = ()):
         self.annotation = annotation
         self.label = label
         self.subgroup_label = subgroup_label
@@ -60,16 +62,22 @@ class KaiBackend(KaiFeasibility, KaiGrouping, MinMemberPodGroups):
                                     *(key for key, _ in TOPOLOGY_ANNOTATIONS[1:]))
         self.default_queue = default_queue
         self.default_priority_classes = default_priority_classes
+        self.given_priority_classes = given_priority_classes
+        self.default_preemptibility = default_preemptibility
 
     def configured(self, options: Mapping[str, Any]) -> "KaiBackend":
-        """``--default-queue`` and ``--default-priority-class KIND=NAME`` applied."""
+        """``--default-queue``, ``--default-priority-class KIND[.GROUP]=NAME`` and
+        ``--default-preemptibility KIND[.GROUP]=VALUE`` applied (KAI's per-kind defaults ConfigMap)."""
         queue = options.get("default_queue") or self.default_queue
         given = tuple(options.get("default_priority_classes") or ())
-        priorities = tuple({**dict(self.default_priority_classes), **dict(given)}.items())
-        if queue == self.default_queue and priorities == self.default_priority_classes:
+        preemptibility = tuple(options.get("default_preemptibility") or ())
+        if queue == self.default_queue and not given and not preemptibility:
             return self
         return KaiBackend(self.annotation, self.label, self.subgroup_label, default_queue=queue,
-                          default_priority_classes=priorities)
+                          default_priority_classes=self.default_priority_classes,
+                          given_priority_classes=tuple({**dict(self.given_priority_classes), **dict(given)}.items()),
+                          default_preemptibility=tuple({**dict(self.default_preemptibility),
+                                                        **dict(preemptibility)}.items()))
 
     def evicts_itself(self, podgroup: Any) -> str | None:
         """KAI (v0.17 and later) evicts a stale gang after ``spec.stalenessGracePeriod``

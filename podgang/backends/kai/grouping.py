@@ -38,7 +38,12 @@ class KaiGrouping(Segments, GangSettings):
     (``default_queue``, ``default_priority_classes``) are the backend's."""
 
     default_queue: str
+    #: KAI's own fallbacks per top-owner kind (not checked against the PriorityClasses, as in KAI)
     default_priority_classes: tuple[tuple[str, str], ...]
+    #: the user's per-kind defaults (``Kind`` or ``Kind.group``), as KAI's defaults ConfigMap gives
+    #: them: a priority class only if it exists, then a preemptibility
+    given_priority_classes: tuple[tuple[str, str], ...] = ()
+    default_preemptibility: tuple[tuple[str, str], ...] = ()
     queue_field = "queue"
     priority_field = "priorityClassName"
     #: KAI's grouper copies the top owner's labels and annotations onto its PodGroup
@@ -110,22 +115,26 @@ class KaiGrouping(Segments, GangSettings):
         # KAI (v0.17 and later) would evict it too, after its own grace period, unless told not to
         extra: dict[str, Any] = {STALENESS_GRACE_PERIOD: DISABLED_STALENESS}
         owners = [o for o in source.owners if _is_mapping(o)]
-        value, who = _first([*owners, *pods], "labels", PREEMPTIBILITY_LABEL)
-        if value is not None:
+        # an invalid value is said and passed over: the next owner's (or the pod's) may be valid, as in KAI
+        for value, who in _every([*owners, *pods], "labels", PREEMPTIBILITY_LABEL):
             if value in PREEMPTIBILITY_VALUES:
                 extra["preemptibility"] = value
                 origins.append(("preemptibility", f"label {PREEMPTIBILITY_LABEL} on {who}"))
-            else:
-                problems.append(f"label {PREEMPTIBILITY_LABEL}={quoted(value)} on {who} is ignored: KAI accepts "
-                                f"{' or '.join(PREEMPTIBILITY_VALUES)}")
-        delay, who = _first([*owners, *pods], "annotations", PREEMPTION_DELAY_ANNOTATION)
-        if delay is not None:
+                break
+            problems.append(f"label {PREEMPTIBILITY_LABEL}={quoted(value)} on {who} is ignored: KAI accepts "
+                            f"{' or '.join(PREEMPTIBILITY_VALUES)}")
+        else:
+            value, key = self._kind_default(self.default_preemptibility, source.top_owner)
+            if value in PREEMPTIBILITY_VALUES:
+                extra["preemptibility"] = value
+                origins.append(("preemptibility", f"the default for a {key} (--default-preemptibility)"))
+        for delay, who in _every([*owners, *pods], "annotations", PREEMPTION_DELAY_ANNOTATION):
             if _GO_DURATION.match(delay.strip()):
                 extra["preemptionDelay"] = delay.strip()
                 origins.append(("preemptionDelay", f"annotation {PREEMPTION_DELAY_ANNOTATION} on {who}"))
-            else:
-                problems.append(f"annotation {PREEMPTION_DELAY_ANNOTATION}={quoted(delay)} on {who} is ignored: "
-                                f"not a duration such as 10m")
+                break
+            problems.append(f"annotation {PREEMPTION_DELAY_ANNOTATION}={quoted(delay)} on {who} is ignored: "
+                            f"not a duration such as 10m")
         if top is not None and as_dict(top).get("kind") == "JobSet":
             count = _batch_min_member(annotations(top), _kind_name(top))
             jobs = len(as_list(spec(top).get("replicatedJobs")))
@@ -151,8 +160,9 @@ class KaiGrouping(Segments, GangSettings):
                                         str(top.get("kind") or ""))
             options["annotations"] = {**({USER_KEY: user} if isinstance(user := next(
                                           (annotations(p).get(USER_KEY) for p in source.pods[:1]), None), str) else {}),
-                                      # not for an owner-less pod's group, made at its admission, before it has a uid
-                                      **({} if owner_less else {TOP_OWNER_METADATA_ANNOTATION: owner}),
+                                      # not while an owner-less pod has no uid (its group is made at its admission)
+                                      **({} if owner_less and not md.get("uid") else
+                                         {TOP_OWNER_METADATA_ANNOTATION: owner}),
                                       **{k: v for k, v in annotations(top).items()
                                          if isinstance(v, str) and k != LAST_APPLIED_ANNOTATION and k not in own}}
             user = next((labels(p).get(USER_KEY) for p in source.pods[:1]), None)
@@ -181,8 +191,8 @@ class KaiGrouping(Segments, GangSettings):
         pod only while it names no group: podgang writes the same key on the pods it groups."""
         if str(annotations(obj).get(SKIP_PODGROUPER_ANNOTATION, "")).lower() != "true":
             return None
-        if is_pod and self.group_of(obj):  # type: ignore[attr-defined]
-            return None
+        if (is_pod or as_dict(obj).get("kind") == "Pod") and self.group_of(obj):  # type: ignore[attr-defined]
+            return None  # a pod podgang grouped (an owner too: a Spark driver owns its executors)
         return f"annotated {SKIP_PODGROUPER_ANNOTATION}=true"
 
     def settings_drift(self, podgroup: Any, options: Mapping[str, Any]) -> list[str]:
@@ -226,9 +236,27 @@ class KaiGrouping(Segments, GangSettings):
         for value, where in candidates:
             if isinstance(value, str) and value and (exists is None or value in exists):
                 return value, where
+        given, key = self._kind_default(self.given_priority_classes, source.top_owner)
+        if given and (exists is None or given in exists):
+            return given, f"the default for a {key} (--default-priority-class)"
         kind = str(as_dict(source.top_owner).get("kind") or "Pod")
         value = dict(self.default_priority_classes).get(kind, TRAIN)
+        if given:  # KAI passes over a default that names no PriorityClass, to its own fallback
+            return value, f"KAI's default for a {kind} (--default-priority-class {key}={given} names no PriorityClass)"
         return value, f"the default for a {kind} (--default-priority-class)"
+
+    @staticmethod
+    def _kind_default(defaults: Sequence[tuple[str, str]], top: Any) -> tuple[str | None, str]:
+        """A per-kind default for the top owner: ``Kind.group`` first, then ``Kind`` (KAI's order)."""
+        if not defaults:
+            return None, ""
+        kind = str(as_dict(top).get("kind") or "Pod")
+        group = str(as_dict(top).get("apiVersion") or "v1").rpartition("/")[0]
+        found = dict(defaults)
+        for key in ((f"{kind}.{group}", kind) if group else (kind,)):
+            if found.get(key):
+                return found[key], key
+        return None, kind
 
     # -- segments: KAI's grouper splits a PyTorchJob's workers (pytorch_grouper.go) and each
     # LWS replica (lws_grouper.go) into segments, each a leaf with its own topology
@@ -292,6 +320,12 @@ def _kind_name(obj: Any) -> str:
 
 def _is_mapping(value: Any) -> bool:
     return type(value) is dict or isinstance(value, Mapping)  # the common case first: an ABC check is slow
+
+
+def _every(objs: list[Any], section: str, key: str) -> list[tuple[str, str]]:
+    """Every non-empty ``key`` in ``metadata.<section>`` of ``objs``, in order, and whose it is."""
+    return [(value, _kind_name(obj) if as_dict(obj).get("kind") else "the pod") for obj in objs
+            if isinstance(value := as_dict(metadata(obj).get(section)).get(key), str) and value]
 
 
 def _first(objs: list[Any], section: str, key: str) -> tuple[str | None, str]:

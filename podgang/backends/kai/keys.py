@@ -109,9 +109,13 @@ TRAIN = "train"
 #: the help of the flags that set the two defaults above (``podgang.options``)
 DEFAULT_QUEUE_HELP = (f"kai: the queue of a gang whose top owner and pods name none (label {QUEUE_LABEL}, "
                       f"then {PROJECT_LABEL}), as KAI's own pod-grouper does")
-DEFAULT_PRIORITY_HELP = ("kai: the priorityClassName of a gang of a top-owner KIND that names none (repeatable; "
-                         f"KAI's own: {', '.join(f'{k}={v}' for k, v in DEFAULT_PRIORITY_CLASSES)}, "
+DEFAULT_PRIORITY_HELP = ("kai: the priorityClassName of a gang of a top-owner KIND (or KIND.GROUP, which wins) "
+                         "that names none, used only if that PriorityClass exists (repeatable; as KAI's defaults "
+                         f"ConfigMap; else KAI's own: {', '.join(f'{k}={v}' for k, v in DEFAULT_PRIORITY_CLASSES)}, "
                          f"any other kind {TRAIN})")
+DEFAULT_PREEMPTIBILITY_HELP = ("kai: the preemptibility of a gang of a top-owner KIND (or KIND.GROUP, which wins) "
+                               "whose owners and pods set none (repeatable; as KAI's defaults ConfigMap; else KAI "
+                               "decides by priority)")
 #: What KAI's own pod-grouper does with each top-owner kind (its gang, its size, its subgroups),
 #: shown beside podgang's rule on the workload kinds reference page (``make reference``); a kind
 #: not listed is grouped alike. From KAI v0.17's pkg/podgrouper plugins.
