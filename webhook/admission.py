@@ -421,13 +421,16 @@ class Admission:
         gives this pod (ignoring the keys it carries); else None."""
         settings = self.settings
         prefix = f"{settings.group_prefix}-" if settings.group_prefix else ""
-        if not named.startswith(prefix):
-            return None, []
         bare = rules.without_membership(pod, settings)
+        if not named.startswith(prefix) and named != kinds.spark_app_group(bare):
+            return None, []
         if rules.next_owner(bare) is None:
             md = rules.metadata(bare)
             name, generate = md.get("name"), md.get("generateName")
-            if isinstance(name, str) and name:
+            spark = kinds.spark_app_group(bare)
+            if spark is not None:  # a Spark pod run without an operator: its selector names its group
+                candidates = (spark,)
+            elif isinstance(name, str) and name:
                 # pg-<name>, or pg-<name>-<5 random> when pg-<name> belonged to someone else
                 candidates = (rules.owner_less_group_name(name, settings), rules.group_name(name, named[-6:], settings))
             elif isinstance(generate, str) and generate:

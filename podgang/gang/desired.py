@@ -569,7 +569,7 @@ def lent_metadata(cache: Cache, workloads: tuple[Obj, ...]) -> tuple[Obj, ...]:
     out = []
     for workload in workloads:
         ref = rules.controller_ref(workload)
-        owner = cache.by_uid.get(ref.uid) if ref is not None and ref.uid else None
+        owner = cache.owner_object(ref.uid) if ref is not None and ref.uid else None
         out.append(rules.lent_metadata(workload, owner) if owner is not None else workload)
     return tuple(out)
 

@@ -128,6 +128,12 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
         writes.append(Write("record-size", body, current, desired.min_member.value if held else None))
     if managed and desired.owner is not None and not _md(actual).get("ownerReferences"):
         body = {"metadata": {"ownerReferences": [desired.owner.to_dict()]}}
+        # what the backend reads from the owner, which a group made before its pod had a UID lacks
+        # (KAI's top-owner-metadata of an owner-less pod): added, never overwriting
+        have = _md(actual).get("annotations") or {}
+        added = {k: v for k, v in (desired.options.get("annotations") or {}).items() if k not in have}
+        if added:
+            body["metadata"]["annotations"] = added
         if rv:
             body["metadata"]["resourceVersion"] = rv
         writes.append(Write("adopt", body, note=f"{desired.owner.kind.lower()} {desired.owner.name}"))

@@ -49,7 +49,7 @@ from podgang.kinds.model import (FINISHED_CONDITIONS, ONE_PER_OBJECT, ONE_PER_RE
 from podgang.kinds.ray import (OPERATOR_GANG_LABELS, RAY_CLUSTER, RAY_GANG_LABEL, RAY_GROUP_LABEL, RAY_HEAD_GROUP,
                                RAY_JOB, RAY_REPLICA_INDEX_LABEL, RAY_SERVICE, RAY_SIZE_RULE)
 from podgang.kinds.grove import GROVE_PODGANG_LABEL, POD_CLIQUE, POD_CLIQUE_SCALING_GROUP, POD_CLIQUE_SET
-from podgang.kinds.spark import SPARK_APPLICATION, SPARK_CONNECT, SPARK_ROLE_LABEL
+from podgang.kinds.spark import SPARK_APPLICATION, SPARK_CONNECT, SPARK_ROLE_LABEL, spark_app_group
 from podgang.kinds.trainjob import (TRAIN_JOB, TRAINER_ANCESTOR_LABEL, TRAINER_RUNTIME_KINDS, trainer_pod_group_policy,
                                     trainjob_jobset, trainjob_runtime)
 from podgang.kinds.wrappers import (APP_WRAPPER, DISAGGREGATED_SET, MADE_NAME_PLACEHOLDERS, RAY_CRON_JOB,
@@ -76,7 +76,7 @@ __all__ = [
     "desired_size", "is_finished", "is_suspended", "job_size", "lws_subgroup_policy", "operator_gang", "pod_role",
     "pod_templates", "replica_index", "replica_of", "replica_stage", "replica_suffix", "replica_units",
     "resource_for", "role_replica_index", "roles", "rolling_out", "run_kinds", "scale_field", "scale_target",
-    "segment_index", "segmented_role", "size_writes", "stages", "template_of", "trainer_pod_group_policy",
+    "segment_index", "segmented_role", "size_writes", "spark_app_group", "stages", "template_of", "trainer_pod_group_policy",
     "trainjob_jobset", "trainjob_runtime", "whole_roles", "workload_kind",
 ]
 

@@ -10,11 +10,16 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from podgang.kinds.model import KindDoc, Obj, Role, SlimTemplate, Template, WorkloadKind
-from podgang.objects import Resource, as_dict, as_int, as_list, spec, status
+from podgang.objects import Resource, as_dict, as_int, as_list, labels, spec, status
 
 
 #: read on a pod: `driver` or `executor` (subgroup) of a SparkApplication
 SPARK_ROLE_LABEL = "spark-role"
+#: read on a pod Spark made without an operator (spark-submit's driver and executors): with the
+#: selector, it marks a Spark pod (KAI's grouper then names its group after the selector)
+SPARK_APP_NAME_LABEL = "spark-app-name"
+#: read on such a pod: names its group (a driver nothing owns and its executors, which the driver owns)
+SPARK_APP_SELECTOR_LABEL = "spark-app-selector"
 _SPARK_DRIVER_RUNS = ("RUNNING",)
 _SPARK_DONE = ("COMPLETED", "FAILED", "SUBMISSION_FAILED")
 
@@ -189,3 +194,14 @@ SPARK_CONNECT = WorkloadKind(
                 staging="the server (1) until spark-operator reports the SparkConnect `Ready`; the executors are "
                         "made by the server and owned by its pod, which podgang follows to the SparkConnect"),
 )
+
+
+def spark_app_group(pod: Any) -> str | None:
+    """The group KAI's grouper gives a Spark pod run without an operator (a driver nothing owns,
+    its executors owned by the driver pod): its ``spark-app-selector``, when it also carries
+    ``spark-app-name`` (KAI's podjob and spark plugins); None for any other pod."""
+    found = labels(pod)
+    selector = found.get(SPARK_APP_SELECTOR_LABEL)
+    if isinstance(selector, str) and selector and isinstance(found.get(SPARK_APP_NAME_LABEL), str):
+        return selector
+    return None

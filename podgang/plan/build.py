@@ -63,6 +63,9 @@ def build_plan(
             cache.fact_stores[resource.label][key_of("", str(metadata(obj)["name"]))] = slim_fact(obj, resource.kind)
             cache.known_facts.add(resource.label)
             given[resource.label] = given.get(resource.label, 0) + 1
+    for label, resource in fact_resources.items():
+        if resource.plural in known.complete:  # all of them are in the manifests: none there is none at all
+            cache.known_facts.add(label)
     cache.facts_version += 1
     partial = {label: given[label] for label in given
                if known.facts.get(label) is None and fact_resources[label].plural not in known.complete}

@@ -67,11 +67,16 @@ def podgroup_manifests(plan: Plan, settings: Settings = DEFAULT) -> tuple[list[d
             comments.append(f"PodGroup {group.namespace}/{group.name} ({min_text(group)}, "
                             f"{group.owner_text}): {why}")
             continue
-        # an owner-less pod's group has no owner (the webhook makes it before the pod has a UID)
-        owned = group.origin == "owned" and group.owner is not None and group.owner.uid \
+        # an owner-less pod's group is owned by the pod once it exists (the webhook makes the group
+        # before the pod has a UID; the grouper adds the pod as its owner): known only with the UID
+        owned = group.origin in ("owned", "owner-less") and group.owner is not None and group.owner.uid \
             and _UID_TOKEN not in group.owner.uid
+        options = group.options
+        if any(_UID_TOKEN in str(v) for v in (options.get("annotations") or {}).values()):
+            options = {**options, "annotations": {k: v for k, v in options["annotations"].items()
+                                                  if _UID_TOKEN not in str(v)}}
         docs.append(backend.build_podgroup(gang_spec(
             group.name, group.namespace, group.min_member.value, labels=settings.managed_labels,
-            options=group.options, owner=group.owner if owned else None,
+            options=options, owner=group.owner if owned else None,
             subgroups=group.subgroups, min_subgroup=group.min_subgroup)))
     return docs, comments

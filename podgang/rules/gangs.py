@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from podgang.kinds import pod_role, replica_index, role_replica_index
-from podgang.objects import Denial, annotations, clip, metadata
+from podgang.kinds import pod_role, replica_index, role_replica_index, spark_app_group
+from podgang.objects import POD, Denial, annotations, clip, metadata
 from podgang.objects import as_dict as _dict
 from podgang.settings import DEFAULT, Settings
 
 from podgang.rules.membership import _keys_of, _subgroup, hand_made_group, leaf_name, pod_leaf, template_subgroup
-from podgang.rules.names import generated_suffix, group_name, owned_group_name, owner_less_group_name
+from podgang.rules.names import (generated_suffix, group_name, is_valid_group_name, owned_group_name,
+                                 owner_less_group_name)
 from podgang.rules.owners import _same, top_owner
 from podgang.rules.results import Gang, HAND_MADE, OWNED, OWNER_LESS, STANDALONE
 from podgang.rules.roles import pod_segment, role_tree
@@ -59,6 +60,14 @@ def gang_for_pod(
             subgroup = top.name if top is not None else STANDALONE
         return Gang(named, HAND_MADE, "the pod names its PodGroup", top_owner=top, subgroup=subgroup)
 
+    spark = spark_app_group(pod) if top is None or (top.kind == POD.kind and top.api_version == "v1") else None
+    if spark is not None and is_valid_group_name(spark):  # spark-submit's pods, no operator: KAI's name for them
+        why = "a Spark pod run without an operator: named after its spark-app-selector, as KAI's grouper names it"
+        if top is None:
+            return Gang(spark, OWNER_LESS, why, subgroup=subgroup)
+        if top.uid:
+            return Gang(spark, OWNED, f"{why} (its driver pod/{clip(top.name)} owns it)", owner=top, top_owner=top,
+                        subgroup=subgroup)
     if top is not None:
         if not top.uid:
             return Denial(f"ownerReference {clip(f'{top.kind}/{top.name}')} has no uid; podgang cannot name its gang")

@@ -289,9 +289,11 @@ def _role_topology(placed: bool, role: Role, settings: Settings) -> tuple[tuple[
 def lent_metadata(workload: Any, owner: Any) -> Any:
     """``workload`` as a gang's settings are read from it: when its owner is a kind that
     lends its metadata (a TrainJob, to its JobSet — as KAI's pod-grouper, which skips the
-    TrainJob, copies them), the owner's labels and annotations where it has none of its own."""
+    TrainJob, copies them) or a kind podgang does not follow (an Argo Workflow: KAI's grouper
+    takes it for the top owner and reads it), the owner's labels and annotations where it has
+    none of its own."""
     entry = workload_kind(owner)
-    if entry is None or not entry.lends_metadata:
+    if entry is not None and not entry.lends_metadata or not metadata(owner):
         return workload
     md = dict(metadata(workload))
     for section in ("labels", "annotations"):

@@ -161,3 +161,61 @@ def test_one_evictor_per_gang(spec, evictor):
     said = KAI.evicts_itself({"metadata": {"name": "g"}, "spec": spec})
     assert said is None if evictor is None else evictor in said
     assert KAI.slim_podgroup_spec(spec).get("stalenessGracePeriod") == spec.get("stalenessGracePeriod")
+
+
+# -- what issue 43 found silent: the node pool, skip-podgrouper, owner-less pods, KAI's per-kind defaults
+
+
+def test_the_pods_node_pool_is_on_its_group_unless_the_top_owner_names_one():
+    """KAI's scheduler shards by the group's node-pool label: KAI's grouper copies the pod's."""
+    pod = obj(labels={"kai.scheduler/node-pool": "pool-a"})
+    assert options(obj("Job"), pod)["labels"]["kai.scheduler/node-pool"] == "pool-a"
+    top = obj("Job", {"kai.scheduler/node-pool": "pool-b"})
+    assert options(top, pod)["labels"]["kai.scheduler/node-pool"] == "pool-b"
+    assert "kai.scheduler/node-pool" not in options(obj("Job"), obj())["labels"]
+
+
+def test_skip_podgrouper_puts_a_pod_out_of_scope_only_where_the_user_wrote_it():
+    from podgang import rules
+    skip = {"kai.scheduler/skip-podgrouper": "true"}
+    bare = {**obj(annotations=skip), "spec": {"schedulerName": "kai-scheduler"}}
+    assert "skip-podgrouper" in rules.scope_problem(bare, "ns")
+    # podgang writes the same key on the pods it groups: a pod naming its group stays in scope
+    grouped = {**obj(annotations={**skip, "pod-group-name": "pg-x"}), "spec": {"schedulerName": "kai-scheduler"}}
+    assert rules.scope_problem(grouped, "ns") is None
+    plain = {**obj(), "spec": {"schedulerName": "kai-scheduler"}}
+    assert "skip-podgrouper" in rules.scope_problem(plain, "ns", owners=[obj("Job", annotations=skip)])
+    # an owner that is a pod podgang grouped (a Spark driver owns its executors) is not an opt-out
+    driver = {**obj(annotations={**skip, "pod-group-name": "pg-x"}), "apiVersion": "v1", "kind": "Pod"}
+    assert rules.scope_problem(plain, "ns", owners=[driver]) is None
+    assert rules.workload_skip_problem({**obj("Job", annotations=skip), "spec": {"template": {
+        "spec": {"schedulerName": "kai-scheduler"}}}})
+
+
+def test_an_owner_less_pod_is_its_own_top_owner():
+    pod = obj(labels={"team": "nlp", "kai.scheduler/podgroup": "pg-x"},
+              annotations={"kai.scheduler/topology": "net", "kai.scheduler/topology-required-placement": "rack",
+                           "pod-group-name": "pg-x", "kai.scheduler/skip-podgrouper": "true"})
+    got = options(None, pod)
+    assert got["labels"] == {"team": "nlp"}  # never the keys podgang itself writes on the pod
+    assert got["extra_spec"]["topologyConstraint"] == {"topology": "net", "requiredTopologyLevel": "rack"}
+    assert yaml.safe_load(got["annotations"]["kai.scheduler/top-owner-metadata"])["uid"] == "uid-x"
+    pod["metadata"]["uid"] = ""  # at admission: no uid yet, so no top-owner-metadata
+    assert "kai.scheduler/top-owner-metadata" not in options(None, pod)["annotations"]
+
+
+def test_per_kind_defaults_as_kais_configmap_gives_them():
+    backend = KAI.configured({"default_priority_classes": [("Job.batch", "high"), ("Job", "build")],
+                              "default_preemptibility": [("Job", "non-preemptible")]})
+    got = options(obj("Job"), obj(), backend=backend)
+    assert (got["priority_class"], got["extra_spec"]["preemptibility"]) == ("high", "non-preemptible")
+    missing = KAI.configured({"default_priority_classes": [("Job", "nope")]})
+    assert options(obj("Job"), obj(), backend=missing)["priority_class"] == "train"  # only one that exists
+
+
+def test_an_invalid_owner_value_is_said_and_the_pods_valid_one_taken():
+    got = options(obj("Job", {"kai.scheduler/preemptibility": "maybe"}, {"kai.scheduler/preemption-delay": "soon"}),
+                  obj(labels={"kai.scheduler/preemptibility": "preemptible"},
+                      annotations={"kai.scheduler/preemption-delay": "30s"}))
+    assert got["extra_spec"]["preemptibility"] == "preemptible" and got["extra_spec"]["preemptionDelay"] == "30s"
+    assert len(got["problems"]) == 2
