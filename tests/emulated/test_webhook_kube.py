@@ -104,6 +104,7 @@ async def api_client(kube):
 
 async def test_every_recorded_review_end_to_end(tmp_path, kube, api_client):
     assert set(EXPECTED) == set(review_names()), "a new recording needs an expectation here"
+    pod_labels = {}
     async with running_webhook(tmp_path, api_client=api_client) as wh:
         for name, group in EXPECTED.items():
             doc = review(name)
@@ -116,6 +117,7 @@ async def test_every_recorded_review_end_to_end(tmp_path, kube, api_client):
                 continue
             pod = patched(obj, resp)
             before_labels = (obj["metadata"].get("labels") or {})
+            pod_labels.setdefault(group, before_labels)
             before_notes = (obj["metadata"].get("annotations") or {})
             # no subgroup key: the recorded hand-made groups do not exist here, so list none
             assert pod["metadata"]["labels"] == {**before_labels, "kai.scheduler/podgroup": group}, name
@@ -143,7 +145,8 @@ async def test_every_recorded_review_end_to_end(tmp_path, kube, api_client):
     # owner-less pods got their PodGroup (the dry run and owned pods did not)
     assert set(groups) == CREATED
     for name, pg in groups.items():
-        assert pg["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"}
+        # an owner-less pod is its own top owner, as in KAI's grouper: its labels are the group's
+        assert pg["metadata"]["labels"] == {**pod_labels[name], "podgang.io/managed-by": "podgang"}
         assert pg["spec"] == OWNER_LESS_KAI_SPEC
         assert "ownerReferences" not in pg["metadata"]
     # the CronJob above a run is never looked up: every run is its own gang
@@ -255,7 +258,9 @@ async def test_owner_less_pod_never_takes_over_a_foreign_group(tmp_path, kube, a
     assert pod["metadata"]["annotations"]["pod-group-name"] == group
     assert kube.get("podgroups", NS, "pg-bare") == foreign  # untouched
     created = kube.get("podgroups", NS, group)
-    assert created["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"} and created["spec"] == OWNER_LESS_KAI_SPEC
+    # the pod is its own top owner, as in KAI's grouper: its labels are its group's
+    assert created["metadata"]["labels"] == {"run": "bare", "podgang.io/managed-by": "podgang"}
+    assert created["spec"] == OWNER_LESS_KAI_SPEC
 
 
 async def test_recorded_409_and_404_bodies(tmp_path, kube, api_client):
@@ -283,7 +288,7 @@ async def test_generate_name_only_pod_gets_a_random_suffix_written_into_it(tmp_p
     names = [group_after(owner_less_generate_name_review(), r) for r in (first, second)]
     for name in names:
         assert re.fullmatch(r"pg-train-[a-z0-9]{5}", name), name
-        assert kube.get("podgroups", NS, name)["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"}
+        assert kube.get("podgroups", NS, name)["metadata"]["labels"] == {"app": "train", "podgang.io/managed-by": "podgang"}
     assert names[0] != names[1]
     # recorded in managedFields under the webhook's own name, not the client library's
     assert [r.query.get("fieldManager") for r in kube.find_requests("POST", PODGROUPS + "$")] == ["podgang-webhook"] * 2
@@ -522,7 +527,7 @@ async def test_an_exported_owner_less_pod_applied_again_gets_its_group_back(tmp_
         resp = await wh.mutate(doc)
     assert resp["allowed"] is True and "warnings" not in resp, resp
     created = kube.get("podgroups", NS, "pg-bare")
-    assert created is not None and created["metadata"]["labels"] == {"podgang.io/managed-by": "podgang"}
+    assert created is not None and created["metadata"]["labels"] == {"run": "bare", "podgang.io/managed-by": "podgang"}
 
 
 async def test_an_owner_less_pod_naming_an_existing_foreign_group_like_podgangs_joins_it(tmp_path, kube, api_client):

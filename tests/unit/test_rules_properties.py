@@ -417,6 +417,7 @@ ARGS = {
     "metadata": lambda d: (d.draw(anything),),
     "labels": lambda d: (d.draw(anything),),
     "spec": lambda d: (d.draw(anything),),
+    "spark_app_group": lambda d: (d.draw(anything),),
     "status": lambda d: (d.draw(anything),),
     "as_dict": lambda d: (d.draw(anything),),
     "merge_patch": lambda d: (d.draw(st.dictionaries(st.text(max_size=4), anything, max_size=4)),
