@@ -124,6 +124,14 @@ class Writes:
                 message = f"adopted by {write.note}: it is deleted with it"
                 self._decision(key, "adopt", message, started)
                 return True
+            if write.action == "adopt-group":
+                patched = await self._patch(key, backend, path, write.body)
+                who = f"{desired.owner.kind.lower()} {desired.owner.name}" if desired.owner else "its pods"
+                message = (f"made by {write.note} for {who}: podgang manages it from now on instead of making a "
+                           f"second group (its size and subgroups follow the workload as podgang's own)")
+                self.events.emit(patched, "PodGroupAdopted", message)
+                self._decision(key, "adopt-group", message, started)
+                return False  # plan again from the adopted group: its size next
             if write.action == "record-elastic":
                 patched = await self._patch(key, backend, path, write.body)
                 total = sum(value for _, value in desired.contributions)

@@ -375,6 +375,8 @@ def _origin(g) -> str:
         elif g.cluster_min_member is not None and g.cluster_min_member != g.min_member.value:
             text += f"; written as minMember {g.cluster_min_member}, the grouper sets {g.min_member.value}"
         return text
+    if g.adopted:
+        return f"made by {g.adopted} for {g.owner_text}, taken over by the grouper"
     if g.origin == "owner-less":
         return f"created by the webhook for {g.owner_text}"
     if g.per_run:
@@ -400,6 +402,7 @@ def plan_as_dict(plan) -> dict[str, Any]:
              "minMemberBefore": g.before.value if g.before else None, "reason": g.min_member.reason,
              "pinned": g.min_member.pinned, "origin": g.origin, "exists": g.exists,
              "definedAt": str(g.defined_at) if g.defined_at else None, "owner": g.owner_text or None,
+             "adoptedFrom": g.adopted,
              "backend": g.backend.name if g.backend is not None else None,
              "queue": g.options.get("queue"), "priorityClassName": g.options.get("priority_class"),
              "settings": [{"field": setting, "value": value, "from": where or None}

@@ -67,6 +67,8 @@ for _verdict in feasibility.VERDICTS:
 
 NOT_IN_INPUT = _code("not-in-input", "notes", "a queue or PriorityClass gangs name is not in the input, which "
                                               "holds only some: whether it exists is not checked")
+ADOPTED = _code("adopted", "notes", "a PodGroup the scheduler's own pod-grouper made (KAI's) under the name podgang "
+                "gives the gang: podgang takes it over, no second group")
 OPERATOR_GANG = _code("operator-gang", "notes", "the workload's operator makes its gang itself: podgang makes none")
 PODGROUP_UNUSED = _code("podgroup-unused", "notes", "a PodGroup in the input that no pod or workload uses")
 GANG_ADVICE = _code("gang-advice", "notes", "what a gang's user might add, not fix (podgang.io/required-roles on a "

@@ -58,6 +58,10 @@ class Settings:
     #: members' total and no member was scaled since the group was made: the user's elastic
     #: gang, kept as written from then on (remove it to have podgang judge the group again)
     elastic_size_annotation: str = "podgang.io/elastic-min-member"
+    #: written on a PodGroup the scheduler's own pod-grouper made (KAI's) for a gang podgang gives the
+    #: same name, when podgang takes it over instead of making a second one: who made it
+    #: (`kai-pod-grouper`); podgang manages it from then on
+    adopted_from_annotation: str = "podgang.io/adopted-from"
     #: read on a pod or workload, `"true"`: podgang leaves it alone (the webhooks' objectSelector too)
     skip_label: str = "podgang.io/skip"
     #: written on a PodGroup, `podgang`: podgang created it and may change or delete it

@@ -36,7 +36,8 @@ from podgang.gang import (
     with_owners,
 )
 from podgang.gang.stale import format_duration
-from podgang.objects import as_dict, as_list, is_active, is_terminating, metadata, pod_phase, spec, status
+from podgang.objects import (annotations, as_dict, as_list, clip, is_active, is_terminating, metadata, pod_phase,
+                             spec, status)
 from podgang.settings import Settings
 
 # the grouper's events about a gang's staleness (grouper/controller.py)
@@ -352,6 +353,11 @@ def gang_status(cache: Cache, desired: Desired, raw_group: Mapping[str, Any] | N
         origin = "as written: only standalone pods use it"
     else:
         origin = "as written"
+    adopted = annotations(actual).get(settings.adopted_from_annotation) if actual is not None else None
+    if desired.adopted is not None:  # what the grouper's PodGroupAdopted will say
+        origin += f"; made by {desired.adopted}: the grouper takes it over (no second group)"
+    elif adopted and is_managed(actual, settings):
+        origin += f"; adopted from {clip(str(adopted))}"
     gang = GangStatus(
         desired.namespace, desired.name, backend.name, UNKNOWN, "", desired.source, actual is not None,
         actual is not None and is_managed(actual, settings), current, wanted, origin,

@@ -147,6 +147,15 @@ class GangSettings:
         them: what the verdicts judge once the group exists."""
         return {}
 
+    #: the scheduler's own pod-grouper, whose groups podgang takes over (adopts) rather than
+    #: making a second one beside them; None: the scheduler has none
+    peer_grouper: str | None = None
+
+    def made_by_peer_grouper(self, podgroup: Any, owner_uid: str) -> bool:
+        """Whether ``podgroup`` is what the scheduler's own pod-grouper made for the top owner
+        of uid ``owner_uid`` (never true of a group podgang made)."""
+        return False
+
     def opted_out(self, obj: Any, is_pod: bool) -> str | None:
         """Why the scheduler's own grouping was told to leave this pod (``is_pod``) or owner
         alone — podgang, standing in for it, does too — or None (most schedulers: never)."""

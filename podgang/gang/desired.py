@@ -65,6 +65,9 @@ class Desired:
     #: a hand-made group's declared roles no workload fills yet, recorded on it for the webhook
     #: (``podgang.io/awaited-roles``); None: it declares none
     awaited_roles: tuple[str, ...] | None = None
+    #: a live group the scheduler's own pod-grouper made for this gang (KAI's, under the name podgang
+    #: gives it), which podgang takes over rather than making a second one: who made it; None: not so
+    adopted: str | None = None
 
     @property
     def key(self) -> str:
@@ -188,7 +191,18 @@ def desired_group(cache: Cache, group_key: str) -> Desired:
         verdicts = feasibility.never_placed(backend, judged_settings(backend, options, actual), minimum,
                                             cache.facts_for(backend), least=least)
     min_resources = backend.min_resources_for(minimum) if backend else None
-    return replace(desired, backend=backend, options=options, min_resources=min_resources, verdicts=verdicts)
+    return replace(desired, backend=backend, options=options, min_resources=min_resources, verdicts=verdicts,
+                   adopted=peer_made(backend, desired, actual, cache.settings))
+
+
+def peer_made(backend: Backend | None, desired: Desired, actual: Obj | None, settings: Settings) -> str | None:
+    """Who made ``actual``, when it is the scheduler's own pod-grouper's group for the gang podgang
+    gives the same name (a cluster switching from KAI's grouper): podgang adopts it. None otherwise."""
+    if (backend is None or backend.peer_grouper is None or actual is None or desired.owner is None
+            or desired.source not in (OWNED, OWNER_LESS) or is_managed(actual, settings)
+            or _md(actual).get("deletionTimestamp")):
+        return None
+    return backend.peer_grouper if backend.made_by_peer_grouper(actual, desired.owner.uid) else None
 
 
 def judged_settings(backend: Backend, options: Mapping[str, Any], actual: Any) -> dict[str, Any]:

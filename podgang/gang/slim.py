@@ -137,6 +137,7 @@ class Slimmer:
                                    settings.min_resources_annotation, settings.followed_size_annotation,
                                    settings.elastic_size_annotation, settings.admission_created_annotation,
                                    settings.required_roles_annotation, settings.awaited_roles_annotation,
+                                   settings.adopted_from_annotation,
                                    rollouts.REVISION_ANNOTATION,
                                    *annotation_keys)  # a backend's per-gang settings may sit on the workload
         self.template_labels = (settings.skip_label, *label_keys)

@@ -26,6 +26,7 @@ class Write:
     """One API write the controller performs."""
 
     #: "create" | "patch-min-member" | "patch-subgroups" | "record-size" | "record-elastic" | "adopt" | "replace"
+    #: | "adopt-group" (a group the scheduler's own pod-grouper made, taken over)
     action: str
     body: dict[str, Any] | None = None
     old: int | None = None  # previous minMember (patch)
@@ -64,6 +65,12 @@ def plan_writes(desired: Desired, actual: Obj | None, settings: Settings) -> lis
     writes: list[Write] = []
     rv = _md(actual).get("resourceVersion")
     current = backend.min_member(actual)
+    if not managed and desired.adopted:  # the scheduler's own grouper made it: taken over, then planned again
+        body = {"metadata": {"labels": dict(settings.managed_labels),
+                             "annotations": {settings.adopted_from_annotation: desired.adopted}}}
+        if rv:
+            body["metadata"]["resourceVersion"] = rv
+        return [Write("adopt-group", body, current, None, note=desired.adopted)]
     # a tree's root is sized by its subgroups (written with them below), never by a minMember beside them
     if desired.min_member is not None and current != desired.min_member.value and desired.min_subgroup is None:
         resize = backend.resize(actual, desired.min_member.value)

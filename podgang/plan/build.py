@@ -583,7 +583,7 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
                          cluster_min_member=written, random_name=key in random_names, backend=backend,
                          options=options,
                          subgroups=desired.subgroups, min_subgroup=desired.min_subgroup,
-                         users_tree=desired.users_tree)
+                         users_tree=desired.users_tree, adopted=desired.adopted)
     _users_tree_drawn(backend, actual, group)
     if desired.users_tree and not desired.users_tree.startswith("KAI"):
         plan.notes.append(Finding(codes.USERS_TREE, at, f"podgroup {ns}/{name}", desired.users_tree))
@@ -604,6 +604,11 @@ def _planned_group(plan: Plan, desired: Desired, cache: Cache, settings: Setting
             continue  # said once, as the webhook says it
         plan.warnings.append(Finding(codes.GANG_PROBLEM, where, what, problem))
     plan.notes.extend(Finding(codes.GANG_ADVICE, where, what, advice) for advice in desired.advice)
+    if desired.adopted is not None:
+        plan.notes.append(Finding(codes.ADOPTED, where, what, (
+            f"made by {desired.adopted} for {group.owner_text or 'its pods'}: podgang takes it over (labels it "
+            f"{settings.managed_by_label}={settings.managed_by_value}, annotates it {settings.adopted_from_annotation}="
+            f"{desired.adopted}) and sizes it as its own; no second group is made")))
     for problem in group.options.get("problems") or ():
         plan.warnings.append(Finding(codes.SETTING_PROBLEM, where, what, problem))
     for verdict in desired.verdicts:

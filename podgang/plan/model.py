@@ -77,6 +77,7 @@ class PlannedGroup:
     subgroups: tuple[rules.Subgroup, ...] = ()  # one per workload of a shared hand-made group, or a tree
     min_subgroup: int | None = None  # a tree's root: the parts it needs (KAI's minSubGroup)
     users_tree: str | None = None  # a hand-made group's own tree, which podgang leaves as written
+    adopted: str | None = None  # made by the scheduler's own pod-grouper (KAI's): podgang takes it over
 
     @property
     def key(self) -> tuple[str, str]:

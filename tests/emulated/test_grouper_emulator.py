@@ -258,6 +258,29 @@ async def test_adoption_and_orphan_deletion(emu):
         assert emu.get("podgroups", NS, "pg-solo") is None
 
 
+async def test_a_group_kais_grouper_made_is_adopted_not_duplicated(emu):
+    """A cluster switching from KAI's pod-grouper: the Job's group KAI made (its name is the one
+    podgang gives, owned by the Job, minMember 1 from KAI's Job default) is taken over once —
+    labelled podgang's, annotated who made it, then sized as podgang sizes it — and no second
+    group appears. A same-named group with another owner stays the user's."""
+    job, group = job_gang(emu)
+    emu.put(podgroup(group, 1, owner=job, kai_evicts=True))
+    other, _, _ = deploy_with_pods(emu, "web", 2)
+    stranger = emu.put({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "stranger", "namespace": NS}})
+    emu.put(podgroup(owned_group(other), 1, owner=stranger, kai_evicts=True))  # someone else's: not adopted
+    async with running_grouper(emu):
+        await emu.wait_for(lambda: min_member(emu, group) == 3, 3.0)
+        adopted = emu.get("podgroups", NS, group)
+        assert adopted["metadata"]["labels"] == MANAGED
+        assert adopted["metadata"]["annotations"]["podgang.io/adopted-from"] == "kai-pod-grouper"
+        said = await wait_event(emu, "PodGroupAdopted", "made by kai-pod-grouper for job train")
+        assert len(said) == 1
+        assert [pg["metadata"]["name"] for pg in emu.list("podgroups", NS)].count(group) == 1
+        kept = emu.get("podgroups", NS, owned_group(other))
+        assert "labels" not in kept["metadata"] and kept["spec"]["minMember"] == 1
+        assert events(emu, "PodGroupAdopted", name=owned_group(other)) == []
+
+
 async def test_the_group_of_a_generate_name_pod_the_webhook_could_not_create_is_created(emu):
     # owner-less pod with only generateName: the webhook named its group
     # pg-<generateName><5 random> and wrote it into the pod, but creating the PodGroup

@@ -185,6 +185,16 @@ class KaiGrouping(Segments, GangSettings):
         return frozenset((getattr(self, "annotation", ""), getattr(self, "label", ""),
                           getattr(self, "subgroup_label", ""), SKIP_PODGROUPER_ANNOTATION))
 
+    peer_grouper = "kai-pod-grouper"
+
+    def made_by_peer_grouper(self, podgroup: Any, owner_uid: str) -> bool:
+        """KAI's grouper owns each group it makes by the gang's top owner (every version the
+        conformance rows cover), and podgang gives most gangs KAI's name for them: a group of
+        that name owned by the same top owner, without podgang's label, is KAI's."""
+        refs = metadata(podgroup).get("ownerReferences")
+        return bool(owner_uid) and isinstance(refs, list) and any(
+            isinstance(r, dict) and r.get("uid") == owner_uid for r in refs)
+
     def opted_out(self, obj: Any, is_pod: bool) -> str | None:
         """``kai.scheduler/skip-podgrouper: "true"`` on a pod or any of its owners: the user
         asked KAI's grouper to leave it alone, so podgang, standing in for it, does too. On a
