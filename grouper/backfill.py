@@ -10,6 +10,7 @@ import time
 
 from podgang import rules
 from podgang.api import ApiError
+from podgang.fence import Fenced
 from podgang.backends import Backend
 from podgang.objects import POD, is_terminating
 
@@ -100,6 +101,8 @@ class Backfill:
         except ApiError as exc:
             if exc.status == 404:
                 return
+            if isinstance(exc, Fenced):
+                raise  # not leading: no failure to say
             self.metrics.api_error("backfill", exc.status or None)
             self._warn_once((POD_KEY, key), (f"cannot set the PodGroup of pod {name}: {exc}",),
                             [pod], "BackfillFailed")

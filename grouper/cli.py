@@ -18,6 +18,7 @@ import sys
 from podgang.api import Api, make_api_client
 from podgang.discovery import discovered
 from podgang.events import EventRecorder, EventSink
+from podgang.fence import OPEN, Fence
 from podgang.logs import setup_logging
 from podgang.metrics import GrouperMetrics
 from podgang.options import (add_backend_flags, add_flag, backends_from, duration, kai_version_settings, own_namespace,
@@ -161,9 +162,12 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
 
     settings = await discovered(Api(api_client, timeout=options.request_timeout), settings)
 
-    async def lead() -> None:
-        recorder = EventRecorder(api_client, "podgang-grouper", instance=identity, timeout=options.request_timeout)
-        controller = Controller(api_client, settings, options, metrics=metrics, events=EventSink(recorder, on_drop=metrics.events_dropped.inc))
+    async def lead(fence: Fence = OPEN) -> None:
+        # every writer gets the fence of the term it is made in (podgang/fence.py)
+        recorder = EventRecorder(api_client, "podgang-grouper", instance=identity, timeout=options.request_timeout,
+                                 fence=fence)
+        controller = Controller(api_client, settings, options, metrics=metrics, fence=fence,
+                                events=EventSink(recorder, on_drop=metrics.events_dropped.inc, fence=fence))
         state["controller"] = controller
         if on_controller:
             on_controller(controller)

@@ -22,6 +22,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from podgang.api import Api, ApiError, NamespaceTerminating, RateLimit, describe
 from podgang.events import EventSink
+from podgang.fence import OPEN, Fence, Fenced
 from podgang.metrics import GrouperMetrics
 from podgang.settings import Settings
 
@@ -95,6 +96,7 @@ class Controller(Watches, Writes, Staleness, Backfill, Announcements):
         events: EventSink | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        fence: Fence = OPEN,
     ):
         self.api_client = api_client
         self.settings = settings
@@ -103,9 +105,13 @@ class Controller(Watches, Writes, Staleness, Backfill, Announcements):
         self.events = events or EventSink(None)
         self.clock = clock
         self.wall = wall
+        # the term of leadership this controller was made in: every write it makes (PodGroups,
+        # pods, evictions; its events through the sink's recorder) is checked as it is sent
+        self.fence = fence
         self.limit = RateLimit(self.options.api_qps, self.options.api_burst, on_wait=self.metrics.rate_limit_wait.inc)
         self.api = Api(api_client, timeout=self.options.request_timeout, field_manager=settings.grouper_field_manager,
-                       limit=self.limit, on_call=lambda method: self.metrics.api_calls.labels(method=method).inc())
+                       limit=self.limit, on_call=lambda method: self.metrics.api_calls.labels(method=method).inc(),
+                       fence=fence)
         self.cache = Cache(settings)
         # pod backfills wait behind group writes: the group (and the subgroups a pod is
         # labelled with) first, and a catching-up backfill never holds up a scale
@@ -224,6 +230,10 @@ class Controller(Watches, Writes, Staleness, Backfill, Announcements):
                 self._failures.pop(item, None)
             except asyncio.CancelledError:
                 raise
+            except Fenced as exc:
+                # no longer leading: the process is stopping, nothing is retried or warned about
+                self._failures.pop(item, None)
+                log.debug("not leading: nothing written", extra={"fields": {"key": item[1], "error": describe(exc)}})
             except NamespaceTerminating as exc:
                 # deleted before the namespace watch said so: nothing to retry, its watch event
                 # lets the gang go

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
 
 from podgang.api import Api, ApiError, Conflict, NotFound
+from podgang.fence import Fence, Fenced
 from podgang.kinds import POD
 
 MAX_BACKOFF = 30.0
@@ -95,6 +96,8 @@ async def _evict_one(
             return EVICTED, ""
         except NotFound:
             return GONE, ""
+        except Fenced as exc:  # no longer leading: kept, not retried
+            return KEPT, str(exc)
         except ApiError as exc:  # 429 (a PDB refuses), 5xx, no answer: retried
             last = str(exc)
             if isinstance(exc, Conflict) and uid and await _replaced(api, name, namespace, uid):
@@ -126,11 +129,13 @@ async def evict_pods(
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     concurrency: int = 10,
     stop: Callable[[], str | None] = lambda: None,
+    fence: Fence | None = None,
 ) -> EvictionResult:
     """Evict ``pods`` (objects as the API serves them; name, namespace and uid are
     used). Results keep the order of ``pods``; a pod listed twice is evicted once.
-    ``stop``: asked before each try; a reason keeps the pods not evicted yet."""
-    api = Api(api_client, timeout=timeout)
+    ``stop``: asked before each try; a reason keeps the pods not evicted yet. ``fence``:
+    checked as each eviction is sent (:mod:`podgang.fence`); refused, the pod is kept."""
+    api = Api(api_client, timeout=timeout, fence=fence)
     attempts = max(int(attempts), 1)
     limit = asyncio.Semaphore(max(int(concurrency), 1))
     targets: list[tuple[str, str, str | None]] = []

@@ -12,6 +12,13 @@ keep writing after a standby took the Lease. Here a watchdog stops leading when 
 renewal succeeded for ``renew_deadline`` seconds (counted from when the last successful
 one was sent), which is before ``lease_duration`` lets anyone else take it.
 
+The watchdog is a task, and a task runs only when the event loop gets to it: a leader
+paused past its Lease (SIGSTOP, a frozen VM) resumes with writes ready to go before it.
+So each term of leadership is a :class:`~podgang.fence.Fence` (:mod:`podgang.fence`) that
+``lead()`` is given and hands to every writer; the fence is checked as each write is sent,
+by the same deadline on the local monotonic clock, and the term is ended before ``lead()``
+is cancelled. Nothing decided or queued under a term is written after it.
+
 The library's LeaseLock makes its API calls without a timeout and lets a dropped
 connection crash the elector; the lock here is the same with a timeout on every
 call and its errors read by the one parser in :mod:`podgang.api`.
@@ -24,6 +31,7 @@ import datetime
 import logging
 import os
 import socket
+import time
 import uuid
 from typing import Awaitable, Callable
 
@@ -34,6 +42,7 @@ from kubernetes_asyncio.leaderelection import electionconfig, leaderelection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from podgang.api import ApiError, NotFound, as_api_error, describe
+from podgang.fence import Fence, Leadership
 
 log = logging.getLogger("podgang.grouper.leader")
 
@@ -48,13 +57,20 @@ class TimedLeaseLock(LeaseLock):
     """LeaseLock with ``_request_timeout`` on every call, and its failures read by
     :mod:`podgang.api` (a dropped connection is a failed try, never a crash)."""
 
-    def __init__(self, name: str, namespace: str, identity: str, api_client: client.ApiClient, timeout: float):
+    def __init__(self, name: str, namespace: str, identity: str, api_client: client.ApiClient, timeout: float,
+                 leadership: Leadership | None = None):
         super().__init__(name, namespace, identity, api_client)
         self.timeout = timeout
-        self.renewed_at: float | None = None  # loop time a successful create/update was sent
+        self.leadership = leadership  # told every renewal that succeeded
+        self.renewed_at: float | None = None  # monotonic time a successful create/update was sent
 
     def _sent(self) -> float:
-        return asyncio.get_running_loop().time()
+        return time.monotonic()
+
+    def _renewed(self, sent: float) -> None:
+        self.renewed_at = sent
+        if self.leadership is not None:
+            self.leadership.renewed(sent)
 
     async def get(self, name, namespace):
         try:
@@ -72,7 +88,7 @@ class TimedLeaseLock(LeaseLock):
         sent = self._sent()
         try:
             await self.api_instance.create_namespaced_lease(namespace, body, _request_timeout=self.timeout)
-            self.renewed_at = sent
+            self._renewed(sent)
             return True
         except Exception as e:
             log.info("could not create the Lease", extra={"fields": {"lease": name, "error": describe(e)}})
@@ -90,7 +106,7 @@ class TimedLeaseLock(LeaseLock):
             await self.api_instance.replace_namespaced_lease(
                 name=name, namespace=namespace, body=self.lease_reference, _request_timeout=self.timeout
             )
-            self.renewed_at = sent
+            self._renewed(sent)
             return True
         except Exception as e:
             log.debug("could not update the Lease", extra={"fields": {"lease": name, "error": describe(e)}})
@@ -131,7 +147,7 @@ def _for_the_elector(error: ApiError) -> ApiException:
 
 async def run_as_leader(
     api_client: client.ApiClient,
-    lead: Callable[[], Awaitable[None]],
+    lead: Callable[[Fence], Awaitable[None]],
     *,
     name: str,
     namespace: str,
@@ -141,15 +157,19 @@ async def run_as_leader(
     retry_period: int = 2,
     timeout: float = 5.0,
     on_leading: Callable[[bool], None] | None = None,
+    leadership: Leadership | None = None,
 ) -> int:
-    """Wait for the Lease, then run ``lead()`` while holding it.
+    """Wait for the Lease, then run ``lead(fence)`` while holding it: ``fence`` is this term's
+    (:mod:`podgang.fence`), for every writer ``lead`` makes; it stops holding at the renew
+    deadline after the last renewal, or as the Lease is lost, before ``lead()`` is cancelled.
 
     Returns 1 when the Lease is lost (``lead()`` is cancelled first) or when
     ``lead()`` ends on its own; raises what ``lead()`` raises. Cancelling this
     coroutine stops ``lead()`` and releases the Lease.
     """
     identity = identity or default_identity()
-    lock = TimedLeaseLock(name, namespace, identity, api_client, timeout)
+    leadership = leadership or Leadership(renew_deadline)
+    lock = TimedLeaseLock(name, namespace, identity, api_client, timeout, leadership)
     leading = asyncio.Event()
 
     async def started() -> None:
@@ -158,9 +178,9 @@ async def run_as_leader(
 
     async def fence() -> None:
         """Return once no renewal succeeded for ``renew_deadline`` seconds."""
-        loop = asyncio.get_running_loop()
         while True:
-            left = (lock.renewed_at or loop.time()) + renew_deadline - loop.time()
+            now = time.monotonic()
+            left = (lock.renewed_at or now) + renew_deadline - now
             if left <= 0:
                 log.error("no renewal of the leader Lease within the renew deadline: stopping before it can be "
                           "taken", extra={"fields": {"lease": f"{namespace}/{name}", "identity": identity,
@@ -190,9 +210,12 @@ async def run_as_leader(
                                                          "at": datetime.datetime.now(datetime.timezone.utc).isoformat()}})
         if on_leading:
             on_leading(True)
-        work = asyncio.create_task(lead(), name="leading")
+        term = leadership.begin(lock.renewed_at)
+        work = asyncio.create_task(lead(term), name="leading")
         fenced = asyncio.create_task(fence(), name="leader-fence")
         done, _ = await asyncio.wait([elector, work, fenced], return_when=asyncio.FIRST_COMPLETED)
+        if work not in done:
+            leadership.end()  # before lead() is cancelled: nothing it had under way is written
         if work in done:
             work.result()  # raises what the controller raised
             log.error("the controller stopped while leading")
@@ -206,5 +229,6 @@ async def run_as_leader(
             if not task.done():
                 task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        leadership.end()  # a clean stop: lead() wrote what it had, under its term, before this
         if leading.is_set():
             await lock.release()

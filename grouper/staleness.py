@@ -253,7 +253,7 @@ class Staleness:
             result = await eviction.evict_pods(
                 self.api_client, pods, timeout=self.options.eviction_timeout,
                 attempts=self.options.eviction_attempts, backoff=self.options.eviction_backoff,
-                stop=lambda: self._eviction_unwanted(key, leaf),
+                stop=lambda: self.fence.problem() or self._eviction_unwanted(key, leaf), fence=self.fence,
             )
             actual = self._actual(key, desired)
             what, action = ("GangEvicted", "evict") if leaf is None else ("ReplicaEvicted", "evict-replica")

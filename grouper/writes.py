@@ -12,6 +12,7 @@ import time
 from typing import Any, Awaitable
 
 from podgang.api import ApiError, NamespaceTerminating
+from podgang.fence import Fenced
 from podgang.backends import Backend
 from podgang.objects import is_terminating
 
@@ -160,6 +161,8 @@ class Writes:
                 self.events.emit(actual, "PodGroupReplaced", message)
                 self._decision(key, "replace", message, started, old=write.old, new=write.new)
                 return False  # plan again: the next write creates it
+        except Fenced:
+            raise  # not leading: no failure to say, nothing to retry
         except ApiError as exc:
             return await self._write_failed(key, write, exc, actual, backend)
         raise ValueError(f"unknown write {write.action}")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any, AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Mapping
 
 import aiohttp
 import orjson
@@ -34,11 +34,15 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 from yarl import URL
 
+if TYPE_CHECKING:
+    from podgang.fence import Fence
+
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 WRITES = ("POST", "PUT", "PATCH")  # the methods the apiserver records a field manager for
+CHANGES = (*WRITES, "DELETE")  # the methods a fence is checked for
 MAX_MESSAGE = 1024  # a Status message quoted in a log line, an event or an error
 
 
@@ -244,15 +248,20 @@ class Api:
     own writes can be told from another writer's; None: the apiserver's default.
     ``limit``: waited for before every call and every watch (the wait is not part of
     the call's timeout); None: no limit. ``on_call``: told the method of every call.
+    ``fence``: checked just before every create, update, patch and delete is sent (after the
+    rate limit's wait), so that a process that stopped leading writes nothing
+    (:mod:`podgang.fence`: it raises ``Fenced``); None: every write is sent.
     """
 
     def __init__(self, api_client: client.ApiClient, timeout: float = 10.0, field_manager: str | None = None,
-                 *, limit: RateLimit | None = None, on_call: Callable[[str], None] | None = None):
+                 *, limit: RateLimit | None = None, on_call: Callable[[str], None] | None = None,
+                 fence: "Fence | None" = None):
         self.api_client = api_client
         self.timeout = timeout
         self.field_manager = field_manager
         self.limit = limit
         self.on_call = on_call
+        self.fence = fence
 
     async def _wait_turn(self, method: str) -> None:
         if self.limit is not None:
@@ -290,6 +299,8 @@ class Api:
         if limit <= 0:
             raise Unavailable(0, "", "no time left for the call")
         await self._wait_turn(method)
+        if self.fence is not None and method in CHANGES:
+            self.fence.check()  # at the moment it is sent: the wait above may have outlasted the term
         kind = content_type or (MERGE_PATCH if method == "PATCH" else JSON)
         if self.field_manager and method in WRITES:
             query = {**(query or {}), "fieldManager": self.field_manager}

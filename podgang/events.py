@@ -5,6 +5,10 @@ through :class:`EventRecorder` (which folds repeats into a count).
 
 A full queue drops the event (logged, counted) rather than slowing the caller
 down; stopping writes what is queued, for a bounded time, before it gives up.
+
+Given a fence (:mod:`podgang.fence`: the grouper's term of leadership), the recorder
+checks it as each Event is sent, and the sink drops what is queued — never flushes it —
+once the term is over: a leader that lost its Lease says nothing more.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any, Callable, Mapping
 from kubernetes_asyncio import client
 
 from podgang.api import Api, NamespaceTerminating, describe
+from podgang.fence import Fence, Fenced
 
 log = logging.getLogger("podgang.events")
 
@@ -56,8 +61,10 @@ class EventRecorder:
     REPEAT_WINDOW = 600.0
     MAX_REMEMBERED = 4096  # events remembered for counting repeats; the oldest go first
 
-    def __init__(self, api: client.ApiClient, component: str, *, instance: str = "", timeout: float = 5.0):
-        self._api = Api(api, timeout=timeout)
+    def __init__(self, api: client.ApiClient, component: str, *, instance: str = "", timeout: float = 5.0,
+                 fence: Fence | None = None):
+        self._api = Api(api, timeout=timeout, fence=fence)
+        self.fence = fence
         self.component = component
         self.instance = instance or os.environ.get("HOSTNAME", "") or component
         self.timeout = timeout
@@ -103,8 +110,9 @@ class EventRecorder:
         except Exception as exc:  # events are best effort by design
             self._seen.pop(key, None)
             # an event in a namespace being deleted is lost with it anyway: not worth a warning
+            # nor one a leader no longer leading may not send (the fence): it is dropped on purpose
             log.log(
-                logging.DEBUG if isinstance(exc, NamespaceTerminating) else logging.WARNING,
+                logging.DEBUG if isinstance(exc, (NamespaceTerminating, Fenced)) else logging.WARNING,
                 "could not record event",
                 extra={"fields": {"reason": reason, "object": ref.get("name"), "error": describe(exc)}},
             )
@@ -126,7 +134,9 @@ class EventSink:
 
     ``recorder`` None: events are discarded (a process without API access).
     ``on_drop``: called once per event dropped because the queue was full
-    (the processes count it in their metrics).
+    (the processes count it in their metrics). ``fence``: once it is no longer held,
+    events are dropped — those queued, those emitted after — and never flushed
+    (``recorder``'s own fence, if it has one and none is given).
     """
 
     def __init__(
@@ -136,6 +146,7 @@ class EventSink:
         writers: int = 4,
         capacity: int = 10_000,
         on_drop: Callable[[], None] | None = None,
+        fence: Fence | None = None,
     ):
         if writers < 1 or capacity < 1:
             raise ValueError(f"an event sink needs at least one writer and room for one event "
@@ -143,13 +154,18 @@ class EventSink:
         self.recorder = recorder
         self.writers = writers
         self.on_drop = on_drop
+        self.fence = fence if fence is not None else getattr(recorder, "fence", None)
         self.dropped = 0
+        self.fenced = 0  # events dropped because the fence was no longer held
         self._queue: asyncio.Queue[QueuedEvent] = asyncio.Queue(capacity)
         self._tasks: list[asyncio.Task] = []
 
     def emit(self, obj: Mapping[str, Any], reason: str, message: str, type: str = "Normal") -> None:
         """Queue an event; never blocks, never raises."""
         if self.recorder is None:
+            return
+        if not self._held():
+            self.fenced += 1
             return
         try:
             self._queue.put_nowait((obj, reason, message, type))
@@ -165,11 +181,35 @@ class EventSink:
             return
         self._tasks = [asyncio.create_task(self._write(), name=f"podgang-events-{i}") for i in range(self.writers)]
 
+    def _held(self) -> bool:
+        return self.fence is None or self.fence.held
+
+    def _drop_queued(self, also: int = 0) -> int:
+        """Empty the queue without writing it (the fence is down; ``also``: events taken
+        off it already, dropped too); how many were dropped."""
+        dropped = 0
+        while True:
+            try:
+                self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            self._queue.task_done()
+            dropped += 1
+        self.fenced += dropped
+        if dropped + also:
+            log.info("no longer leading: queued events dropped, not written", extra={"fields": {
+                "dropped": dropped + also, "why": self.fence.problem() if self.fence is not None else ""}})
+        return dropped
+
     async def _write(self) -> None:
         assert self.recorder is not None
         while True:
             obj, reason, message, type = await self._queue.get()
             try:
+                if not self._held():
+                    self.fenced += 1
+                    self._drop_queued(also=1)
+                    continue
                 await self.recorder.emit(obj, reason, message, type)
             except Exception:  # the recorder never raises; a writer must not die if it does
                 log.exception("recording an event failed", extra={"fields": {"reason": reason}})
@@ -188,8 +228,11 @@ class EventSink:
         return True
 
     async def stop(self, timeout: float = 5.0) -> None:
-        """Write what is queued (bounded by ``timeout``), then stop the writers."""
-        if self._tasks and not await self.flush(timeout):
+        """Write what is queued (bounded by ``timeout``), then stop the writers; with the
+        fence down, drop what is queued instead."""
+        if not self._held():
+            self._drop_queued()
+        elif self._tasks and not await self.flush(timeout):
             log.warning("stopping with events not written", extra={"fields": {"queued": self._queue.qsize()}})
         for task in self._tasks:
             task.cancel()

@@ -387,7 +387,12 @@ class Admission:
             options = self.podgroups.options_for(pod, backend)
             verdict.warnings += options.get("problems") or ()
             verdict.warnings += self.podgroups.never_placed(pod, backend, options)
-            if not review.dry_run:
+            # a pod the validating webhook refuses (a GPU conflict) never exists: no group for it
+            # (else made now, the pod refused, and the group reaped as an orphan later)
+            refused = validate(review, settings, chain)
+            if not refused.allowed:
+                verdict.reason += f"; no PodGroup created: the pod is refused ({refused.message})"
+            elif not review.dry_run:
                 await self._create_owner_less(pod, chain, review.namespace, backend, deadline, verdict,
                                               named=named is not None, options=options)
         if verdict.group is not None:

@@ -11,6 +11,7 @@ import asyncio
 import pytest
 
 from podgang.events import EventRecorder, EventSink
+from podgang.fence import Leadership
 from tests.emulator import kube_emulator_fixture
 from tests.webhook_support import eventually
 
@@ -137,3 +138,24 @@ def test_a_sink_needs_a_writer_and_room():
         EventSink(None, writers=0)
     with pytest.raises(ValueError, match="capacity=0"):
         EventSink(None, capacity=0)
+
+
+async def test_queued_events_are_dropped_not_flushed_once_the_fence_is_down(emu):
+    """Issue 44: a leader that lost its Lease stops with Events queued: they are dropped, and
+    an Event sent after its term is refused at the moment it is sent."""
+    now = [0.0]
+    leadership = Leadership(2.0, clock=lambda: now[0])
+    fence = leadership.begin()
+    api = emu.api_client()
+    try:
+        sink = EventSink(EventRecorder(api, "podgang-test", instance="test-0", timeout=2, fence=fence), writers=1)
+        for i in range(5):  # no writer yet: queued
+            sink.emit(pod(i), "GangStale", "2 of 3 members active")
+        now[0] = 2.5  # paused past the renew deadline
+        sink.start()
+        await sink.stop()
+        sink.emit(pod(9), "GangStale", "said after the term")
+        assert emu.list("events", "team") == [] and sink.fenced == 6
+        assert emu.count("POST", r"/events$") == 0
+    finally:
+        await api.close()

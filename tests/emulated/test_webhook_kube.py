@@ -248,6 +248,20 @@ async def test_owner_less_pod_reuses_a_group_podgang_manages(tmp_path, kube, api
     assert kube.get("podgroups", NS, "pg-bare")["spec"] == {"minMember": 3}
 
 
+async def test_an_owner_less_pod_its_own_rules_refuse_gets_no_group(tmp_path, kube, api_client):
+    """Issue 44: a GPU conflict is refused by the validating webhook, so the pod never exists;
+    the mutating webhook makes no PodGroup for it (it used to, and the grouper reaped it later)."""
+    conflict = with_annotations(review("pod-create-bare-gpu"), {"gpu-fraction": "0.5"})
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(conflict)
+        checked = await wh.validate(conflict)
+    assert resp["allowed"] is True and checked["allowed"] is False  # the validating webhook says no
+    assert kube.count("POST", PODGROUPS + "$") == 0 and kube.list("podgroups", NS) == []
+    async with running_webhook(tmp_path, api_client=api_client) as wh:  # the same pod without it: made
+        await wh.mutate(review("pod-create-bare-gpu"))
+    assert [pg["metadata"]["name"] for pg in kube.list("podgroups", NS)] == ["pg-bare"]
+
+
 async def test_owner_less_pod_never_takes_over_a_foreign_group(tmp_path, kube, api_client):
     foreign = kube.put(managed_podgroup("pg-bare", managed=False))
     async with running_webhook(tmp_path, api_client=api_client) as wh:

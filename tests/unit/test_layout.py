@@ -25,7 +25,7 @@ PACKAGES = {"podgang": "podgang", "podgang.webhook": "webhook", "podgang.grouper
 PURE = ("podgang.objects", "podgang.rules", "podgang.gang", "podgang.kinds", "podgang.rollouts", "podgang.settings",
         "podgang.backends", "podgang.feasibility", "podgang.nodes", "podgang.quantities")
 PROCESSES = ("podgang.webhook", "podgang.grouper", "podgang.certs", "podgang.plan", "podgang.api",
-             "podgang.events", "podgang.metrics")
+             "podgang.events", "podgang.fence", "podgang.metrics")
 IO_LIBRARIES = ("aiohttp", "kubernetes_asyncio", "prometheus_client", "cryptography")
 #: what only the modules of podgang/backends/kai/ may spell: KAI's API group and its pod keys
 KAI_NAMES = re.compile(r"scheduling\.run\.ai|pod-group-name|kai\.scheduler/")
@@ -117,7 +117,7 @@ def test_the_pure_layers_import_no_process_and_no_io_library(name):
 LAYERS = (
     ("processes", ("podgang.webhook", "podgang.grouper", "podgang.certs", "podgang.cli", "podgang.plan",
                    "podgang.plan_cli", "podgang.plan_codes", "podgang.status", "podgang.status_cli")),
-    ("process plumbing", ("podgang.api", "podgang.discovery", "podgang.events", "podgang.metrics",
+    ("process plumbing", ("podgang.api", "podgang.discovery", "podgang.events", "podgang.fence", "podgang.metrics",
                           "podgang.options", "podgang.logs", "podgang.manifests")),
     ("the gang model", ("podgang.gang",)),
     ("rules", ("podgang.rules", "podgang.feasibility")),
