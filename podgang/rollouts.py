@@ -198,9 +198,27 @@ def replica_set_rollout(replica_set: Mapping[str, Any], seen: WorkloadPods = NO_
     return generation_lag(replica_set)
 
 
+#: the condition a LeaderWorkerSet's controller sets True when a rolling update starts and
+#: False only once every group is updated and Ready (its Available condition)
+LWS_UPDATE_IN_PROGRESS = "UpdateInProgress"
+
+
 def leader_worker_set_rollout(lws: Mapping[str, Any], seen: WorkloadPods = NO_PODS) -> str | None:
-    """A LeaderWorkerSet: a generation not observed yet, or fewer replicas updated than desired."""
-    return generation_lag(lws) or _updated_below_desired(lws)
+    """A LeaderWorkerSet: a generation not observed yet, its ``UpdateInProgress`` condition
+    True, or fewer replicas updated than desired.
+
+    ``status.updatedReplicas`` alone cannot tell the end of a rolling update: the real LWS
+    (v0.10) counts a group updated as soon as its leader pod and its worker StatefulSet carry
+    the new revision, while the workers are still being recreated (the last group rolled would
+    look like a gang that lost every worker). Its ``UpdateInProgress`` condition stays True
+    until every group is updated and Ready (tests/real/test_real_operators.py)."""
+    lag = generation_lag(lws)
+    if lag:
+        return lag
+    update = condition(lws, LWS_UPDATE_IN_PROGRESS)
+    if update is not None and update.get("status") == "True":
+        return f"{_name(lws)}: rolling update in progress ({LWS_UPDATE_IN_PROGRESS}: {update.get('reason') or '?'})"
+    return _updated_below_desired(lws)
 
 
 def newest_hash(replica_sets: Sequence[Mapping[str, Any]]) -> str | None:

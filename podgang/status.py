@@ -334,6 +334,8 @@ def build_report(snapshot: Snapshot, settings: Settings, grace_default: float | 
     for key in keys:
         desired = desired_group(cache, key)
         backend = desired.backend or settings.default_backend
+        if desired.source is None and desired.operator is not None and cache.podgroups.of(backend, key) is None:
+            continue  # a group podgang would give a workload whose operator makes its own: that one is its row
         gangs.append(gang_status(cache, desired, raw_groups.get((backend.name, key)), snapshot, grace))
     return Report(gangs, snapshot.now, snapshot.absent, snapshot.grouper)
 

@@ -21,7 +21,7 @@ from tests import realcluster, realnode
 from tests.paths import TESTS as HERE
 from tests.emulator import kube_emulator_fixture
 
-CLUSTER_FIXTURES = {"cluster", "cluster_135", "podgang", "podgang_135", "real_node"}
+CLUSTER_FIXTURES = {"cluster", "cluster_135", "podgang", "podgang_135", "real_node", "operators"}
 #: tier folder -> (its marker, the fixtures only its tests may ask for)
 TIERS = {
     "unit": ("unit", frozenset()),
@@ -112,6 +112,36 @@ def podgang_135(cluster_135, tmp_path_factory):
         "grouper": {"stalenessGracePeriod": "5s"}}).install()
     yield installed
     installed.stop()
+
+
+@pytest.fixture(scope="module")
+def operators(tmp_path_factory):
+    """A 1.36 cluster of the module's own with KAI and Volcano, the workloads' real controllers
+    on it (``../shared/kube-bin-operators``: LWS v0.10, JobSet, KubeRay, with their own pod
+    webhooks; LWS first with its own Volcano gang management) and podgang as the chart deploys
+    it (staleness grace period 5s: a fight with an operator would be an eviction within a
+    test). Its own cluster: the real controllers act on every LWS, JobSet and RayCluster, which
+    the other modules play by hand. Skips with one reason where the kit is absent."""
+    if not realcluster.HAVE_KUBE_BIN:
+        pytest.skip(realcluster.SKIP_REASON)
+    if not realcluster.HAVE_OPERATORS:
+        pytest.skip(realcluster.OPERATORS_SKIP_REASON)
+    cluster = _start(tmp_path_factory, "1.36", ("kai", "volcano"))
+    installed = None
+    ops = realcluster.Operators(cluster)
+    try:
+        cluster.install_kai_extras()
+        ops.up(lws_gang="volcano")
+        installed = realcluster.Podgang(cluster, tmp_path_factory.mktemp("podgang-operators"), {
+            "backends": {"kai-scheduler": "kai", "volcano": "volcano"}, "grouper": {"stalenessGracePeriod": "5s"},
+            "excludedNamespaces": ["kube-system"]}).install()
+        yield realcluster.OperatorsKit(cluster, ops, installed)
+    finally:
+        if installed is not None:
+            installed.stop()
+        ops.down()
+        cluster.down()
+        _started.remove(cluster)
 
 
 @pytest.fixture(scope="module")

@@ -670,3 +670,81 @@ async def mark_running(api: Api, pod: dict[str, Any]) -> dict[str, Any]:
         "containerStatuses": [{"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
                                "started": True, "restartCount": 0, "state": {"running": {"startedAt": now}}}
                               for c in containers]}})
+
+
+# ---------------------------------------------------------------------------
+# the workloads' real controllers (../shared/kube-bin-operators)
+
+OPERATORS_KIT = Path(os.environ.get("PODGANG_KUBE_BIN_OPERATORS") or ROOT.parent / "shared" / "kube-bin-operators")
+OPERATORS = OPERATORS_KIT / "operators"
+HAVE_OPERATORS = os.access(OPERATORS, os.X_OK)
+OPERATORS_SKIP_REASON = (f"no real workload controllers at {OPERATORS_KIT} (the project's ../shared/kube-bin-operators; "
+                         "set PODGANG_KUBE_BIN_OPERATORS to another copy): the real-controller tests need them")
+LWS_CONTROLLER = "lws-controller-manager"
+
+
+@dataclass
+class Operators:
+    """The real LWS, JobSet and KubeRay controllers run by ``operators up`` against a
+    :class:`Cluster`, their admission webhooks served from this machine. KubeRay runs without
+    its webhooks (validation only; their port is fixed, one cluster on the machine may have
+    them) and without a batch scheduler; LWS with or without its own Volcano gang management."""
+
+    cluster: Cluster
+    lws_gang: str | None = None
+
+    def _run(self, command: str, *names: str, lws_gang: str | None = None) -> None:
+        env = {**os.environ, "KUBECONFIG": self.cluster.kubeconfig, "KUBERAY_WEBHOOKS": "off",
+               "LWS_GANG": lws_gang or ""}
+        done = subprocess.run([str(OPERATORS), command, str(self.cluster.directory), *names], env=env,
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise RuntimeError(f"operators {command} {' '.join(names)} failed ({done.returncode}): "
+                               f"{done.stderr[-2000:]}")
+
+    def up(self, lws_gang: str | None) -> "Operators":
+        self._run("up", lws_gang=lws_gang)
+        self.lws_gang = lws_gang
+        for name in (LWS_CONTROLLER, "jobset-controller-manager", "kuberay-operator"):
+            self.cluster.extra_logs.append(self.cluster.directory / f"{name}.log")
+        return self
+
+    def use_lws_gang(self, lws_gang: str | None) -> None:
+        """LWS with (``"volcano"``) or without (None) its own gang management: a setting of the
+        controller, not of the LeaderWorkerSet, so LWS alone is restarted when it changes — its
+        webhooks deregistered first (they fail closed), the process stopped by its pid."""
+        if lws_gang == self.lws_gang:
+            return
+        directory = self.cluster.directory
+        hooks = directory / "lws-webhooks.yaml"
+        if hooks.exists():
+            self.cluster.kubectl("delete", "--ignore-not-found", "-f", str(hooks))
+            hooks.unlink()
+        pid_file = directory / f"{LWS_CONTROLLER}.pid"
+        pid = int(pid_file.read_text())
+        os.kill(pid, 15)
+        wait_sync(lambda: not _pid_alive(pid), f"{LWS_CONTROLLER} ({pid}) stopped", 30.0)
+        pid_file.unlink()
+        self._run("up", "lws", lws_gang=lws_gang)
+        self.lws_gang = lws_gang
+
+    def down(self) -> None:
+        subprocess.run([str(OPERATORS), "down", str(self.cluster.directory)], capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "KUBECONFIG": self.cluster.kubeconfig})
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@dataclass
+class OperatorsKit:
+    """One module's cluster with the real workload controllers and podgang on it."""
+
+    cluster: Cluster
+    operators: Operators
+    podgang: Podgang

@@ -44,6 +44,8 @@ def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
     part's pods stay members (a Succeeded member: never stale)."""
     out = []
     for pod in desired.members:
+        if replaced_by(cache, desired, pod) is not None:  # its controller removes it on purpose
+            continue
         owner = rules.controller_ref(pod)
         run = cache.by_uid.get(owner.uid) if owner is not None and owner.uid else None
         if run is not None and run.get("kind") == owner.kind and kinds.is_finished(run):
@@ -51,6 +53,28 @@ def counted_members(cache: Cache, desired: Desired) -> list[Obj]:
                 continue
         out.append(pod)
     return out
+
+
+def _replica_workload(cache: Cache, pod: Obj) -> Obj | None:
+    """The workload a pod's multi-pod replica belongs to (an LWS), from its controller's labels."""
+    found = kinds.replica_of(pod)
+    if found is None:
+        return None
+    namespace = _md(pod).get("namespace") or ""
+    return cache.workload(found[0], f"{namespace}/{found[1]}")
+
+
+def replaced_by(cache: Cache, desired: Desired, pod: Obj) -> str | None:
+    """Why the controller of the gang's workload removes ``pod`` on purpose (an LWS group above
+    ``spec.replicas``, a JobSet pod of an earlier restart attempt), or None. The workload is the
+    gang's own, or — for a group its operator made, which names none — the one the pod's
+    replica labels name."""
+    workloads = desired.workloads or tuple(w for w in (_replica_workload(cache, pod),) if w is not None)
+    for workload in workloads:
+        why = kinds.replaced(workload, pod)
+        if why:
+            return why
+    return None
 
 
 def rollout_reason(desired: Desired, cache: Cache) -> str | None:
@@ -63,6 +87,10 @@ def rollout_reason(desired: Desired, cache: Cache) -> str | None:
         if kinds.is_suspended(workload):  # a Job or JobSet (e.g. preempted by Kueue)
             return f"{display_name(workload)} is suspended"
         why = kinds.rolling_out(workload, cache.workload_pods(workload))
+        if why:
+            return why
+    for pod in desired.members:  # its controller's own scale-down or recovery (an old restart attempt)
+        why = replaced_by(cache, desired, pod)
         if why:
             return why
     finished = finished_workloads(desired)

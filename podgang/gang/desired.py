@@ -398,9 +398,15 @@ def _desired_group(cache: Cache, group_key: str, backend: Backend | None, actual
         if isinstance(natural, rules.Gang) and natural.top_owner is not None:
             top = natural.top_owner
             found = kinds.operator_gang(cache.by_uid.get(top.uid)) if top.uid in cache.by_uid else None
-            operator = found[1] if found is not None else (
-                f"the pods of {top.kind.lower()}/{top.name} name it, not the group podgang would give them: their "
-                f"operator's own gang (or a user's)")
+            entry = kinds.workload_kind(top)
+            if found is not None:
+                operator = found[1]
+            elif entry is not None and entry.operator_gangs:  # LWS's gangSchedulingManagement, KubeRay's batch scheduler
+                operator = (f"owned by the operator of {top.kind.lower()}/{top.name}: its own gang scheduling, "
+                            f"turned on in the operator, made this group and names it on the pods")
+            else:
+                operator = (f"the pods of {top.kind.lower()}/{top.name} name it, not the group podgang would give "
+                            f"them: their operator's own gang (or a user's)")
             operator += "; podgang makes no second one and leaves its size"
         problems: tuple[str, ...] = ()
         if actual is None:

@@ -124,6 +124,7 @@ class Slimmer:
         self.settings = settings
         self.pod_labels = (settings.skip_label, *label_keys, LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL,
                            LWS_WORKER_INDEX_LABEL, *kinds.ROLE_LABELS, *kinds.SEGMENT_INDEX_LABELS, *kinds.REPLICA_LABELS,
+                           *kinds.REPLACED_LABELS,
                            rollouts.POD_TEMPLATE_HASH, rollouts.CONTROLLER_REVISION_HASH, rollouts.POD_INDEX)
         self.pod_annotations = (*annotation_keys, settings.min_member_annotation,
                                 settings.grace_period_annotation)

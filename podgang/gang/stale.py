@@ -116,6 +116,7 @@ class _History:
     satisfied_at: int | None = None  # minMember when last satisfied
     stale_since: float | None = None  # clock time the gang became stale
     subgroups_satisfied: frozenset[str] = frozenset()  # subgroups seen at or above their minimum
+    subgroup_levels: dict[str, int] = field(default_factory=dict)  # the minimum each was last satisfied at
     short_at_start: bool = False  # below its minimum when first seen, never satisfied since
 
 
@@ -313,8 +314,13 @@ class StaleGangTracker:
         """The subgroups that were satisfied and are below their minimum now; the
         satisfied ones are remembered (a subgroup that left the group is forgotten)."""
         now_ok = {s.name for s in obs.subgroups if s.active >= max(s.min_member, 1)}
-        lost = [s for s in obs.subgroups if s.name in h.subgroups_satisfied and s.name not in now_ok]
-        h.subgroups_satisfied = frozenset(now_ok | {s.name for s in lost})
+        below = [s for s in obs.subgroups if s.name in h.subgroups_satisfied and s.name not in now_ok]
+        # a subgroup whose minimum rose above its still-intact members (a Ray worker group's
+        # minReplicas raised) waits for capacity, as a whole gang does: it lost nothing
+        lost = [s for s in below if s.active < max(h.subgroup_levels.get(s.name, s.min_member), 1)]
+        h.subgroups_satisfied = frozenset(now_ok | {s.name for s in below})
+        h.subgroup_levels = {**{s.name: lvl for s in below if (lvl := h.subgroup_levels.get(s.name)) is not None},
+                             **{s.name: s.min_member for s in obs.subgroups if s.name in now_ok}}
         return lost
 
     def _not_stale(self, h: _History, why: str) -> StaleVerdict:

@@ -69,12 +69,12 @@ __all__ = [
     "LWS_WORKER_INDEX_LABEL", "MPI_JOB", "ONE_PER_OBJECT", "ONE_PER_REPLICA", "ONE_PER_RUN", "OPERATOR_GANG_LABELS",
     "OWNER_KINDS", "Obj", "OwnerRef", "PADDLE_JOB", "POD", "PYTORCH_JOB", "RAY_CLUSTER", "RAY_GANG_LABEL",
     "RAY_GROUP_LABEL", "RAY_HEAD_GROUP", "RAY_JOB", "RAY_REPLICA_INDEX_LABEL", "RAY_SERVICE", "RAY_SIZE_RULE",
-    "REPLICA_LABELS", "REPLICA_SET", "ROLE_LABELS", "RUN_OWNERS", "Replicas", "Resource", "Role", "SCALING_ROLE",
+    "REPLACED_LABELS", "REPLICA_LABELS", "REPLICA_SET", "ROLE_LABELS", "RUN_OWNERS", "Replicas", "Resource", "Role", "SCALING_ROLE",
     "SEGMENT_INDEX_LABELS", "SIZE_WRITES", "SPARK_APPLICATION", "SPARK_ROLE_LABEL", "STATEFUL_SET", "SlimTemplate",
     "Stage", "TEMPLATE_KINDS", "TF_JOB", "TRAINER_ANCESTOR_LABEL", "TRAINER_RUNTIME_KINDS", "TRAIN_JOB", "Template",
     "WORKLOADS", "WorkloadKind", "XGBOOST_JOB", "any_pod_templates", "api_group", "carries_replica_label",
     "desired_size", "is_finished", "is_suspended", "job_size", "lws_subgroup_policy", "operator_gang", "pod_role",
-    "pod_templates", "replica_index", "replica_of", "replica_stage", "replica_suffix", "replica_units",
+    "pod_templates", "replaced", "replica_index", "replica_of", "replica_stage", "replica_suffix", "replica_units",
     "resource_for", "role_replica_index", "roles", "rolling_out", "run_kinds", "scale_field", "scale_target",
     "segment_index", "segmented_role", "size_writes", "spark_app_group", "stages", "template_of", "trainer_pod_group_policy",
     "trainjob_jobset", "trainjob_runtime", "whole_roles", "workload_kind",
@@ -138,6 +138,9 @@ ROLE_LABELS: tuple[str, ...] = tuple(dict.fromkeys(label for k in WORKLOADS.valu
 #: the pod labels that name a pod's multi-pod replica, of every kind
 REPLICA_LABELS: tuple[str, ...] = tuple(label for k in WORKLOADS.values()
                                        for label in (k.replica_label, k.role_replica_label) if label)
+
+#: the pod labels the kinds read to tell a pod their controller removes on purpose (a JobSet's restart attempt)
+REPLACED_LABELS: tuple[str, ...] = tuple(dict.fromkeys(label for k in WORKLOADS.values() for label in k.replaced_labels))
 
 #: the pod labels that hold a pod's index in a role or replica a scheduler may segment, of every kind
 SEGMENT_INDEX_LABELS: tuple[str, ...] = tuple(dict.fromkeys(
@@ -399,6 +402,14 @@ def is_finished(obj: Any) -> bool:
     """A run that is over (it wants no pods any more): its kind's entry decides."""
     entry = workload_kind(obj)
     return entry.finished(obj) if entry is not None else _conditions_finished(obj)
+
+
+def replaced(obj: Any, pod: Any) -> str | None:
+    """Why ``obj``'s controller is removing ``pod`` on purpose (its own recovery or scale-down:
+    an LWS group above ``spec.replicas``, a JobSet pod of an earlier restart attempt), or None;
+    its kind's entry decides."""
+    entry = workload_kind(obj)
+    return entry.replaced(obj, pod) if entry is not None else None
 
 
 def is_suspended(obj: Any) -> bool:

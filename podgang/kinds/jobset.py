@@ -12,13 +12,54 @@ from podgang.backends.coscheduling import GROUP_LABEL as COSCHEDULING_GROUP_LABE
 from podgang.backends.volcano import GROUP_ANNOTATION as VOLCANO_GROUP_ANNOTATION
 from podgang.kinds.model import (_RUN_STATUS, KindDoc, Obj, Role, SlimTemplate, Template, WorkloadKind, _only_part,
                                  _slim_job, job_size)
-from podgang.objects import EMPTY, Resource, as_dict, as_int, as_list, spec, status
+from podgang import rollouts
+from podgang.objects import EMPTY, Resource, as_dict, as_int, as_list, labels, metadata, spec, status
 
 
 #: read on a pod: its replicated job (subgroup) in a JobSet
 JOBSET_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 #: read on a pod: the index of its Job in its replicated job (a replica's leaf under its role)
 JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+
+
+#: read on a pod: its JobSet (set by the JobSet controller)
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+#: read on a pod: the restart attempt its Jobs were made for (the JobSet's `status.restarts` then)
+JOBSET_RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+#: the condition the JobSet controller sets True when its failure policy restarts the JobSet
+#: (every Job deleted and made again) and False once every new Job is Ready
+JOBSET_RESTARTING = "RestartingJobSet"
+
+
+def _jobset_restart_attempt(pod: Any) -> int | None:
+    value = labels(pod).get(JOBSET_RESTART_ATTEMPT_LABEL)
+    return int(value) if isinstance(value, str) and value.isdigit() and len(value) <= 9 else None
+
+
+def _jobset_replaced(obj: Any, pod: Any) -> str | None:
+    """A pod of a restart attempt before the JobSet's ``status.restarts``: its failure policy
+    restarted the JobSet, and its controller deletes the old attempt's Jobs and makes new
+    ones — the operator's own recovery; the gang is the new attempt's pods
+    (tests/real/test_real_operators.py)."""
+    name = metadata(obj).get("name")
+    restarts = status(obj).get("restarts")
+    attempt = _jobset_restart_attempt(pod)
+    if (not name or labels(pod).get(JOBSET_NAME_LABEL) != name or attempt is None
+            or not isinstance(restarts, int) or isinstance(restarts, bool) or attempt >= restarts):
+        return None
+    return f"jobset {name} restarted (attempt {restarts}): its controller replaces the pods of attempt {attempt}"
+
+
+def _jobset_rollout(obj: Any, seen: rollouts.WorkloadPods = rollouts.NO_PODS) -> str | None:
+    """A JobSet its failure policy is restarting: ``RestartingJobSet`` True until every Job of
+    the new attempt is Ready."""
+    found = rollouts.condition(obj, JOBSET_RESTARTING)
+    if found is None or found.get("status") != "True":
+        return None
+    restarts = status(obj).get("restarts")
+    attempt = f"attempt {restarts}, " if isinstance(restarts, int) and not isinstance(restarts, bool) else ""
+    return (f"jobset {metadata(obj).get('name') or '?'} is restarting ({attempt}{JOBSET_RESTARTING}: "
+            f"{found.get('reason') or '?'}): its controller makes its Jobs again")
 
 
 #: JobSet's startupPolicy that makes each replicated job only once the one before is Ready
@@ -151,7 +192,9 @@ JOB_SET = WorkloadKind(
                              for i, r in enumerate(as_list(spec(obj).get("replicatedJobs")))},
     scale_parts_doc="spec.replicatedJobs[<i>].replicas",
     default_scale_part=lambda obj: _only_part(JOB_SET, obj),
-    status_fields=(*_RUN_STATUS, "replicatedJobsStatus"), own_gang=_trainer_own_gang,
+    status_fields=(*_RUN_STATUS, "replicatedJobsStatus", "restarts"), own_gang=_trainer_own_gang,
+    kept_conditions=(JOBSET_RESTARTING,), rolling_out=_jobset_rollout, replaced=_jobset_replaced,
+    replaced_labels=(JOBSET_NAME_LABEL, JOBSET_RESTART_ATTEMPT_LABEL),
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,), role_replica_label=JOBSET_JOB_INDEX_LABEL,
     doc=KindDoc("Σ `replicas × min(parallelism, completions)` over the replicated jobs made now",
                 roles="one per replicated job (label `jobset.sigs.k8s.io/replicatedjob-name`)",

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 from podgang import rollouts
 from podgang.kinds.model import (_REPLICATED_STATUS, ONE_PER_REPLICA, KindDoc, Obj, Replicas, SlimTemplate, Stage,
                                  Template, WorkloadKind)
-from podgang.objects import Resource, as_dict, as_int, labels, spec
+from podgang.objects import Resource, as_dict, as_int, labels, metadata, spec
 
 
 #: read on a pod: its LeaderWorkerSet (set by the LWS controller)
@@ -49,6 +49,20 @@ def _lws_replicas(obj: Any) -> Replicas:
     size, why = _lws_size(obj)
     return Replicas(max(as_int(spec(obj).get("replicas"), 1), 0), size, why,
                     leader_first=spec(obj).get("startupPolicy") == LWS_LEADER_READY)
+
+
+def _lws_replaced(obj: Any, pod: Any) -> str | None:
+    """A pod of a group at or above ``spec.replicas``: LWS scaled down (or reclaims a surge
+    group of a rolling update) and removes that group, leader first: on purpose, not a loss
+    (tests/real/test_real_operators.py: the real LWS removes group 1 of 2 when scaled to 1)."""
+    name = metadata(obj).get("name")
+    index = labels(pod).get(LWS_GROUP_INDEX_LABEL)
+    if not name or labels(pod).get(LWS_NAME_LABEL) != name or not isinstance(index, str) or not index.isdigit():
+        return None
+    replicas = max(as_int(spec(obj).get("replicas"), 1), 0)
+    if len(index) > 9 or int(index) < replicas:
+        return None
+    return f"leaderworkerset {name} has {replicas} replicas: its controller removes group {index}"
 
 
 LWS_LEADER_WORKER = "LeaderWorker"  # subGroupPolicyType: the leader is in the first subgroup
@@ -93,7 +107,7 @@ LEADER_WORKER_SET = WorkloadKind(
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
     replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL, replica_owner_label=LWS_NAME_LABEL, operator_gangs=True,
-    replica_stage=_lws_replica_stage,
+    replica_stage=_lws_replica_stage, replaced=_lws_replaced, kept_conditions=(rollouts.LWS_UPDATE_IN_PROGRESS,),
     doc=KindDoc("`leaderWorkerTemplate.size` per group (one PodGroup per LWS group, `…-group-<index>`)",
                 staging="with `startupPolicy: LeaderReady` a group's gang is its leader alone until the leader is "
                         "bound (LWS makes the workers once it is Ready), then the whole group"),

@@ -167,6 +167,13 @@ class WorkloadKind:
     role_labels: tuple[str, ...] = ()
     #: held back on purpose (Kueue, a user): its pods are removed on purpose
     suspended: Callable[[Any], bool] = lambda obj: spec(obj).get("suspend") is True
+    #: why its controller is removing one of its pods on purpose, given the workload and the pod
+    #: (an LWS group above ``spec.replicas``; a JobSet pod of a restart attempt before
+    #: ``status.restarts``), or None: such a pod is not counted as a member of its gang, and its
+    #: gang is settling while it is there
+    replaced: Callable[[Any, Any], str | None] = lambda obj, pod: None
+    #: the pod labels :attr:`replaced` reads (the grouper keeps them on its pods)
+    replaced_labels: tuple[str, ...] = ()
     #: the run is over: it wants no pods any more
     finished: Callable[[Any], bool] = lambda obj: _conditions_finished(obj)
     #: replicas that are several pods each (an LWS's groups), None: its pods are the units

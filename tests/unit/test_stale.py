@@ -456,3 +456,23 @@ def test_property_evict_only_after_an_uninterrupted_grace_period(steps):
         else:
             assert g not in stale_at
         assert sorted(stale_at) == tracker.stale_groups()
+
+
+def test_a_subgroup_whose_minimum_rose_waits_for_capacity_and_a_loss_below_its_old_level_is_one():
+    """A Ray worker group's minReplicas raised 2 → 3 over its 2 running workers (seen with the
+    real KubeRay, tests/real/test_real_operators.py): the part waits for its third worker, as a
+    whole gang does after a scale-up; it lost nothing. Losing one of the two is a loss."""
+    from podgang.gang.stale import SubgroupCount
+
+    tracker = StaleGangTracker(clock=FakeClock())
+
+    def look(active_workers: int, minimum: int) -> StaleVerdict:
+        parts = (SubgroupCount("headgroup", 1, 1), SubgroupCount("workers", minimum, active_workers))
+        return tracker.observe(GangObservation(G, 1 + minimum, 1 + active_workers, 0, False, 5.0, subgroups=parts))
+
+    assert look(2, 2).action == "none"
+    assert look(2, 3).action == "none"  # raised: waiting, not stale
+    assert look(3, 3).action == "none"
+    assert look(2, 3).action == "stale"  # one of three lost
+    assert look(3, 3).action == "recovered"
+    assert look(3, 4).action == "none" and look(2, 4).action == "stale"  # below the level it was satisfied at
