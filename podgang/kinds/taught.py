@@ -22,11 +22,16 @@ import yaml
 from podgang.kinds.model import KindDoc, Obj, Role, SlimTemplate, Template, WorkloadKind, _conditions_finished
 from podgang.objects import Resource, as_dict, as_list, labels, metadata
 
-KARTA_API_VERSION = "run.ai/v1alpha1"
+# a Karta (run-ai/karta's CRD, API group run.ai, version v1alpha1), the object KAI's pod-grouper falls back to for
+# a kind it has no plugin for; podgang reads one as KAI does (docs/workloads/teach-your-kind.md)
+KARTA_GROUP, KARTA_VERSION = "run.ai", "v1alpha1"
 KARTA_KIND = "Karta"
-#: KAI lists a kind's Kartas by these labels: a Karta without them is never found by KAI's grouper
+#: on a Karta: the API group of the kind it teaches. KAI lists a kind's Kartas by this label and the two below, so a
+#: Karta without them teaches KAI nothing: podgang names it (kind-not-taught) and does not use it either
 KARTA_GROUP_LABEL = "run.ai/karta-group"
+#: on a Karta: the API version of the kind it teaches (see run.ai/karta-group)
 KARTA_VERSION_LABEL = "run.ai/karta-version"
+#: on a Karta: the kind it teaches (see run.ai/karta-group)
 KARTA_KIND_LABEL = "run.ai/karta-kind"
 #: podgang's own declaration: a document of this kind, or a ConfigMap's data key of this name
 DECLARATION_KIND = "PodgangKinds"
@@ -165,6 +170,8 @@ def read_karta(obj: Any) -> tuple[Declaration | None, list[Problem]]:
     gang = as_dict(as_dict(obj["spec"].get("optimizationInstructions")).get("gangScheduling"))
     if not gang or not (gang.get("podGroup") or gang.get("podGroups")):
         return None, []  # KAI skips a Karta with no gang scheduling instruction, so does podgang
+    if metadata(obj).get("deletionTimestamp"):
+        return None, []  # nor one being deleted
     base = "spec.structureDefinition"
     gvk = as_dict(root.get("kind"))
     if not root.get("name"):
@@ -172,6 +179,12 @@ def read_karta(obj: Any) -> tuple[Declaration | None, list[Problem]]:
     if not gvk.get("kind") or not gvk.get("version"):
         problems.append(Problem(source, f"{base}.rootComponent.kind", "missing: the kind it teaches "
                                 "(group, version, kind)"))
+    found = labels(obj)
+    for label, want in ((KARTA_GROUP_LABEL, gvk.get("group") or ""), (KARTA_VERSION_LABEL, gvk.get("version")),
+                        (KARTA_KIND_LABEL, gvk.get("kind"))):
+        if gvk and found.get(label) != want:
+            problems.append(Problem(source, f"metadata.labels[{label}]", f"{found.get(label)!r}, not {want!r}: "
+                                    "KAI finds a kind's Karta by this label, so neither uses it"))
     if not isinstance(gang.get("podGroup"), Mapping):
         problems.append(Problem(source, "spec.optimizationInstructions.gangScheduling.podGroups",
                                 "the deprecated podGroups (grouping keys and jq filters) is not read by podgang: "
@@ -328,7 +341,10 @@ def _roles(declaration: Declaration, obj: Any) -> list[Role]:
 
 
 def _size(declaration: Declaration, obj: Any) -> tuple[int, str]:
-    counts = [_count(obj, c) for c in declaration.components]
+    """The sum of the subgroups' components where the instruction lists subgroups (a component
+    it leaves out is not in the gang's minimum, as in KAI), else of every component."""
+    counted = set(declaration.subgroups) or {c.name for c in declaration.components}
+    counts = [_count(obj, c) for c in declaration.components if c.name in counted]
     total = sum(n for n, _ in counts)
     return total, f"{declaration.source}: " + " + ".join(why for _, why in counts)
 
@@ -370,7 +386,8 @@ def workload_kind(declaration: Declaration) -> WorkloadKind:
     """The hub entry of a taught kind: one gang per object, the sum of its components."""
     d = declaration
     role_labels = tuple(dict.fromkeys(c.role_label for c in d.components if c.role_label))
-    counted = " + ".join(path_text(c.min_replicas or c.replicas or ()) for c in d.components)
+    counted = " + ".join(path_text(c.min_replicas or c.replicas or ()) for c in d.components
+                         if not d.subgroups or c.name in d.subgroups)
     return WorkloadKind(
         resource=Resource(d.group, d.version, d.plural, d.kind, optional=True),
         size=lambda obj: _size(d, obj),
