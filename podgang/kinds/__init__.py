@@ -76,7 +76,7 @@ __all__ = [
     "SEGMENT_INDEX_LABELS", "SIZE_WRITES", "SPARK_APPLICATION", "SPARK_ROLE_LABEL", "STATEFUL_SET", "SlimTemplate",
     "Stage", "TEMPLATE_KINDS", "TF_JOB", "TRAINER_ANCESTOR_LABEL", "TRAINER_RUNTIME_KINDS", "TRAIN_JOB", "Template",
     "WORKLOADS", "WorkloadKind", "BUILT_IN", "Problem", "Taught", "is_declaration", "read_declarations", "teach",
-    "taught", "taught_problems", "XGBOOST_JOB", "any_pod_templates", "api_group", "carries_replica_label",
+    "taught_kinds", "taught_problems", "XGBOOST_JOB", "any_pod_templates", "api_group", "carries_replica_label",
     "desired_size", "is_finished", "is_suspended", "job_size", "lws_subgroup_policy", "operator_gang", "pod_role",
     "pod_templates", "replica_index", "replica_of", "replica_stage", "replica_suffix", "replica_units",
     "resource_for", "role_replica_index", "roles", "rolling_out", "run_kinds", "scale_field", "scale_target",
@@ -172,7 +172,7 @@ def teach(objects: Sequence[tuple[str, Any]]) -> Taught:
     return found
 
 
-def taught() -> Taught:
+def taught_kinds() -> Taught:
     """What the last :func:`teach` taught."""
     return _TAUGHT
 
