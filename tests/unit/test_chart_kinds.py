@@ -14,16 +14,8 @@ from podgang.cli import command_parser
 from podgang.kinds.taught import plural_of
 from tests.chart_support import NAMESPACE, RELEASE, render
 from tests.emulator.rbac import allows, rules_for
+from tests.taught_support import CUSTOM_JOB
 
-CUSTOM_JOB = {
-    "apiVersion": "e2e.example.com/v1", "kind": "CustomJob",
-    "components": [
-        {"name": "coordinator", "podTemplate": "spec.coordinator.template", "replicas": "spec.coordinator.replicas",
-         "roleLabel": "e2e.example.com/role"},
-        {"name": "worker", "podTemplate": "spec.worker.template", "replicas": "spec.worker.replicas",
-         "roleLabel": "e2e.example.com/role"},
-    ],
-}
 #: kinds whose default plural is not kind + "s", and one that names its resource
 ODD = [{"apiVersion": "search.example.com/v1", "kind": "Index", "components": [{"name": "shard", "replicas": "spec.n",
                                                                                  "roleLabel": "r"}]},

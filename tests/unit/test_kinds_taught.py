@@ -18,32 +18,13 @@ import yaml
 
 from podgang import kinds, plan_cli, rules
 from podgang.kinds import taught
-from tests.paths import ROOT
-
-EXAMPLE = ROOT / "examples" / "27-customjob-karta.yaml"
+from tests.taught_support import declaration, example
 
 
 @pytest.fixture(autouse=True)
 def built_in_kinds_after() -> Iterator[None]:
     yield
     kinds.teach([])  # the hub as it was: what one test taught is not another's
-
-
-def example() -> tuple[dict[str, Any], dict[str, Any]]:
-    karta, job = list(yaml.safe_load_all(EXAMPLE.read_text()))
-    return karta, job
-
-
-def declaration() -> dict[str, Any]:
-    """The example's Karta in podgang's own terms."""
-    return {"apiVersion": "podgang.io/v1", "kind": "PodgangKinds", "kinds": [{
-        "apiVersion": "e2e.example.com/v1", "kind": "CustomJob",
-        "components": [
-            {"name": "coordinator", "podTemplate": "spec.coordinator.template", "replicas": "spec.coordinator.replicas",
-             "roleLabel": "e2e.example.com/role"},
-            {"name": "worker", "podTemplate": "spec.worker.template", "replicas": "spec.worker.replicas",
-             "roleLabel": "e2e.example.com/role"},
-        ]}]}
 
 
 def pod(job: dict[str, Any], role: str, index: int) -> dict[str, Any]:
