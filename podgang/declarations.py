@@ -42,7 +42,9 @@ async def list_kartas(api: Api) -> tuple[list[dict[str, Any]], str | None]:
         return [], f"may not list {KARTA_KIND} objects ({exc}): the chart's kinds.karta grants it"
     except ApiError as exc:
         return [], f"could not list {KARTA_KIND} objects: {exc}"
-    return [item for item in answer.get("items") or () if isinstance(item, dict)], None
+    # a list's items carry no apiVersion and kind: each is a Karta (its events name it so)
+    return [{"apiVersion": f"{KARTA_GROUP}/{KARTA_VERSION}", "kind": KARTA_KIND, **item}
+            for item in answer.get("items") or () if isinstance(item, dict)], None
 
 
 @dataclass(frozen=True)
