@@ -14,12 +14,14 @@ and every other kind keeps working.
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from typing import Any, Iterator
 
 import pytest
 import yaml
 
-from tests.realcluster import RELEASE, FakeKubelet, chart_objects, corner, until
+from tests.realcluster import RELEASE, ROOT, FakeKubelet, chart_objects, corner, until
 from tests.real.test_real_journeys import (KAI, controller_ref, create_deployment, owned_group, pod_template,
                                            podgroup, wait_bound, wait_held_whole, wait_size)
 from tests.taught_support import CRDS, ROLE_LABEL, example
@@ -83,16 +85,26 @@ async def create_custom_job(here, name: str, coordinators: int, workers: int, gp
     return await here.api.create(f"/apis/e2e.example.com/v1/namespaces/{here.namespace}/{CUSTOM_JOBS}", job)
 
 
-async def play_component_pods(here, job: dict[str, Any], component: str, indexes: range) -> None:
+async def play_component_pods(here, job: dict[str, Any], component: str, indexes: range) -> list[dict[str, Any]]:
     """What a CustomJob controller would make: one pod per replica, owned by the job and
-    labelled with its component (as KAI's e2e test makes them)."""
+    labelled with its component (as KAI's e2e test makes them); the pods as created (admitted)."""
+    made = []
     for i in indexes:
         template = job["spec"][component]["template"]
-        await here.api.create(f"/api/v1/namespaces/{here.namespace}/pods", {
+        made.append(await here.api.create(f"/api/v1/namespaces/{here.namespace}/pods", {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {**template["metadata"], "name": f"{job['metadata']['name']}-{component}-{i}",
                          "ownerReferences": [controller_ref(job)]},
-            "spec": template["spec"]})
+            "spec": template["spec"]}))
+    return made
+
+
+def status_explain(cluster, namespace: str, pod: str) -> str:
+    """``podgang status --explain POD`` as a user runs it (it reads the cluster's Kartas too)."""
+    done = subprocess.run([sys.executable, "-m", "podgang.cli", "status", "-n", namespace, "--explain", pod,
+                           f"--kubeconfig={cluster.kubeconfig}"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def subgroups(group: dict[str, Any]) -> dict[str, int]:
@@ -109,15 +121,17 @@ async def test_a_customjob_its_karta_teaches_is_one_gang_with_a_subgroup_per_com
             name = owned_group(job)
             group = await wait_size(here, KAI, name, 4)
             assert subgroups(group) == {"coordinator": 1, "worker": 3}
-            await play_component_pods(here, job, "coordinator", range(1))
-            await play_component_pods(here, job, "worker", range(3))
-            pods = await wait_held_whole(here, "train", 4)
-            for pod in pods:  # each in the subgroup of its component, as KAI's e2e test checks
+            admitted = [*await play_component_pods(here, job, "coordinator", range(1)),
+                        *await play_component_pods(here, job, "worker", range(3))]
+            for pod in admitted:  # at admission, each in the subgroup of its component, as KAI's e2e test checks
                 assert pod["metadata"]["labels"]["kai.scheduler/subgroup-name"] == \
                     pod["metadata"]["labels"][ROLE_LABEL], pod["metadata"]["name"]
                 assert pod["metadata"]["annotations"]["pod-group-name"] == name
+            await wait_held_whole(here, "train", 4)
             await here.add_node()
             await wait_bound(here, "train", 4)
+            explained = status_explain(cluster, here.namespace, "train-worker-0")
+            assert f"Karta {taught['metadata']['name']}" in explained and name in explained, explained
 
             job = await here.api.merge_patch(
                 f"/apis/e2e.example.com/v1/namespaces/{here.namespace}/{CUSTOM_JOBS}/train",
