@@ -101,6 +101,18 @@ def workload_kinds_page() -> str:
         "|---|---|---|---|---|---|---|",
         *rows,
         "",
+        "## Kinds taught by declarations",
+        "",
+        "A kind with no entry above may be taught: by a Karta (`run.ai/v1alpha1`, KAI's fallback) or podgang's own",
+        "`kinds:` declaration, read by `podgang plan` (its input, `--kinds FILE`) and by the webhook, the grouper and",
+        "`podgang status` at their start ([Teach podgang your kind](../workloads/teach-your-kind.md)). A running",
+        "podgang logs each kind it was taught (`kind taught`, with where from). The kinds this repository's examples",
+        "teach:",
+        "",
+        "| kind | API | taught by | gang size | subgroups |",
+        "|---|---|---|---|---|",
+        *_taught_rows(),
+        "",
         "## `podgang plan --scale` and the grouper's watches",
         "",
         "| kind | `--scale KIND/NAME=N` names | field `--scale` sets | followed by the grouper | CRD (may be missing) |",
@@ -108,6 +120,26 @@ def workload_kinds_page() -> str:
         *scale,
         "",
     ])
+
+
+def _taught_rows() -> list[str]:
+    """The kinds the examples teach, with where each comes from."""
+    from podgang import kinds
+    from podgang.manifests import read_manifests
+
+    examples = sorted((ROOT / "examples").glob("*.yaml"))
+    objects = [(f"examples/{m.source.file.rpartition('/')[2]}", m.obj) for m in read_manifests([str(p) for p in examples])
+               if kinds.is_declaration(m.obj)]
+    found = kinds.read_declarations(objects, kinds.BUILT_IN)
+    by_source = dict(objects)
+    rows = []
+    for key, d in found.declarations.items():
+        entry = found.entries[key]
+        where = next((w for w, obj in by_source.items()
+                      if f"{obj.get('kind')} {(obj.get('metadata') or {}).get('name')}" == d.source), "")
+        rows.append(f"| `{d.kind}` | `{d.api_version}` | {_cell(d.source)} in `{where}` | "
+                    f"{_cell(entry.doc.size.partition(': ')[2])} | {_cell(entry.doc.roles or '—')} |")
+    return rows or ["| — | | | | |"]
 
 
 # --------------------------------------------------------------------------- CLI

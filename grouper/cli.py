@@ -16,13 +16,14 @@ import signal
 import sys
 
 from podgang.api import Api, make_api_client
+from podgang.declarations import teach_at_start
 from podgang.discovery import discovered
 from podgang.events import EventRecorder, EventSink
 from podgang.fence import OPEN, Fence
 from podgang.logs import setup_logging
 from podgang.metrics import GrouperMetrics
-from podgang.options import (add_backend_flags, add_flag, backends_from, duration, kai_version_settings, own_namespace,
-                             port, positive, rate)
+from podgang.options import (add_backend_flags, add_flag, add_kinds_flags, backends_from, duration, kai_version_settings,
+                             own_namespace, port, positive, rate)
 from podgang.settings import Settings
 
 from podgang.grouper.controller import DEFAULT_API_BURST, DEFAULT_API_QPS, Controller, Options
@@ -73,6 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--metrics-port", type=port, default=8080,
              help="plain-HTTP port for /metrics, /healthz and /readyz (0: off)")
     add_flag(parser, "--metrics-bind-address", default="0.0.0.0", help="address the metrics server binds")
+    add_kinds_flags(parser)
     add_flag(parser, "--log-format", default="json", choices=["json", "text"], help="json (one object per line) or text")
     add_flag(parser, "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     add_flag(parser, "--workers", type=int, default=32,
@@ -161,13 +163,17 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
             return 2
 
     settings = await discovered(Api(api_client, timeout=options.request_timeout), settings)
+    # the kinds taught by declarations, before the watches are made (they watch the taught kinds too)
+    learned = await teach_at_start(Api(api_client, timeout=options.request_timeout), args.kinds_files, args.karta)
 
     async def lead(fence: Fence = OPEN) -> None:
         # every writer gets the fence of the term it is made in (podgang/fence.py)
         recorder = EventRecorder(api_client, "podgang-grouper", instance=identity, timeout=options.request_timeout,
                                  fence=fence)
-        controller = Controller(api_client, settings, options, metrics=metrics, fence=fence,
-                                events=EventSink(recorder, on_drop=metrics.events_dropped.inc, fence=fence))
+        sink = EventSink(recorder, on_drop=metrics.events_dropped.inc, fence=fence)
+        controller = Controller(api_client, settings, options, metrics=metrics, fence=fence, events=sink)
+        for karta, problem in learned.broken_kartas():
+            sink.emit(karta, "KindNotTaught", f"podgang cannot use this Karta: {problem}", type="Warning")
         state["controller"] = controller
         if on_controller:
             on_controller(controller)

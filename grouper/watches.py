@@ -10,7 +10,7 @@ from podgang import rules
 from podgang.backends import Backend
 from podgang.backends.base import slim_fact
 from podgang.nodes import NODES
-from podgang.kinds import FOLLOWED
+from podgang import kinds as _kinds
 from podgang.objects import NAMESPACE, POD, Resource
 
 from podgang.grouper.gangs import GROUP, POD_KEY
@@ -29,7 +29,7 @@ class Watches:
         kinds: list[tuple[Resource, bool, str | Backend]] = [(POD, False, POD.kind)]
         # with several backends, one whose CRD is not installed is waited for, not fatal
         kinds += [(b.podgroup, b.podgroup.optional or len(backends) > 1, b) for b in backends]
-        kinds += [(k.resource, k.resource.optional, k.resource.kind) for k in FOLLOWED]
+        kinds += [(k.resource, k.resource.optional, k.resource.kind) for k in _kinds.FOLLOWED]
         out = []
         for resource, optional, source in kinds:
             kind = resource.kind

@@ -165,6 +165,17 @@ def scheduler_backend(text: str) -> tuple[str, str]:
     return scheduler, backend
 
 
+def add_kinds_flags(parser: Any) -> None:
+    """``--kinds FILE`` and ``--karta``: the kinds a process is taught at its start."""
+    add_flag(parser, "--kinds", repeat=True, default=[], dest="kinds_files", metavar="FILE",
+             help="kinds podgang has no entry for, taught at start: a file (or directory) of podgang's kinds: "
+                  "declarations (a PodgangKinds document or a ConfigMap holding one under kinds.yaml; the chart "
+                  "mounts its kinds ConfigMap here) or Karta objects (repeatable)")
+    add_flag(parser, "--karta", switch=True, default=True,
+             help="also read the cluster's run.ai/v1alpha1 Kartas at start, as KAI's pod-grouper falls back to them "
+                  "(none when their CRD is not installed); --no-karta: only --kinds")
+
+
 def add_backend_flags(parser: Any) -> None:
     """``--backend SCHEDULER=BACKEND`` and its older form ``--scheduler-name NAME`` (``NAME=kai``)."""
     default = ",".join(f"{name}={backend.name}" for name, backend in DEFAULT.backends)

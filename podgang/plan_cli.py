@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, TextIO
 import orjson
 import yaml
 
-from podgang import api
+from podgang import api, kinds
 from podgang import plan_codes as codes
 from podgang.backends import KAI, native
 from podgang.discovery import kai_version_discovered
@@ -60,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "replica type, Ray worker group or JobSet replicated job (a Kubeflow job's workers "
                              "by default)")
     add_backend_flags(parser)
+    add_flag(parser, "--kinds", default=[], repeat=True, metavar="FILE",
+             help="kinds podgang has no entry for, taught: a file of Karta objects (run.ai/v1alpha1), a "
+                  "PodgangKinds declaration or a ConfigMap holding one under kinds.yaml (repeatable; the same "
+                  "objects among the manifests teach too)")
     add_flag(parser, "--native-version", choices=("auto", *native.VERSIONS), default="auto",
              help="the native gang API to plan for: v1beta1 (Kubernetes 1.37), v1alpha2 (1.36), v1alpha1 (1.35's "
                   "Workloads); auto (default): what API discovery picks with --kubeconfig, else what the "
@@ -92,6 +96,7 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         manifests = read_manifests(args.paths)
         if not manifests:
             raise ManifestError(f"{', '.join(args.paths)}: no objects (empty, or only '---' and comments)")
+        taught = teach_kinds(manifests, read_manifests(list(args.kinds)) if args.kinds else [])
         if any(b.name == native.NATIVE.name for b in settings.enabled_backends):
             version, why = _native_version(args, manifests)
             settings = settings.with_changes(backends=tuple(
@@ -112,6 +117,12 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         return 2
     if native_note is not None:
         plan.notes.insert(0, native_note)
+    plan.warnings[:0] = [Finding(codes.KIND_NOT_TAUGHT, None, problem.source, f"{problem.field}: {problem.message}"
+                                 if problem.field else problem.message) for problem in taught.problems]
+    plan.notes[:0] = [Finding(codes.KIND_TAUGHT, None, f"{d.kind}.{d.group}" if d.group else d.kind,
+                              f"taught by {d.source}: {kinds.HUB[key].doc.size.partition(': ')[2]}"
+                              + (f"; {kinds.HUB[key].doc.roles}" if kinds.HUB[key].doc.roles else ""))
+                      for key, d in taught.declarations.items()]
     if kai and (chosen or any(f.code in KAI_RULED for f in (*plan.denials, *plan.warnings))):
         plan.notes.insert(0, Finding(codes.KAI_PLANNED, None, "KAI rules", f"KAI {settings.kai_version}'s (GPU "
                                      f"requests, semi-preemptible groups): {settings.kai_version_source}"))
@@ -124,6 +135,11 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
     if args.output != "text":  # stdout holds manifests or data: the findings go to the user on stderr
         _report(err, findings_text(plan))
     return 1 if plan.denials else 0
+
+
+def teach_kinds(manifests: list[Any], extra: list[Any]) -> kinds.Taught:
+    """Teach the hub the kinds the input and ``--kinds`` declare (none: the built-in ones only)."""
+    return kinds.teach([(str(m.source), m.obj) for m in (*manifests, *extra) if kinds.is_declaration(m.obj)])
 
 
 #: the findings that follow the KAI release's rules: the plan then says which release

@@ -23,6 +23,8 @@ DENIED = _code("denied", "denials", "the webhook would refuse a pod: the gang it
 GPU_CONFLICT = _code("gpu-conflict", "denials", "a pod or pod template asks GPUs in two ways that contradict each other")
 REFUSED = _code("refused", "denials", "the apiserver would refuse this PodGroup or Workload as written")
 
+KIND_TAUGHT = _code("kind-taught", "notes", "a kind podgang has no entry for, taught by a Karta or a kinds: "
+                                           "declaration in the input or --kinds: where it comes from")
 SIZE_REFUSED = _code("size-refused", "warnings",
                      "a size the scheduler refuses on this group (KAI v0.18: a semi-preemptible PodGroup's minimum "
                      "never goes up): podgang keeps the size the group has, and says why")
@@ -40,6 +42,9 @@ OWNER_REPLACED = _code("owner-replaced", "warnings", "an owner reference names a
 INVALID_NAME = _code("invalid-name", "warnings", "an object's name the apiserver refuses (not a DNS-1123 name), often "
                                                  "a template variable never expanded: it is never created, no gang")
 UNKNOWN_KIND = _code("unknown-kind", "warnings", "a kind podgang does not know: its pods form a gang of 1 unless pinned")
+KIND_NOT_TAUGHT = _code("kind-not-taught", "warnings",
+                        "a Karta or kinds: declaration podgang cannot use (does not read, names no path, a built-in "
+                        "kind, a kind declared twice), named by object and field: every other kind still works")
 PIN_IGNORED = _code("pin-ignored", "warnings",
                     "a podgang.io/min-member pin that does not apply (a kind that is no gang)")
 PARTLY_IN_SCOPE = _code("partly-in-scope", "warnings",

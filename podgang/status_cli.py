@@ -30,7 +30,9 @@ from podgang.gang.stale import format_duration
 from podgang.backends.base import slim_fact
 from podgang.objects import POD, Resource, as_dict
 from podgang.discovery import discovered
-from podgang.options import add_backend_flags, add_flag, backends_from, duration, kai_version_settings, own_namespace
+from podgang.declarations import teach_at_start
+from podgang.options import (add_backend_flags, add_flag, add_kinds_flags, backends_from, duration, kai_version_settings,
+                             own_namespace)
 from podgang.settings import DEFAULT, Settings
 from podgang.status import (
     Explanation,
@@ -74,6 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--staleness-grace-period", type=duration, default=DEFAULT.staleness_grace_period,
              help="the grouper's grace period, used when its GangStale event does not say it")
     add_flag(parser, "--request-timeout", type=duration, default=10.0, help="seconds per API call")
+    add_kinds_flags(parser)
     add_flag(parser, "--grouper-lease", type=lease_name, default=DEFAULT_LEASE, metavar="NAMESPACE/NAME",
              help="the Lease the grouper holds while it works (its --leader-election-namespace/-name; "
                   f"default {DEFAULT_LEASE}): without a holder, nothing evicts a stale gang")
@@ -118,6 +121,9 @@ async def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         client = api.Api(api_client, timeout=args.request_timeout)
         settings = await discovered(client, settings)  # native: the version the cluster serves, for all below
+        learned = await teach_at_start(client, args.kinds_files, args.karta)  # the kinds the grouper was taught
+        for problem in learned.problems:
+            err.write(f"podgang status: kind not taught: {problem}\n")
         reader = Reader(client, settings, lease=args.grouper_lease)
         looks = 0
         shown = failure = told = None

@@ -12,8 +12,8 @@ import sys
 
 from podgang.certs.cli import add_webhook_config_flags
 from podgang.logs import setup_logging
-from podgang.options import (add_backend_flags, add_flag, backends_from, byte_size, duration, kai_version_settings,
-                             own_namespace, port)
+from podgang.options import (add_backend_flags, add_flag, add_kinds_flags, backends_from, byte_size, duration,
+                             kai_version_settings, own_namespace, port)
 from podgang.webhook.connections import ConnectionLimits
 from podgang.settings import DEFAULT
 
@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(api, "--kubeconfig", default=None, help="kubeconfig file (else in-cluster config, else $KUBECONFIG or ~/.kube/config)")
     add_flag(api, "--api-timeout", default=2.0, type=duration, help="timeout of each API call (owner look-up, PodGroup creation)")
     add_flag(api, "--owner-cache-size", default=10_000, type=int, help="owners kept in the look-up cache")
+    add_kinds_flags(api)
     add_flag(api, "--owner-cache-ttl", default=300.0, type=duration, help="how long a looked-up owner is trusted")
     budget = parser.add_argument_group("PodGroups created at admission (a side effect on behalf of whoever sends a review)")
     add_flag(budget, "--podgroup-budget", default=30, type=int, help="PodGroups this replica creates for owner-less pods in one namespace within --podgroup-budget-window; beyond it the pod is patched and the grouper creates its group (0: never at admission)")
@@ -124,6 +125,8 @@ def config_from_args(args: argparse.Namespace) -> WebhookConfig:
         limits=_limits(args),
         podgroup_budget=args.podgroup_budget,
         podgroup_budget_window=args.podgroup_budget_window,
+        kinds_files=tuple(args.kinds_files),
+        karta=args.karta,
     )
 
 

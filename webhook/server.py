@@ -20,6 +20,7 @@ from urllib.parse import parse_qs
 
 from podgang import rules
 from podgang.api import Api, make_api_client
+from podgang.declarations import teach_at_start
 from podgang.discovery import discovered
 from podgang.events import EventRecorder, EventSink
 from podgang.metrics import WebhookMetrics
@@ -62,6 +63,8 @@ class WebhookConfig:
     client_ca_file: str | None = None  # require client certificates this CA signed (None: any client)
     settings: Settings = DEFAULT
     api_timeout: float = 2.0
+    kinds_files: tuple[str, ...] = ()  # --kinds: declarations read at start
+    karta: bool = True  # --karta: the cluster's Kartas read at start
     owner_cache_size: int = 10_000
     owner_cache_ttl: float = 300.0
     cert_poll_interval: float = 1.0
@@ -361,6 +364,7 @@ async def serve(config: WebhookConfig, *, kubeconfig: str | None = None, json_lo
         return 2
     settings = await discovered(Api(api_client, timeout=config.api_timeout), config.settings)
     config = replace(config, settings=settings)
+    await teach_at_start(Api(api_client, timeout=max(config.api_timeout, 5.0)), config.kinds_files, config.karta)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     received: list[str] = []

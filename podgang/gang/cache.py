@@ -11,7 +11,8 @@ from typing import Any, Iterable, Iterator, Mapping
 from podgang import kinds, rollouts, rules
 from podgang.backends import Backend
 from podgang.backends.base import ClusterFacts
-from podgang.kinds import FOLLOWED, is_finished
+from podgang import kinds as _kinds
+from podgang.kinds import is_finished
 from podgang.objects import OwnerRef, is_active
 from podgang.settings import DEFAULT, Settings
 
@@ -104,7 +105,7 @@ class Cache:
         self.slim = Slimmer(settings)
         self.pods: dict[str, Obj] = {}
         self.podgroups = PodGroupStores(settings.enabled_backends)
-        self.workloads: dict[str, dict[str, Obj]] = {k.kind: {} for k in FOLLOWED}
+        self.workloads: dict[str, dict[str, Obj]] = {k.kind: {} for k in _kinds.FOLLOWED}
         # indexes
         self.by_uid: dict[str, Obj] = {}  # pods and workloads, for owner walks
         #: owners of kinds podgang does not follow, by uid: their metadata alone, read for the
@@ -121,7 +122,7 @@ class Cache:
         self.group_owner: dict[str, tuple[str, str]] = {}  # group key -> (kind, key)
         self.workload_children: dict[str, set[tuple[str, str]]] = {}  # owner uid -> {(kind, key)}
         self.replaced_revisions: dict[str, dict[str, str]] = {}  # StatefulSet uid -> {pod name: revision deleted}
-        self.watched_kinds: set[str] = {k.kind for k in FOLLOWED if not k.resource.optional}
+        self.watched_kinds: set[str] = {k.kind for k in _kinds.FOLLOWED if not k.resource.optional}
         # cluster-scoped objects backends check values against (PriorityClasses, queues),
         # by kind; a kind is known once its list arrived (else its facts are unknown)
         self.fact_stores: dict[str, dict[str, Obj]] = {  # by resource label: KAI's and Volcano's Queue differ

@@ -24,7 +24,9 @@ kind behind its ``hub.go``), so that a family is read and changed on its own:
 - ``wrappers.py``: AppWrapper, DisaggregatedSet, RayCronJob, ScheduledSparkApplication — no gang
   of their own, the workloads they make keep theirs (tests/unit/test_kinds_wrappers.py);
 - ``grove.py``: Grove's PodCliqueSet, PodCliqueScalingGroup, PodClique — Grove makes their gangs
-  (tests/unit/test_kinds_wrappers.py).
+  (tests/unit/test_kinds_wrappers.py);
+- ``taught.py``: the kinds a Karta or a ``kinds:`` declaration teaches, entries made at start
+  (:func:`teach`) beside the built-in ones (tests/unit/test_kinds_taught.py).
 
 Families import ``model.py`` (``trainjob.py`` also ``jobset.py``), never this module;
 every name is imported from here, ``podgang.kinds``.
@@ -50,6 +52,7 @@ from podgang.kinds.ray import (OPERATOR_GANG_LABELS, RAY_CLUSTER, RAY_GANG_LABEL
                                RAY_JOB, RAY_REPLICA_INDEX_LABEL, RAY_SERVICE, RAY_SIZE_RULE)
 from podgang.kinds.grove import GROVE_PODGANG_LABEL, POD_CLIQUE, POD_CLIQUE_SCALING_GROUP, POD_CLIQUE_SET
 from podgang.kinds.spark import SPARK_APPLICATION, SPARK_CONNECT, SPARK_ROLE_LABEL, spark_app_group
+from podgang.kinds.taught import Problem, Taught, is_declaration, read_declarations
 from podgang.kinds.trainjob import (TRAIN_JOB, TRAINER_ANCESTOR_LABEL, TRAINER_RUNTIME_KINDS, trainer_pod_group_policy,
                                     trainjob_jobset, trainjob_runtime)
 from podgang.kinds.wrappers import (APP_WRAPPER, DISAGGREGATED_SET, MADE_NAME_PLACEHOLDERS, RAY_CRON_JOB,
@@ -72,7 +75,8 @@ __all__ = [
     "REPLACED_LABELS", "REPLICA_LABELS", "REPLICA_SET", "ROLE_LABELS", "RUN_OWNERS", "Replicas", "Resource", "Role", "SCALING_ROLE",
     "SEGMENT_INDEX_LABELS", "SIZE_WRITES", "SPARK_APPLICATION", "SPARK_ROLE_LABEL", "STATEFUL_SET", "SlimTemplate",
     "Stage", "TEMPLATE_KINDS", "TF_JOB", "TRAINER_ANCESTOR_LABEL", "TRAINER_RUNTIME_KINDS", "TRAIN_JOB", "Template",
-    "WORKLOADS", "WorkloadKind", "XGBOOST_JOB", "any_pod_templates", "api_group", "carries_replica_label",
+    "WORKLOADS", "WorkloadKind", "BUILT_IN", "Problem", "Taught", "is_declaration", "read_declarations", "teach",
+    "taught_kinds", "taught_problems", "XGBOOST_JOB", "any_pod_templates", "api_group", "carries_replica_label",
     "desired_size", "is_finished", "is_suspended", "job_size", "lws_subgroup_policy", "operator_gang", "pod_role",
     "pod_templates", "replaced", "replica_index", "replica_of", "replica_stage", "replica_suffix", "replica_units",
     "resource_for", "role_replica_index", "roles", "rolling_out", "run_kinds", "scale_field", "scale_target",
@@ -115,6 +119,9 @@ HUB: dict[tuple[str, str], WorkloadKind] = {
     ("grove.io", "PodClique"): POD_CLIQUE,
 }
 
+#: the hub's own entries, before any kind is taught
+BUILT_IN: dict[tuple[str, str], WorkloadKind] = dict(HUB)
+
 #: every workload kind, by kind name (no two groups of the hub share a kind name)
 WORKLOADS: dict[str, WorkloadKind] = {kind: entry for (_group, kind), entry in HUB.items()}
 
@@ -130,6 +137,48 @@ TEMPLATE_KINDS: dict[tuple[str, str], str] = {
     ("serving.kserve.io", "ServingRuntime"): "the InferenceServices that use it",
     ("serving.kserve.io", "ClusterServingRuntime"): "the InferenceServices that use it",
 }
+
+
+def _derived() -> None:
+    """The tables read from every entry, made again when kinds are taught."""
+    global ROLE_LABELS, REPLICA_LABELS, SEGMENT_INDEX_LABELS, FOLLOWED, OWNER_KINDS, RUN_OWNERS
+    ROLE_LABELS = tuple(dict.fromkeys(label for k in WORKLOADS.values() for label in k.role_labels))
+    REPLICA_LABELS = tuple(label for k in WORKLOADS.values() for label in (k.replica_label, k.role_replica_label)
+                           if label)
+    SEGMENT_INDEX_LABELS = tuple(dict.fromkeys(k.segment_index_label for k in WORKLOADS.values()
+                                               if k.segment_index_label))
+    FOLLOWED = tuple(k for k in WORKLOADS.values() if k.followed)
+    OWNER_KINDS = {POD.kind: POD, **{k.kind: k.resource for k in FOLLOWED}}
+    RUN_OWNERS = {k.kind: k.runs for k in WORKLOADS.values() if k.layout == ONE_PER_RUN}
+
+
+_TAUGHT: Taught = Taught({}, {}, ())
+
+
+def teach(objects: Sequence[tuple[str, Any]]) -> Taught:
+    """Teach the hub the kinds ``objects`` declare (Kartas, ``kinds:`` declarations: each a
+    ``(where, object)``), in place of those taught before; what cannot be taught is in the
+    answer's ``problems``, and every other kind keeps working. A process calls it at start,
+    before its watches and caches are made (they read :data:`FOLLOWED` then)."""
+    global _TAUGHT
+    found = read_declarations(objects, BUILT_IN)
+    HUB.clear()
+    HUB.update(BUILT_IN)
+    HUB.update(found.entries)
+    WORKLOADS.clear()
+    WORKLOADS.update({kind: entry for (_group, kind), entry in HUB.items()})
+    _derived()
+    _TAUGHT = found
+    return found
+
+
+def taught_kinds() -> Taught:
+    """What the last :func:`teach` taught."""
+    return _TAUGHT
+
+
+def taught_problems() -> tuple[Problem, ...]:
+    return _TAUGHT.problems
 
 
 #: the pod labels that name a pod's role, of every kind
@@ -452,6 +501,8 @@ def pod_role(top: Any, pod: Any) -> str | None:
     entry = workload_kind(top)
     if entry is None:
         return None
+    if entry.pod_role is not None:
+        return entry.pod_role(pod)
     found = labels(pod)
     return next((found[k].lower() for k in entry.role_labels if found.get(k)), None)
 

@@ -165,6 +165,11 @@ class WorkloadKind:
     lends_metadata: bool = False
     #: the pod labels that name a pod's role (the first one a pod carries), lower-cased
     role_labels: tuple[str, ...] = ()
+    #: the role a pod plays, where :attr:`role_labels`' value is not its name (a taught kind's
+    #: component told by a label's value): None, the first role label's value
+    pod_role: Callable[[Any], str | None] | None = None
+    #: a kind taught by a declaration (a Karta, a ``kinds:`` entry): where it comes from; empty: built in
+    taught_from: str = ""
     #: held back on purpose (Kueue, a user): its pods are removed on purpose
     suspended: Callable[[Any], bool] = lambda obj: spec(obj).get("suspend") is True
     #: why its controller is removing one of its pods on purpose, given the workload and the pod

@@ -51,6 +51,9 @@ VARIANTS = {
     "no-leader-election": {"grouper": {"replicas": 1, "leaderElection": {"enabled": False}}},
     "operator-role": {"operatorRole": {"enabled": True, "subjects": [{"kind": "Group", "name": "sre",
                                                                       "apiGroup": "rbac.authorization.k8s.io"}]}},
+    "taught-kinds": {"kinds": {"karta": False, "kartaKinds": [{"apiVersion": "serving.example.com/v1", "kind": "Graph"}],
+                               "declared": [{"apiVersion": "e2e.example.com/v1", "kind": "CustomJob", "components": [
+                                   {"name": "worker", "replicas": "spec.worker.replicas", "roleLabel": "role"}]}]}},
     "everything": {
         "certManager": {"enabled": True},
         "crds": {"install": True},

@@ -118,7 +118,7 @@ LAYERS = (
     ("processes", ("podgang.webhook", "podgang.grouper", "podgang.certs", "podgang.cli", "podgang.plan",
                    "podgang.plan_cli", "podgang.plan_codes", "podgang.status", "podgang.status_cli")),
     ("process plumbing", ("podgang.api", "podgang.discovery", "podgang.events", "podgang.fence", "podgang.metrics",
-                          "podgang.options", "podgang.logs", "podgang.manifests")),
+                          "podgang.options", "podgang.logs", "podgang.manifests", "podgang.declarations")),
     ("the gang model", ("podgang.gang",)),
     ("rules", ("podgang.rules", "podgang.feasibility")),
     ("what the rules know", ("podgang.backends", "podgang.kinds", "podgang.rollouts", "podgang.nodes",

@@ -251,3 +251,40 @@ lookup finds nothing there).
 {{ toYaml . }}
 {{- end }}
 {{- end }}
+
+{{/*
+The kinds podgang is taught that its processes read (kinds.declared and kinds.kartaKinds), as
+a JSON list of {group, resources}, one entry per API group: the RBAC rules for exactly these
+kinds. A kind's resource is its `resource`, else its kind's default plural (the rule of
+podgang.kinds.taught.plural_of: customjobs, indexes, policies).
+*/}}
+{{- define "podgang.taughtKinds" -}}
+{{- $groups := dict -}}
+{{- range concat .Values.kinds.declared .Values.kinds.kartaKinds -}}
+{{- $group := "" -}}
+{{- if contains "/" .apiVersion -}}{{- $group = first (splitList "/" .apiVersion) -}}{{- end -}}
+{{- $lower := lower .kind -}}
+{{- $plural := printf "%ss" $lower -}}
+{{- if regexMatch "(s|x|z|ch|sh)$" $lower -}}{{- $plural = printf "%ses" $lower -}}
+{{- else if regexMatch "[^aeiou]y$" $lower -}}{{- $plural = printf "%sies" (trimSuffix "y" $lower) -}}{{- end -}}
+{{- $resource := .resource | default $plural -}}
+{{- $_ := set $groups $group (uniq (append (get $groups $group | default list) $resource)) -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $group := keys $groups | sortAlpha -}}
+{{- $out = append $out (dict "group" $group "resources" (get $groups $group | sortAlpha)) -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+The flags that teach both processes the kinds: the kinds ConfigMap's file, and --no-karta.
+*/}}
+{{- define "podgang.kindsArgs" -}}
+{{- if .Values.kinds.declared }}
+- --kinds=/etc/podgang/kinds/kinds.yaml
+{{- end }}
+{{- if not .Values.kinds.karta }}
+- --no-karta
+{{- end }}
+{{- end -}}
