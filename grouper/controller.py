@@ -31,6 +31,7 @@ from podgang.grouper.announcements import NEVER_PLACED, PLACEABLE, Announcements
 from podgang.grouper.backfill import Backfill
 from podgang.grouper.gangs import GROUP, NEWS, POD_KEY, GangRecords
 from podgang.grouper.informer import Informer
+from podgang.grouper.owners import OwnerReads
 from podgang.gang import Cache, Obj, split_key
 from podgang.gang import Desired, desired_group, group_backend, plan_writes, size_held
 from podgang.grouper.staleness import Staleness
@@ -82,7 +83,7 @@ class Options:
     backfill_event_max_wait: float = 60.0  # ... or once the first of its pods was backfilled this long ago
 
 
-class Controller(Watches, Writes, Staleness, Backfill, Announcements):
+class Controller(Watches, Writes, Staleness, Backfill, Announcements, OwnerReads):
     """The grouper: its watches feed the cache, its workers reconcile one gang (or pod) at a
     time; each concern is a module of its own, mixed in here."""
 
@@ -113,6 +114,7 @@ class Controller(Watches, Writes, Staleness, Backfill, Announcements):
                        limit=self.limit, on_call=lambda method: self.metrics.api_calls.labels(method=method).inc(),
                        fence=fence)
         self.cache = Cache(settings)
+        self._owner_reads_init()
         # pod backfills wait behind group writes: the group (and the subgroups a pod is
         # labelled with) first, and a catching-up backfill never holds up a scale
         self.queue = WorkQueue(behind=lambda item: item[0] == POD_KEY)
@@ -268,6 +270,7 @@ class Controller(Watches, Writes, Staleness, Backfill, Announcements):
             # stale nor evicted, its PodGroup neither made nor resized
             self._unwatch(key, contributions=True)
             return
+        unread = await self._read_owners(key)  # owners no watch brings: their metadata, before deciding
         for _attempt in range(self.options.max_write_attempts):
             desired = desired_group(self.cache, key)
             if desired.pending:
@@ -302,6 +305,7 @@ class Controller(Watches, Writes, Staleness, Backfill, Announcements):
         await self._orphans(key, desired, started)
         self._problems(key, desired)
         actual = self._actual(key, desired)
+        self._say_unread(key, unread, actual)
         self._operator_gang(key, desired, actual)
         self._assumed(key, desired, actual)
         held = size_held(desired, actual, self.settings)

@@ -161,6 +161,9 @@ class Watches:
             # object of the same name is warned about afresh)
             if kind == "Pod":
                 self._warned.pop((POD_KEY, obj_key(old)), None)
+                owner = rules.controller_ref(old)
+                if owner is not None and owner.uid and owner.uid not in self.cache.pods_by_owner:
+                    self._forget_owner(owner.uid)  # its last pod: an owner read for its metadata is let go
             elif kind in self.cache.workloads:
                 self._warned.pop(("w", old["metadata"].get("uid")), None)
                 self._warned.pop(("partial", old["metadata"].get("uid")), None)

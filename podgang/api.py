@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
+#: an object's metadata alone (``PartialObjectMetadata``), whatever its kind; plain JSON where not offered
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 IN_CLUSTER_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 WRITES = ("POST", "PUT", "PATCH")  # the methods the apiserver records a field manager for
 CHANGES = (*WRITES, "DELETE")  # the methods a fence is checked for
@@ -270,13 +272,13 @@ class Api:
             self.on_call(method)
 
     async def _send(self, method: str, path: str, query: Mapping[str, Any] | None, body: Any,
-                    content_type: str, request_timeout: Any):
+                    content_type: str, request_timeout: Any, accept: str = JSON):
         params = [(k, v) for k, v in (query or {}).items() if v is not None and v != ""]
         return await self.api_client.call_api(
             path,
             method,
             query_params=params,
-            header_params={"Accept": JSON, "Content-Type": content_type},
+            header_params={"Accept": accept, "Content-Type": content_type},
             body=body,
             auth_settings=["BearerToken"],
             _preload_content=False,
@@ -292,9 +294,10 @@ class Api:
         body: Any = None,
         content_type: str | None = None,
         timeout: float | None = None,
+        accept: str = JSON,
     ) -> Any:
         """One call; the decoded JSON answer ({} when empty). A PATCH is a merge
-        patch unless ``content_type`` says otherwise."""
+        patch unless ``content_type`` says otherwise; ``accept``: what the answer may be."""
         limit = self.timeout if timeout is None else timeout
         if limit <= 0:
             raise Unavailable(0, "", "no time left for the call")
@@ -306,7 +309,7 @@ class Api:
             query = {**(query or {}), "fieldManager": self.field_manager}
         try:
             async with asyncio.timeout(limit):
-                response = await self._send(method, path, query, body, kind, limit)
+                response = await self._send(method, path, query, body, kind, limit, accept)
                 try:
                     data = await response.read()
                 finally:
@@ -326,6 +329,11 @@ class Api:
 
     async def get(self, path: str, *, timeout: float | None = None, **query: Any) -> Any:
         return await self.request("GET", path, query=query, timeout=timeout)
+
+    async def get_metadata(self, path: str, *, timeout: float | None = None) -> Any:
+        """An object's metadata alone (a ``PartialObjectMetadata``): what a metadata-only
+        grant (get on the resource) lets one read of a kind one knows nothing else of."""
+        return await self.request("GET", path, timeout=timeout, accept=METADATA_ONLY)
 
     async def create(self, path: str, body: Any, *, timeout: float | None = None) -> Any:
         return await self.request("POST", path, body=body, timeout=timeout)

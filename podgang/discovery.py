@@ -68,3 +68,36 @@ async def kai_version_discovered(api: Api, settings: Settings) -> Settings:
         version, source = kai_versions.DEFAULT_VERSION, f"the default: {why}"
     log.info("KAI version whose rules apply", extra={"fields": {"kai_version": version, "why": source}})
     return settings.with_changes(kai_version=version, kai_version_auto=False, kai_version_source=source)
+
+
+class KindResources:
+    """Which resource serves a kind, from API discovery of its group version (``GET
+    /apis/<group>/<version>``): how the grouper finds where to read an owner of a kind it
+    knows nothing else of. One list per group version, asked again when a kind is not in it
+    (a CRD installed since); the caller asks at most once per owner."""
+
+    def __init__(self, api: Api):
+        self.api = api
+        self._served: dict[str, dict[str, tuple[str, bool]]] = {}  # apiVersion -> kind -> (plural, namespaced)
+
+    async def resource(self, api_version: str, kind: str) -> tuple[str, bool] | None:
+        """``(plural, namespaced)`` of ``kind`` in ``api_version``, None when not served there."""
+        served = self._served.get(api_version)
+        if served is None or kind not in served:
+            path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+            try:
+                document = await self.api.get(path)
+            except NotFound:
+                document = {}
+            served = {r["kind"]: (r["name"], bool(r.get("namespaced")))
+                      for r in document.get("resources") or ()
+                      if isinstance(r, dict) and isinstance(r.get("name"), str) and "/" not in r["name"]
+                      and isinstance(r.get("kind"), str)}
+            self._served[api_version] = served
+        return served.get(kind)
+
+
+def object_path(api_version: str, plural: str, namespaced: bool, namespace: str, name: str) -> str:
+    """The REST path of one object."""
+    base = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+    return f"{base}/namespaces/{namespace}/{plural}/{name}" if namespaced else f"{base}/{plural}/{name}"

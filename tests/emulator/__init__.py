@@ -25,7 +25,8 @@ The suite's ``emu`` fixture (``tests/conftest.py``) is::
         async for e in kube_emulator_fixture():
             yield e
 
-What it emulates: discovery (/api, /apis, /version), CRUD on the registered resources
+What it emulates: discovery (/api, /apis, /version), CRUD on the registered resources (a GET
+asking for ``as=PartialObjectMetadata`` gets the metadata alone)
 (``DEFAULT_RESOURCES``; optional CRDs can be removed so their endpoints 404), label and
 field selectors, limit/continue, global monotonic resourceVersions, 409 on stale
 resourceVersions, merge/JSON/strategic(=merge) patches, status and scale subresources,

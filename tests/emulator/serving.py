@@ -220,7 +220,12 @@ class Serving:
         return obj
 
     async def _get(self, call: Call) -> web.Response:
-        return json_response(self._lookup(call))
+        obj = self._lookup(call)
+        accept = next((v for k, v in call.record.headers.items() if k.lower() == "accept"), "")
+        if "as=PartialObjectMetadata" in accept:  # the metadata alone, as the apiserver serves it
+            return json_response({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+                                  "metadata": obj.get("metadata") or {}})
+        return json_response(obj)
 
     def _check_list_rv(self, table: Table, query: dict[str, str]) -> None:
         rv = parse_resource_version(query.get("resourceVersion"))

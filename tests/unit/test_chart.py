@@ -49,6 +49,8 @@ VARIANTS = {
     "fail-closed": {"webhook": {"failurePolicy": "Fail", "timeoutSeconds": 10}},
     "watch-namespaces": {"grouper": {"watchNamespaces": ["team-a", "team-b"]}},
     "no-leader-election": {"grouper": {"replicas": 1, "leaderElection": {"enabled": False}}},
+    "read-owners": {"grouper": {"readOwners": [{"group": "argoproj.io", "resources": ["workflows"]},
+                                               {"group": "tekton.dev", "resources": ["taskruns", "pipelineruns"]}]}},
     "operator-role": {"operatorRole": {"enabled": True, "subjects": [{"kind": "Group", "name": "sre",
                                                                       "apiGroup": "rbac.authorization.k8s.io"}]}},
     "taught-kinds": {"kinds": {"karta": False, "kartaKinds": [{"apiVersion": "serving.example.com/v1", "kind": "Graph"}],
@@ -190,6 +192,10 @@ BAD_VALUES = [
     ("webhook.replicas", 0),
     ("webhook.replicas", "2"),
     ("grouper.replicas", 0),
+    ("grouper.readOwners", [{"group": "argoproj.io"}]),
+    ("grouper.readOwners", [{"group": "argoproj.io", "resources": ["Workflows"]}]),
+    ("grouper.readOwners", [{"group": "argoproj.io", "resources": []}]),
+    ("grouper.readOwners", [{"group": "argoproj.io", "resources": ["workflows"], "verbs": ["delete"]}]),
     ("logFormat", "xml"),
     ("image.pullPolicy", "Sometimes"),
     ("image.repository", 42),
@@ -692,6 +698,23 @@ def test_grouper_watch_namespaces_binds_rbac_per_namespace():
     assert _allowed(rules, "", "pods", "watch", namespace="team-a")
     assert _allowed(rules, "", "pods", "watch", namespace="team-b")
     assert not _allowed(rules, "", "pods", "watch", namespace="team-c")
+
+
+def test_grouper_read_owners_grants_get_list_watch_of_those_kinds_only():
+    """grouper.readOwners: owner kinds podgang has no watch for, read for their metadata (issue 43)."""
+    default_rules = _rules_for(render(), f"{RELEASE}-grouper")
+    assert not _allowed(default_rules, "argoproj.io", "workflows", "get", namespace="team-a")
+    rules = _rules_for(render(VARIANTS["read-owners"]), f"{RELEASE}-grouper")
+    for group, resource in [("argoproj.io", "workflows"), ("tekton.dev", "taskruns"), ("tekton.dev", "pipelineruns")]:
+        for verb in ("get", "list", "watch"):
+            assert _allowed(rules, group, resource, verb, namespace="team-a"), (resource, verb)
+        for verb in ("create", "patch", "update", "delete"):
+            assert not _allowed(rules, group, resource, verb, namespace="team-a"), (resource, verb)
+    assert not _allowed(rules, "argoproj.io", "cronworkflows", "get", namespace="team-a")
+    scoped = _rules_for(render({"grouper": {**VARIANTS["read-owners"]["grouper"], "watchNamespaces": ["team-a"]}}),
+                        f"{RELEASE}-grouper")
+    assert _allowed(scoped, "argoproj.io", "workflows", "get", namespace="team-a")
+    assert not _allowed(scoped, "argoproj.io", "workflows", "get", namespace="team-b")
 
 
 def test_grouper_without_leader_election():
