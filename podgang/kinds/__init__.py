@@ -17,7 +17,7 @@ kind behind its ``hub.go``), so that a family is read and changed on its own:
 - ``core.py``: ReplicaSet, Deployment, StatefulSet, Job, CronJob, DaemonSet (tests/unit/test_rules.py);
 - ``lws.py``: LeaderWorkerSet (tests/emulated/test_replica_tree.py, test_segments.py);
 - ``jobset.py``: JobSet (tests/unit/test_kinds_trainjob.py, test_replica_tree.py);
-- ``kubeflow.py``: PyTorchJob, TFJob, MPIJob, XGBoostJob, JAXJob, PaddleJob (tests/unit/test_kinds_kubeflow.py);
+- ``kubeflow.py``: PyTorchJob, TFJob, MPIJob, XGBoostJob, JAXJob, PaddleJob, Notebook (tests/unit/test_kinds_kubeflow.py);
 - ``trainjob.py``: Trainer v2's TrainJob and the JobSet it gets (tests/unit/test_kinds_trainjob.py);
 - ``ray.py``: RayCluster, RayJob, RayService (tests/unit/test_kinds_ray.py);
 - ``spark.py``: SparkApplication, SparkConnect (tests/unit/test_kinds_spark.py);
@@ -25,6 +25,9 @@ kind behind its ``hub.go``), so that a family is read and changed on its own:
   of their own, the workloads they make keep theirs (tests/unit/test_kinds_wrappers.py);
 - ``grove.py``: Grove's PodCliqueSet, PodCliqueScalingGroup, PodClique — Grove makes their gangs
   (tests/unit/test_kinds_wrappers.py);
+- ``knative.py``: Knative Serving's Service, Configuration, Revision — a gang per Revision
+  (tests/unit/test_kinds_knative.py);
+- ``vendors.py``: Azure ML's AmlJob, NVIDIA's SPOTRequest (tests/unit/test_kinds_vendors.py).
 - ``taught.py``: the kinds a Karta or a ``kinds:`` declaration teaches, entries made at start
   (:func:`teach`) beside the built-in ones (tests/unit/test_kinds_taught.py).
 
@@ -40,9 +43,11 @@ from typing import Any, Mapping, Sequence
 from podgang import rollouts
 from podgang.kinds.core import CRON_JOB, DAEMON_SET, DEPLOYMENT, JOB, REPLICA_SET, STATEFUL_SET, _one_pod, _pod_itself
 from podgang.kinds.jobset import JOB_SET, JOBSET_IN_ORDER, JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICATED_JOB_LABEL
+from podgang.kinds.knative import (CONFIGURATION, KNATIVE_MIN_SCALE_ANNOTATION, KNATIVE_REVISION_LABEL,
+                                   KNATIVE_SERVICE, REVISION)
 from podgang.kinds.kubeflow import (JAX_JOB, KUBEFLOW_JOB_ROLE_LABEL, KUBEFLOW_REPLICA_INDEX_LABEL,
-                                    KUBEFLOW_REPLICA_TYPE_LABEL, MPI_JOB, PADDLE_JOB, PYTORCH_JOB, SCALING_ROLE, TF_JOB,
-                                    XGBOOST_JOB)
+                                    KUBEFLOW_REPLICA_TYPE_LABEL, MPI_JOB, NOTEBOOK, PADDLE_JOB, PYTORCH_JOB,
+                                    SCALING_ROLE, TF_JOB, XGBOOST_JOB)
 from podgang.kinds.lws import (LEADER_WORKER_SET, LWS_GROUP_INDEX_LABEL, LWS_LEADER_EXCLUDED, LWS_LEADER_READY,
                                LWS_LEADER_WORKER, LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, lws_subgroup_policy)
 from podgang.kinds.model import (FINISHED_CONDITIONS, ONE_PER_OBJECT, ONE_PER_REPLICA, ONE_PER_RUN, WRAPPER, KindDoc, Obj,
@@ -55,12 +60,15 @@ from podgang.kinds.spark import SPARK_APPLICATION, SPARK_CONNECT, SPARK_ROLE_LAB
 from podgang.kinds.taught import Problem, Taught, is_declaration, read_declarations
 from podgang.kinds.trainjob import (TRAIN_JOB, TRAINER_ANCESTOR_LABEL, TRAINER_RUNTIME_KINDS, trainer_pod_group_policy,
                                     trainjob_jobset, trainjob_runtime)
+from podgang.kinds.vendors import AML_JOB, SPOT_REQUEST
 from podgang.kinds.wrappers import (APP_WRAPPER, DISAGGREGATED_SET, MADE_NAME_PLACEHOLDERS, RAY_CRON_JOB,
                                     SCHEDULED_SPARK_APPLICATION)
 from podgang.objects import (POD, OwnerRef, Resource, as_dict, as_int, as_list, field_write_times, labels, metadata,
                              spec)
 
 __all__ = [
+    "AML_JOB", "CONFIGURATION", "KNATIVE_MIN_SCALE_ANNOTATION", "KNATIVE_REVISION_LABEL", "KNATIVE_SERVICE", "NOTEBOOK",
+    "REVISION", "SPOT_REQUEST",
     "BUILT_IN_GROUPS", "INT32_MAX", "count_fields", "count_refusals", "path_text",
     "APP_WRAPPER", "DISAGGREGATED_SET", "GROVE_PODGANG_LABEL", "MADE_NAME_PLACEHOLDERS", "POD_CLIQUE",
     "POD_CLIQUE_SCALING_GROUP", "POD_CLIQUE_SET", "RAY_CRON_JOB", "SCHEDULED_SPARK_APPLICATION", "SPARK_CONNECT",
@@ -102,12 +110,20 @@ HUB: dict[tuple[str, str], WorkloadKind] = {
     ("kubeflow.org", "XGBoostJob"): XGBOOST_JOB,
     ("kubeflow.org", "JAXJob"): JAX_JOB,
     ("kubeflow.org", "PaddleJob"): PADDLE_JOB,
+    ("kubeflow.org", "Notebook"): NOTEBOOK,
     ("trainer.kubeflow.org", "TrainJob"): TRAIN_JOB,
     ("ray.io", "RayCluster"): RAY_CLUSTER,
     ("ray.io", "RayJob"): RAY_JOB,
     ("ray.io", "RayService"): RAY_SERVICE,
     ("sparkoperator.k8s.io", "SparkApplication"): SPARK_APPLICATION,
     ("sparkoperator.k8s.io", "SparkConnect"): SPARK_CONNECT,
+    # Knative Serving: a gang per Revision, a run of its Configuration
+    ("serving.knative.dev", "Service"): KNATIVE_SERVICE,
+    ("serving.knative.dev", "Configuration"): CONFIGURATION,
+    ("serving.knative.dev", "Revision"): REVISION,
+    # vendors' job kinds
+    ("amlarc.azureml.com", "AmlJob"): AML_JOB,
+    ("egx.nvidia.io", "SPOTRequest"): SPOT_REQUEST,
     # wrappers and schedules: no gang of their own, the workloads they make keep theirs
     ("workload.codeflare.dev", "AppWrapper"): APP_WRAPPER,
     ("disaggregatedset.x-k8s.io", "DisaggregatedSet"): DISAGGREGATED_SET,

@@ -162,3 +162,29 @@ MPI_JOB = _kubeflow_kind(
             staging="with `launcherCreationPolicy: WaitForWorkersReady` the launcher is left out until mpi-operator "
                     "reports it (`status.replicaStatuses.Launcher`)"),
     version="v2beta1", also=("v1",), launcher_waits=True)
+
+
+#: on a Notebook: Kubeflow's notebook controller scales its StatefulSet to 0 (culled or stopped by its user)
+NOTEBOOK_STOPPED_ANNOTATION = "kubeflow-resource-stopped"
+
+
+def _notebook_size(obj: Any) -> tuple[int, str]:
+    if NOTEBOOK_STOPPED_ANNOTATION in as_dict(as_dict(as_dict(obj).get("metadata")).get("annotations")):
+        return 0, f"stopped (annotation {NOTEBOOK_STOPPED_ANNOTATION}): no pod"
+    return 1, "a Notebook is one pod (its StatefulSet's)"
+
+
+def _slim_notebook(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
+    return {"template": slim_template(as_dict(s).get("template"))} if "template" in as_dict(s) else {}
+
+
+#: Kubeflow's notebook controller makes a StatefulSet of one pod per Notebook: the Notebook is
+#: its pod's top owner (KAI's Notebook plugin: v1beta1; served as v1 too, with the same fields)
+NOTEBOOK = WorkloadKind(
+    Resource("kubeflow.org", "v1beta1", "notebooks", "Notebook", optional=True, also=("v1",)), _notebook_size,
+    lambda obj: [("spec.template", as_dict(spec(obj).get("template")))] if "template" in spec(obj) else [],
+    _slim_notebook, aliases=("notebook", "notebooks"),
+    suspended=lambda obj: NOTEBOOK_STOPPED_ANNOTATION in as_dict(as_dict(as_dict(obj).get("metadata")).get(
+        "annotations")),
+    doc=KindDoc("1 (one pod), 0 while `kubeflow-resource-stopped`; its default priority is `build`, as KAI's"),
+)

@@ -103,8 +103,10 @@ SKIP_PODGROUPER_ANNOTATION = "kai.scheduler/skip-podgrouper"
 #: the label and annotation KAI's grouper copies from the pod to its group (its user), when the top owner has none
 USER_KEY = "user"
 DEFAULT_QUEUE = "default-queue"  # KAI's constants.DefaultQueueName
-#: KAI's fallback priority per top-owner kind; every other kind gets TRAIN
-DEFAULT_PRIORITY_CLASSES = (("Deployment", "inference"),)
+#: KAI's fallback priority per top-owner kind (its plugins': a Knative Revision's and a SPOTRequest's
+#: inference, a Kubeflow Notebook's build); every other kind gets TRAIN
+DEFAULT_PRIORITY_CLASSES = (("Deployment", "inference"), ("Revision", "inference"), ("SPOTRequest", "inference"),
+                            ("Notebook", "build"))
 TRAIN = "train"
 #: the help of the flags that set the two defaults above (``podgang.options``)
 DEFAULT_QUEUE_HELP = (f"kai: the queue of a gang whose top owner and pods name none (label {QUEUE_LABEL}, "
@@ -153,6 +155,13 @@ OWN_GROUPER_RULES: dict[str, str] = {
                      "Grove made it and marked the pods `kai.scheduler/skip-podgrouper`: podgang leaves both alone"),
     "PodCliqueScalingGroup": "as the PodCliqueSet (the top owner of its pods)",
     "PodClique": "as the PodCliqueSet (the top owner of its pods)",
+    "Notebook": "1 (the default grouper), priority `build` (a `kubeflow.org/v1beta1` Notebook; a `v1` one: `train`)",
+    "Service": ("the Revision's `autoscaling.knative.dev/min-scale`, else 1, one PodGroup per Revision; a Revision an "
+                "older KAI grouped pod by pod (or `--knative-gang-schedule=false`) keeps one PodGroup per pod"),
+    "Configuration": "no plugin: the default grouper, one PodGroup for all its Revisions, minMember 1",
+    "Revision": "no plugin of its own: grouped by its Service's (above); with no Service, the default grouper",
+    "AmlJob": "`spec.job.options.envs.AZUREML_NODE_COUNT`; without it an error: no PodGroup",
+    "SPOTRequest": "1 (the default grouper), priority `inference`",
 }
 
 # the messages KAI's own webhook denies contradictory GPU requests with: v0.17.0's
