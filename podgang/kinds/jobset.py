@@ -21,6 +21,9 @@ JOBSET_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 
 
+#: a replicated job's Job's leaf under its replicated job: ``<replicated job>-replica-<job index>`` (KAI's name)
+JOBSET_LEAF_INFIX = "replica"
+
 #: JobSet's startupPolicy that makes each replicated job only once the one before is Ready
 JOBSET_IN_ORDER = "InOrder"
 
@@ -153,6 +156,7 @@ JOB_SET = WorkloadKind(
     default_scale_part=lambda obj: _only_part(JOB_SET, obj),
     status_fields=(*_RUN_STATUS, "replicatedJobsStatus"), own_gang=_trainer_own_gang,
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,), role_replica_label=JOBSET_JOB_INDEX_LABEL,
+    role_leaf_infix=JOBSET_LEAF_INFIX,
     doc=KindDoc("Σ `replicas × min(parallelism, completions)` over the replicated jobs made now",
                 roles="one per replicated job (label `jobset.sigs.k8s.io/replicatedjob-name`)",
                 staging="a replicated job that `dependsOn` another (Trainer's nodes after its initializers) joins "
