@@ -132,6 +132,12 @@ class GangSettings:
         for a value the scheduler ignores, ``(None, "")`` when there is none."""
         return None, ""
 
+    def parts_pin(self, workload: Any) -> tuple[int | None, str]:
+        """How many of a workload's parts (its roles, when they are a tree) the scheduler's
+        own annotation on it asks for at least (KAI's batch-min-member on a JobSet: its
+        group's root ``minSubGroup``), as :meth:`size_pin` says it."""
+        return None, ""
+
     def role_pin(self, role: Any) -> tuple[int | None, str]:
         """The same for one role of a workload's gang (a :class:`podgang.kinds.Role`: a
         JobSet's replicated job, whose Job template KAI reads), for all its copies."""

@@ -531,9 +531,16 @@ def owned_parts(workload: Obj, mm: MinMember, backend: Backend | None, settings:
     if tree and backend is not None and backend.holds_trees:
         return tree, root
     roles = rules.role_tree(workload, settings) if backend is not None and backend.holds_trees else ()
-    if roles:  # a JobSet's replicated jobs of several Jobs: a parent each, a leaf per Job, every role required
-        return roles, rules.root_min_subgroup(roles)
+    if roles:  # a JobSet's replicated jobs: a parent each, a leaf per Job, every role made now required
+        made = sum(1 for s in roles if s.parent is None)
+        wanted = backend.parts_pin(workload)[0] if backend is not None else None  # KAI's batch-min-member
+        return roles, rules.root_min_subgroup(roles, None if wanted is None else min(wanted, made))
     segments = rules.lws_segments(workload, settings)
+    if segments is not None and not segments.split:  # one replica's leader and workers, as KAI's grouper writes them
+        if mm.pinned:
+            return (), None  # the pin is the gang
+        # a LeaderReady group before its leader is placed: the leader alone (its workers are not made yet)
+        return (segments.subgroups[:1] if mm.value < segments.pods else segments.subgroups), None
     if segments is not None:  # one replica's gang, split into segments as the scheduler's own grouper does
         return segments.subgroups, None
     return owned_subgroups(workload, mm, settings), None

@@ -505,9 +505,8 @@ def segmented_role(obj: Any) -> Role | None:
         parts = path.split(".")
         if len(parts) == 4 and parts[2].lower() == entry.segmented_role:
             replicas = max(as_int(as_dict(as_dict(spec(obj).get(parts[1])).get(parts[2])).get("replicas"), 1), 0)
-            if replicas:
-                return Role(entry.segmented_role, 0, f"{parts[2]} replicas {replicas}, none within the job's minimum",
-                            template, path, written=replicas)
+            return Role(entry.segmented_role, 0, f"{parts[2]} replicas {replicas}" + (
+                ", none within the job's minimum" if replicas else ""), template, path, written=replicas)
     return None
 
 

@@ -61,6 +61,8 @@ def _jobset_rollout(obj: Any, seen: rollouts.WorkloadPods = rollouts.NO_PODS) ->
     return (f"jobset {metadata(obj).get('name') or '?'} is restarting ({attempt}{JOBSET_RESTARTING}: "
             f"{found.get('reason') or '?'}): its controller makes its Jobs again")
 
+#: a replicated job's Job's leaf under its replicated job: ``<replicated job>-replica-<job index>`` (KAI's name)
+JOBSET_LEAF_INFIX = "replica"
 
 #: JobSet's startupPolicy that makes each replicated job only once the one before is Ready
 JOBSET_IN_ORDER = "InOrder"
@@ -196,6 +198,7 @@ JOB_SET = WorkloadKind(
     kept_conditions=(JOBSET_RESTARTING,), rolling_out=_jobset_rollout, replaced=_jobset_replaced,
     replaced_labels=(JOBSET_NAME_LABEL, JOBSET_RESTART_ATTEMPT_LABEL),
     roles=_jobset_roles, role_labels=(JOBSET_REPLICATED_JOB_LABEL,), role_replica_label=JOBSET_JOB_INDEX_LABEL,
+    role_leaf_infix=JOBSET_LEAF_INFIX,
     doc=KindDoc("Σ `replicas × min(parallelism, completions)` over the replicated jobs made now",
                 roles="one per replicated job (label `jobset.sigs.k8s.io/replicatedjob-name`)",
                 staging="a replicated job that `dependsOn` another (Trainer's nodes after its initializers) joins "

@@ -56,7 +56,8 @@ def _fit(parts: list[Role], whole: int, why: str) -> list[Role]:
 
 
 def _kubeflow(field: str, elastic: bool = False, launcher_waits: bool = False) -> tuple[
-        Callable[[Any], list[Role]], Callable[[Any], tuple[int, str]], Callable[[Any], list[tuple[str, Template]]]]:
+        Callable[[Any], list[Role]], Callable[[Any], tuple[int, str]], Callable[[Any], list[tuple[str, Template]]],
+        Callable[[Any], str | None]]:
     """The roles, size and templates of a Kubeflow job whose replica specs are ``field``."""
 
     def waiting(obj: Any) -> bool:
@@ -92,7 +93,15 @@ def _kubeflow(field: str, elastic: bool = False, launcher_waits: bool = False) -
         return [(f"spec.{field}.{rtype}.template", as_dict(as_dict(rspec).get("template")))
                 for rtype, rspec in as_dict(spec(obj).get(field)).items()]
 
-    return roles, size, templates
+    def minimum_problem(obj: Any) -> str | None:
+        whole, why = _kubeflow_whole(obj, elastic)
+        pods = sum(max(as_int(as_dict(rspec).get("replicas"), 1), 0) for rspec in as_dict(spec(obj).get(field)).values())
+        if whole is None or whole <= pods:
+            return None
+        return (f"{why} is more than the {pods} pods the job is made of: podgang's gang is {max(pods, 1)} (KAI's own "
+                f"pod-grouper would make it {whole}, a gang its pods can never meet: the job would never be placed)")
+
+    return roles, size, templates, minimum_problem
 
 
 def _slim_kubeflow(field: str) -> Callable[[Mapping[str, Any], SlimTemplate], Obj]:
@@ -127,8 +136,9 @@ KUBEFLOW_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 
 def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...], doc: KindDoc, *,
                    version: str = "v1", also: tuple[str, ...] = (), elastic: bool = False,
-                   launcher_waits: bool = False, segmented_role: str | None = None) -> WorkloadKind:
-    roles, size, templates = _kubeflow(field, elastic, launcher_waits)
+                   launcher_waits: bool = False, segmented_role: str | None = None,
+                   lone_role_subgroup: bool = False) -> WorkloadKind:
+    roles, size, templates, minimum_problem = _kubeflow(field, elastic, launcher_waits)
     return WorkloadKind(
         Resource("kubeflow.org", version, plural, kind, optional=True, also=also), size, templates,
         _slim_kubeflow(field), aliases=aliases, status_fields=("replicaStatuses",), roles=roles,
@@ -138,6 +148,7 @@ def _kubeflow_kind(kind: str, plural: str, field: str, aliases: tuple[str, ...],
         default_scale_part=lambda obj: SCALING_ROLE,
         role_labels=(KUBEFLOW_REPLICA_TYPE_LABEL, KUBEFLOW_JOB_ROLE_LABEL), suspended=_run_policy_suspended, doc=doc,
         segmented_role=segmented_role, segment_index_label=KUBEFLOW_REPLICA_INDEX_LABEL if segmented_role else None,
+        minimum_problem=minimum_problem, lone_role_subgroup=lone_role_subgroup,
     )
 
 
@@ -145,7 +156,9 @@ PYTORCH_JOB = _kubeflow_kind(
     "PyTorchJob", "pytorchjobs", "pytorchReplicaSpecs", ("pytorchjob", "pytorchjobs"),
     KindDoc("`runPolicy.schedulingPolicy.minAvailable`, else `elasticPolicy.minReplicas`, else Σ replica specs' "
             "`replicas` (unset: 1)", roles="one per replica type: `master`, `worker`"), elastic=True,
-    segmented_role="worker")  # a scheduler that segments (KAI, by its segment size) splits its workers
+    # a scheduler that segments (KAI, by its segment size) splits its workers; KAI lists its master and worker
+    # subgroups whatever the other's replicas
+    segmented_role="worker", lone_role_subgroup=True)
 TF_JOB = _kubeflow_kind("TFJob", "tfjobs", "tfReplicaSpecs", ("tfjob", "tfjobs"), KindDoc(
     "`minAvailable`, else Σ `replicas`", roles="one per replica type: `chief`, `ps`, `worker`, `evaluator`, …"))
 XGBOOST_JOB = _kubeflow_kind("XGBoostJob", "xgboostjobs", "xgbReplicaSpecs", ("xgboostjob", "xgboostjobs"), KindDoc(

@@ -139,6 +139,12 @@ class WorkloadKind:
     #: None once the group is whole, or for a kind that makes a group's pods all at once. A
     #: group in an earlier stage is being placed, not broken.
     replica_stage: Callable[[Any, Sequence[Any]], "Stage | None"] = lambda obj, pods: None
+    #: what a user is told when the workload asks for a minimum its pods cannot meet (a
+    #: Kubeflow job's ``minAvailable`` above the pods it is made of), which podgang caps; None: nothing
+    minimum_problem: Callable[[Any], "str | None"] = lambda obj: None
+    #: a workload of this kind with one role still has that role as its one subgroup (as
+    #: KAI's own PyTorchJob grouper writes it); False: one role is the whole gang, no subgroups
+    lone_role_subgroup: bool = False
     #: its operator's own gang integration, when the workload turns it on: (the PodGroup the
     #: operator makes and names on its pods, why); None when podgang makes its gang
     own_gang: Callable[[Any], "tuple[str, str] | None"] = lambda obj: None
@@ -198,6 +204,11 @@ class WorkloadKind:
     #: the pod label that holds the index of the replica of its role a pod belongs to (a
     #: JobSet pod's Job), for roles with :attr:`Role.per_replica`
     role_replica_label: str | None = None
+    #: every role is a tree of its replicas, however many and however large (a JobSet's
+    #: replicated job: a parent needing all its Jobs, a leaf ``<role>-<infix>-<i>`` per Job, as
+    #: KAI's own JobSet grouper writes it): the infix; None: only roles of :attr:`Role.per_replica`
+    #: are trees, their leaves ``<role>-<i>``
+    role_leaf_infix: str | None = None
     #: the kind's rules in words, for the generated reference page
     doc: KindDoc = KindDoc("")
 

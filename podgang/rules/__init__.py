@@ -136,6 +136,7 @@ from podgang.rules.roles import (  # noqa: F401
     role_problems,
     role_segments,
     role_subgroups,
+    role_leaf,
     role_tree,
     SEGMENT,
     WORKERS,

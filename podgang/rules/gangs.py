@@ -10,12 +10,12 @@ from podgang.objects import POD, Denial, annotations, clip, metadata
 from podgang.objects import as_dict as _dict
 from podgang.settings import DEFAULT, Settings
 
-from podgang.rules.membership import _keys_of, _subgroup, hand_made_group, leaf_name, pod_leaf, template_subgroup
+from podgang.rules.membership import _keys_of, _subgroup, hand_made_group, pod_leaf, template_subgroup
 from podgang.rules.names import (generated_suffix, group_name, is_valid_group_name, owned_group_name,
                                  owner_less_group_name)
 from podgang.rules.owners import _same, top_owner
 from podgang.rules.results import Gang, HAND_MADE, OWNED, OWNER_LESS, STANDALONE
-from podgang.rules.roles import pod_segment, role_tree
+from podgang.rules.roles import pod_segment, role_leaf, role_tree
 from podgang.rules.trees import owned_suffix, whole_workload_tree
 
 
@@ -81,7 +81,7 @@ def gang_for_pod(
         if role_index is not None and role_name and top_obj is not None and _keys_of(pod, settings).holds_trees \
                 and any(r.parent == role_name for r in role_tree(top_obj, settings)):
             # a replica of several pods of its role (a JobSet's Job): its leaf under the role
-            return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=leaf_name(role_name, role_index),
+            return Gang(name, OWNED, reason, owner=top, top_owner=top, subgroup=role_leaf(top, role_name, role_index),
                         leaf=True)
         segment = pod_segment(top, top_obj, pod, subgroup, settings)
         if segment is not None:  # its segment's leaf, as the scheduler's own grouper labels it

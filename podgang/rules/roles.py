@@ -42,30 +42,53 @@ def own_subgroup_names(workload: Any, settings: Settings = DEFAULT) -> tuple[str
 
 def role_tree(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgroup, ...]:
     """A workload's own gang as a tree where some role is several replicas of several pods
-    each (a JobSet's replicated job of 2+ Jobs of 2+ pods): such a role a parent needing all
-    its replicas complete (as KAI's own JobSet grouper asks), a leaf ``<role>-<index>`` per
-    replica; every other role a flat part. Empty when no role is such, a role's minimum is
-    pinned (``podgang.io/min-available`` counts pods there) or the gang is pinned whole."""
+    each (a Ray worker group of multi-host replicas), or every role is a tree of its replicas
+    (a JobSet: its kind's :attr:`~podgang.kinds.WorkloadKind.role_leaf_infix`): such a role
+    a parent needing all its replicas complete, a leaf per replica (:func:`role_leaf`); every
+    other role a flat part. A JobSet's leaf needs its Job's pods, or what the scheduler's own
+    annotation on the replicated job's Job template asks of each Job (KAI's batch-min-member,
+    :meth:`Backend.role_pin`), and is placed where that template asks (its topology). Empty
+    when no role is such, a role's minimum is pinned by ``podgang.io/min-available`` (it counts
+    pods there) or the gang is pinned whole."""
     if pinned_min_member(workload, settings)[0] is not None:
         return ()
     found = roles(workload)
+    entry = workload_kind(workload)
+    every = entry is not None and entry.role_leaf_infix is not None
     parts = _role_parts(workload, settings)
-    if not any(r.per_replica for r in found) or any(p.pinned for p in parts) or any(
-            not _role_name_ok(r.name) for r in found):
+    by_pin = {r.name for r in found if min_available(r.template, settings)[0] is not None}
+    if not (every or any(r.per_replica for r in found)) or any(p.pinned for p in parts if not every or p.name in by_pin) \
+            or any(not _role_name_ok(r.name) for r in found):
         return ()
+    backend = workload_backend(workload, settings)
     out: list[Subgroup] = []
     placed = {p.name: p.topology for p in parts}  # a role's own placement (a Ray group's topology)
     for role in found:
-        if not role.per_replica:
+        each = role.per_replica or (role.size // role.replicas if every and role.replicas > 0 else None)
+        if not each:
             out.append(Subgroup(role.name, role.size, role.reason, topology=placed.get(role.name, ())))
             continue
-        count = role.size // role.per_replica
+        count = role.size // each
         now = max(role.replica_count or 0, count)
+        why = f"{each} pod{'' if each == 1 else 's'}"
+        leaf_topology: tuple[tuple[str, str], ...] = ()
+        if every and backend is not None:
+            own, where = backend.role_pin(replace(role, replicas=1))
+            each, why = (own, where.removesuffix(" × replicas 1")) if own is not None else (each, why)
+            leaf_topology = backend.role_topology(role.owner_template)[0]
         out.append(Subgroup(role.name, count, f"{count} of its {now} replicas complete ({role.reason})",
                             of_subgroups=True, topology=placed.get(role.name, ())))
-        out += [Subgroup(leaf_name(role.name, i), role.per_replica, f"replica {i}: {role.per_replica} pods",
-                         parent=role.name) for i in range(now)]
+        out += [Subgroup(role_leaf(workload, role.name, i), each, f"replica {i}: {why}", parent=role.name,
+                         topology=leaf_topology) for i in range(now)]
     return tuple(out)
+
+
+def role_leaf(workload: Any, role: str, index: int) -> str:
+    """The leaf of replica ``index`` of a role of ``workload`` (a reference or a kind name
+    will do): ``<role>-<index>``, or ``<role>-replica-<index>`` in a JobSet (KAI's name)."""
+    entry = workload_kind(workload)
+    infix = entry.role_leaf_infix if entry is not None else None
+    return leaf_name(f"{role}-{infix}" if infix else role, index)
 
 
 def role_subgroups(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgroup, ...]:
@@ -84,12 +107,17 @@ def role_subgroups(workload: Any, settings: Settings = DEFAULT) -> tuple[Subgrou
         role = by_name.get(part.name)
         out += role_segments(workload, role, part, settings)[0] if role is not None else (part,)
     segmented = segmented_role(workload)
-    if segmented is not None and segmented.name not in by_name:  # none of its pods required, all in segments
+    if segmented is not None and segmented.name not in by_name:  # none of its pods required (in segments, if any)
         parts = role_segments(workload, segmented, Subgroup(segmented.name, 0, segmented.reason), settings)[0]
-        out += parts if len(parts) > 1 else ()
-    if len(out) < 2:
+        out += parts if len(parts) > 1 or (out and _lone_role_subgroup(workload)) else ()
+    if len(out) < 2 and not (out and _lone_role_subgroup(workload)):
         return ()
     return tuple(out)
+
+
+def _lone_role_subgroup(workload: Any) -> bool:
+    entry = workload_kind(workload)
+    return entry is not None and entry.lone_role_subgroup
 
 
 #: the most segments one role is split into (KAI's own pod-grouper refuses more)
@@ -156,8 +184,8 @@ def pod_segment(top: Any, top_obj: Any, pod: Any, role: str | None,
     if entry.replicas is not None and top_obj is not None and not whole_workload_tree(top_obj, settings):
         # (a lone LWS's one group over all its replicas has a leaf per replica, not segments)
         shape = lws_segments(top_obj, settings)
-        if shape is None:
-            return None
+        if shape is None or (not shape.split and pinned_min_member(top_obj, settings)[0] is not None):
+            return None  # (a group pinned whole lists no leader and workers)
         return shape.leaf_of(index)
     return None
 
@@ -170,6 +198,9 @@ class ReplicaSegments:
     size: int  # pods per segment
     pods: int  # pods per replica
     leader_excluded: bool
+    #: False: not split into segments, the replica's leader and its workers only (KAI's
+    #: ``leader`` and ``workers`` subgroups of an LWS group)
+    split: bool = True
 
     def segment_of(self, index: int) -> int:
         """KAI's segment index of pod ``index`` (0: the leader, always in the first)."""
@@ -204,7 +235,8 @@ def lws_segments(workload: Any, settings: Settings = DEFAULT) -> ReplicaSegments
     ``subGroupPolicy.subGroupSize``, else the scheduler's annotation on the LWS, then on its
     worker template; segments ``segment-<i>`` of that many pods (the last the rest);
     ``LeaderWorker``: ``segment-0`` a parent of ``leader`` (1) and ``workers`` (its other
-    pods), ``LeaderExcluded``: ``leader`` a subgroup of its own. None without segments or
+    pods), ``LeaderExcluded``: ``leader`` a subgroup of its own; without segments ``leader`` (1) and
+    ``workers`` (the rest: ``split`` False). None for another workload or scheduler, or
     with a size KAI refuses (:func:`role_problems` says why)."""
     shape, _problem = _lws_segments(workload, settings)
     return shape
@@ -225,7 +257,7 @@ def _lws_segments(workload: Any, settings: Settings) -> tuple[ReplicaSegments | 
     else:
         size, where, problem = backend.segment_size([workload, worker])
     if size is None:
-        return None, problem
+        return (None, problem) if problem else (_leader_and_workers(unit.pods), None)
     pods = unit.pods
     if size <= 1 or size > pods:
         return None, (f"{kind_name(workload)}: {where} is not above 1 and at most leaderWorkerTemplate.size {pods}: "
@@ -255,6 +287,15 @@ def _lws_segments(workload: Any, settings: Settings) -> tuple[ReplicaSegments | 
         else:
             leaves.append(Subgroup(f"{SEGMENT}-{i}", members[i], why, topology=topology))
     return replace(shape, subgroups=tuple(leaves)), None
+
+
+def _leader_and_workers(pods: int) -> ReplicaSegments:
+    """One LWS replica's gang not split into segments, as KAI's own pod-grouper writes it: a
+    subgroup ``leader`` (its pod 0) and ``workers`` (the other ``pods - 1``, when there are any)."""
+    parts = (Subgroup(LEADER, 1, "the leader (worker index 0)"),
+             *((Subgroup(WORKERS, pods - 1, f"the group's other {pods - 1} pod{'' if pods == 2 else 's'}"),)
+               if pods > 1 else ()))
+    return ReplicaSegments(parts, pods, pods, False, split=False)
 
 
 def _role_parts(workload: Any, settings: Settings) -> tuple[Subgroup, ...]:
@@ -348,6 +389,10 @@ def role_problems(workload: Any, settings: Settings = DEFAULT) -> tuple[str, ...
             out.append(f"{kind_name(workload)}: {_q(clip(role.name))} cannot name a subgroup (a DNS label: lower-case "
                        f"letters, digits and '-', at most {MAX_SUBGROUP_NAME} characters): the gang has no subgroups, "
                        f"only its summed minimum")
+    entry = workload_kind(workload)
+    capped = entry.minimum_problem(workload) if entry is not None else None
+    if capped:  # a minimum above the workload's pods, capped at them
+        out.append(f"{kind_name(workload)}: {capped}")
     replica_segments = _lws_segments(workload, settings)[1]
     if replica_segments:
         out.append(replica_segments)

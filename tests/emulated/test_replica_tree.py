@@ -457,32 +457,37 @@ def jobset(workers: int, parallelism: int) -> dict:
             "spec": {"replicatedJobs": [job("driver", 1), job("workers", parallelism)]}}
 
 
-def test_a_jobsets_replicated_job_of_several_multi_pod_jobs_is_a_role_with_a_leaf_per_job():
+def test_a_jobsets_replicated_jobs_are_each_a_role_with_a_leaf_per_job_as_kai_writes_them():
     cache = Cache()
     js = jobset(workers=3, parallelism=4)
     feed(cache, js)
     name = rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(js)))
     desired = desired_group(cache, f"{NS}/{name}")
-    assert tree(desired) == [("driver", 1, None, False), ("workers", 3, None, True),
-                             *((f"workers-{i}", 4, "workers", False) for i in range(3))]
+    # KAI's JobSet tree: a parent per replicated job needing all its Jobs, a leaf <rj>-replica-<i> per Job
+    assert tree(desired) == [("driver", 1, None, True), ("driver-replica-0", 1, "driver", False),
+                             ("workers", 3, None, True),
+                             *((f"workers-replica-{i}", 4, "workers", False) for i in range(3))]
     assert desired.min_subgroup == 2 and desired.min_member.value == 13
     [create] = plan_writes(desired, None, DEFAULT)
     jsonschema.validate(create.body, kai_schema())
-    # a worker pod of Job 2 is in its leaf; the driver in its flat part
+    # a worker pod of Job 2 is in its leaf
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train-workers-2", "namespace": NS,
                                                                  "uid": uid(), "ownerReferences": [owner_ref(js)]}}
     worker = pod("train-workers-2-0-x", owner=job, labels={"jobset.sigs.k8s.io/replicatedjob-name": "workers",
                                                           "jobset.sigs.k8s.io/job-index": "2"})
     gang = rules.gang_for_pod(rules.without_membership(worker, DEFAULT), [job, js])
-    assert (gang.name, gang.subgroup, gang.leaf) == (name, "workers-2", True)
-    # Jobs of one pod each, or one Job: the role's pods, flat, as before
-    for flat in (jobset(workers=3, parallelism=1), jobset(workers=1, parallelism=4)):
-        assert rules.role_tree(flat) == ()
+    assert (gang.name, gang.subgroup, gang.leaf) == (name, "workers-replica-2", True)
+    # Jobs of one pod each, or one Job: a tree all the same (KAI's shape whatever the sizes)
+    assert [s.shape for s in rules.role_tree(jobset(workers=3, parallelism=1))][2:] == [
+        ("workers", 3, None, True), *((f"workers-replica-{i}", 1, "workers", False) for i in range(3))]
+    assert [s.shape for s in rules.role_tree(jobset(workers=1, parallelism=4))][2:] == [
+        ("workers", 1, None, True), ("workers-replica-0", 4, "workers", False)]
 
 
-def test_a_pod_in_its_lws_replicas_own_group_gets_no_leaf():
-    """Without podgang.io/min-available each LWS replica is its own group, with no subgroups:
-    a pod that names it (as admitted) must carry no leaf, or KAI ignores it."""
+def test_a_pod_in_its_lws_replicas_own_group_gets_its_leader_or_workers_subgroup():
+    """Without podgang.io/min-available each LWS replica is its own group, with KAI's subgroups
+    ``leader`` and ``workers``: a pod that names it (as admitted) carries the one its worker index
+    says, which the group lists (a pod naming a subgroup its group does not list is ignored by KAI)."""
     cache = Cache()
     workload = lws("serve", 2, 2, group=None)
     owners, pods = lws_pods(workload, group=None)
@@ -493,7 +498,9 @@ def test_a_pod_in_its_lws_replicas_own_group_gets_no_leaf():
         p["metadata"]["annotations"]["pod-group-name"] = named
         chain, _ = cache.owner_chain(p)
         gang = rules.gang_for_pod(p, chain)
-        assert gang.name == named and not gang.leaf and gang.subgroup == "serve"  # as always: not a leaf
+        leaf = "leader" if p["metadata"]["labels"].get(WORKER_INDEX) == "0" else "workers"
+        assert gang.name == named and gang.subgroup == leaf
+        assert leaf in {s.name for s in desired_group(cache, f"{NS}/{named}").subgroups}
 
 
 def test_a_ray_worker_group_of_multi_host_replicas_is_a_role_with_a_leaf_per_replica():

@@ -97,4 +97,7 @@ def test_the_trainjob_example_plans_its_jobsets_gang_with_a_subgroup_per_replica
     plan = build_plan(read_manifests([str(ROOT / "examples" / "18-trainjob.yaml")]))
     (group,) = plan.groups.values()
     assert group.min_member.value == 3
-    assert [(s.name, s.min_member) for s in group.subgroups] == [("launcher", 1), ("node", 2)]
+    # KAI's JobSet shape: a parent per replicated job needing its Jobs, a leaf per Job needing its pods
+    assert [(s.name, s.min_member, s.parent) for s in group.subgroups] == [
+        ("launcher", 1, None), ("launcher-replica-0", 1, "launcher"), ("node", 1, None), ("node-replica-0", 2, "node")]
+    assert group.min_subgroup == 2

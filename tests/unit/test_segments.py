@@ -100,7 +100,8 @@ def test_workers_alone_in_segments_are_still_a_tree():
     assert entries(rules.role_subgroups(job)) == {
         "worker": (None, 2, "minSubGroup"), "worker-0": ("worker", 3, "minMember"),
         "worker-1": ("worker", 3, "minMember")}
-    assert rules.role_subgroups(pytorchjob(6, master=0)) == ()  # unsegmented: one part is the whole
+    # unsegmented: the one role, as KAI's PyTorchJob grouper lists it
+    assert entries(rules.role_subgroups(pytorchjob(6, master=0))) == {"worker": (None, 6, "minMember")}
 
 
 def test_the_last_segment_takes_the_rest_and_topology_is_carried():
@@ -280,7 +281,9 @@ def test_an_lws_segment_size_from_its_annotations_and_the_segments_topology():
     assert [s.name for s in rules.lws_segments(policy_wins).subgroups] == ["segment-0", "leader", "workers"]
     on_template = lws(4, worker_annotations={SEGMENT_SIZE: "2"})
     assert rules.lws_segments(on_template).size == 2
-    assert rules.lws_segments(lws(4)) is None
+    unsplit = rules.lws_segments(lws(4))  # no segment size: KAI's leader and workers, not split
+    assert not unsplit.split and entries(unsplit.subgroups) == {"leader": (None, 1, "minMember"),
+                                                                "workers": (None, 3, "minMember")}
 
 
 @pytest.mark.parametrize("size,policy,why", [

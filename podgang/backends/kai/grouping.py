@@ -68,6 +68,14 @@ class KaiGrouping(Segments, GangSettings):
                     return value, why
         return None, ""
 
+    def parts_pin(self, workload: Any) -> tuple[int | None, str]:
+        """``kai.scheduler/batch-min-member`` on a JobSet: how many of its replicated jobs
+        KAI's grouper places it with (its root ``minSubGroup``, at most their number)."""
+        if as_dict(workload).get("kind") != "JobSet" or not str(as_dict(workload).get("apiVersion")).startswith(
+                "jobset.x-k8s.io/"):
+            return None, ""
+        return _batch_min_member(annotations(workload), _kind_name(workload))
+
     def role_pin(self, role: Any) -> tuple[int | None, str]:
         """``kai.scheduler/batch-min-member`` on a JobSet replicated job's Job template: each of
         its Jobs' minimum (KAI v0.16 and later), so the role's is that times its replicas."""
@@ -137,12 +145,7 @@ class KaiGrouping(Segments, GangSettings):
                             f"not a duration such as 10m")
         if top is not None and as_dict(top).get("kind") == "JobSet":
             count = _batch_min_member(annotations(top), _kind_name(top))
-            jobs = len(as_list(spec(top).get("replicatedJobs")))
-            if count[0] is not None and count[0] < jobs:
-                problems.append(f"annotation {BATCH_MIN_MEMBER}={count[0]} on {_kind_name(top)}: KAI's own grouper "
-                                f"places the JobSet once {count[0]} of its {jobs} replicated jobs can run; podgang's "
-                                f"gang waits for every replicated job")
-            elif count[0] is None and count[1]:
+            if count[0] is None and count[1]:
                 problems.append(count[1])
         if top is not None:
             topology = {field: value for key, field in TOPOLOGY_ANNOTATIONS
