@@ -15,7 +15,7 @@ import logging
 import signal
 import sys
 
-from podgang.api import Api, make_api_client
+from podgang.api import Api, RateLimit, make_api_client
 from podgang.declarations import teach_at_start
 from podgang.discovery import discovered
 from podgang.events import EventRecorder, EventSink
@@ -162,16 +162,19 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
                 await api_client.close()
             return 2
 
-    settings = await discovered(Api(api_client, timeout=options.request_timeout), settings)
+    # one client limit for the process: discovery and the Kartas read at start take from it too
+    limit = RateLimit(options.api_qps, options.api_burst, on_wait=metrics.rate_limit_wait.inc)
+    settings = await discovered(Api(api_client, timeout=options.request_timeout, limit=limit), settings)
     # the kinds taught by declarations, before the watches are made (they watch the taught kinds too)
-    learned = await teach_at_start(Api(api_client, timeout=options.request_timeout), args.kinds_files, args.karta)
+    learned = await teach_at_start(Api(api_client, timeout=options.request_timeout, limit=limit), args.kinds_files,
+                                   args.karta)
 
     async def lead(fence: Fence = OPEN) -> None:
         # every writer gets the fence of the term it is made in (podgang/fence.py)
         recorder = EventRecorder(api_client, "podgang-grouper", instance=identity, timeout=options.request_timeout,
                                  fence=fence)
         sink = EventSink(recorder, on_drop=metrics.events_dropped.inc, fence=fence)
-        controller = Controller(api_client, settings, options, metrics=metrics, fence=fence, events=sink)
+        controller = Controller(api_client, settings, options, metrics=metrics, fence=fence, events=sink, limit=limit)
         for karta, problem in learned.broken_kartas():
             sink.emit(karta, "KindNotTaught", f"podgang cannot use this Karta: {problem}", type="Warning")
         state["controller"] = controller

@@ -98,6 +98,7 @@ class Controller(Watches, Writes, Staleness, Backfill, Announcements, OwnerReads
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         fence: Fence = OPEN,
+        limit: RateLimit | None = None,
     ):
         self.api_client = api_client
         self.settings = settings
@@ -109,7 +110,9 @@ class Controller(Watches, Writes, Staleness, Backfill, Announcements, OwnerReads
         # the term of leadership this controller was made in: every write it makes (PodGroups,
         # pods, evictions; its events through the sink's recorder) is checked as it is sent
         self.fence = fence
-        self.limit = RateLimit(self.options.api_qps, self.options.api_burst, on_wait=self.metrics.rate_limit_wait.inc)
+        # the process's one client limit (its start-up calls took from it too), else its own
+        self.limit = limit or RateLimit(self.options.api_qps, self.options.api_burst,
+                                        on_wait=self.metrics.rate_limit_wait.inc)
         self.api = Api(api_client, timeout=self.options.request_timeout, field_manager=settings.grouper_field_manager,
                        limit=self.limit, on_call=lambda method: self.metrics.api_calls.labels(method=method).inc(),
                        fence=fence)
