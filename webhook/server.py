@@ -106,7 +106,9 @@ class WebhookServer:
             keep_labels=(self.settings.skip_label,),
             note=lambda owner: rules.staged_problem(owner, self.settings),
             roles=lambda owner: rules.own_subgroup_names(owner, self.settings),
-            keep_annotations=(self.settings.min_available_annotation, self.settings.min_member_annotation),
+            # and what tells a scheduler's own grouper (so podgang) to leave an owner's pods alone
+            keep_annotations=(self.settings.min_available_annotation, self.settings.min_member_annotation,
+                              *dict.fromkeys(k for b in self.settings.enabled_backends for k in b.opt_out_annotations)),
         )
         budget = (CreationBudget(config.podgroup_budget, config.podgroup_budget_window)
                   if config.podgroup_budget is not None else None)

@@ -162,6 +162,9 @@ class GangSettings:
         of uid ``owner_uid`` (never true of a group podgang made)."""
         return False
 
+    #: the annotations :meth:`opted_out` reads on an owner (what an owner looked up must keep)
+    opt_out_annotations: tuple[str, ...] = ()
+
     def opted_out(self, obj: Any, is_pod: bool) -> str | None:
         """Why the scheduler's own grouping was told to leave this pod (``is_pod``) or owner
         alone — podgang, standing in for it, does too — or None (most schedulers: never)."""

@@ -571,6 +571,20 @@ async def test_a_pod_of_a_workload_labelled_skip_is_left_alone(tmp_path, kube, a
     assert second == {"uid": "scale-up-1", "allowed": True}
 
 
+async def test_a_pod_of_a_workload_annotated_kais_skip_podgrouper_is_left_alone(tmp_path, kube, api_client):
+    """``kai.scheduler/skip-podgrouper: "true"`` on the Deployment: the user told KAI's grouper to
+    leave its pods alone, so podgang, standing in for it, does too — the webhook keeps that
+    annotation on the owners it looks up (found on the real KAI: it did not)."""
+    deployment = kube.get("deployments", NS, "web")
+    deployment["metadata"].setdefault("annotations", {})["kai.scheduler/skip-podgrouper"] = "true"
+    kube.put(deployment)
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        assert await wh.mutate(owned_pod_review(0)) == {"uid": "scale-up-0", "allowed": True}
+        assert await wh.metric(
+            "podgang_webhook_admission_requests_total", endpoint="/mutate-pods", operation="CREATE", verdict="skipped"
+        ) == 1
+
+
 async def test_an_owner_the_api_refuses_is_asked_for_once_per_scale_up_not_once_per_pod(tmp_path, kube, api_client):
     """RBAC without ``get`` on an owner kind: every pod is admitted without a group (the
     grouper backfills), and a 1,000-pod scale-up must not become 1,000 refused calls."""

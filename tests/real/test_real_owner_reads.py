@@ -112,9 +112,6 @@ async def test_an_unknown_kind_owner_lends_its_queue_once_readable_and_is_said_n
         assert len(await here.events("OwnerNotRead")) == 1  # said once, for the owner it could not read
 
 
-@pytest.mark.xfail(strict=True, reason="found here: the webhook groups the pods of a Deployment annotated "
-                   "kai.scheduler/skip-podgrouper=true ('top owner deployment/skipped', pod-group-name patched); "
-                   "the owner's opt-out is not honoured at admission yet (issue 43)")
 async def test_skip_podgrouper_on_a_deployment_gets_its_pods_no_group(cluster, podgang, testkinds):
     async with corner(cluster, "ownskip", nodes=1) as here:
         template = pod_template(here, KAI, "skipped")
@@ -167,7 +164,6 @@ def kai_shard(cluster: Cluster, partition: str, log: Path) -> Any:
             process.wait(5)
 
 
-@pytest.mark.skip(reason="written, not yet run against the kit's KAI shard (kai-scheduler --partition-label-value)")
 async def test_a_node_pool_gang_is_labelled_and_placed_by_its_pools_shard_on_its_nodes(
         cluster, podgang, testkinds, tmp_path_factory):
     async with corner(cluster, "ownpool", nodes=2) as here, FakeKubelet(here):

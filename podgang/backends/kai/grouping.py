@@ -189,6 +189,7 @@ class KaiGrouping(Segments, GangSettings):
                           getattr(self, "subgroup_label", ""), SKIP_PODGROUPER_ANNOTATION))
 
     peer_grouper = "kai-pod-grouper"
+    opt_out_annotations = (SKIP_PODGROUPER_ANNOTATION,)
 
     def made_by_peer_grouper(self, podgroup: Any, owner_uid: str) -> bool:
         """KAI's grouper owns each group it makes by the gang's top owner (every version the
