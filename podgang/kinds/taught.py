@@ -65,7 +65,7 @@ def parse_path(text: Any) -> Path:
     return tuple(out)
 
 
-def path_text(path: Path) -> str:
+def declared_path_text(path: Path) -> str:
     return "".join(f"[{s}]" if isinstance(s, int) else (f".{s}" if re.fullmatch(r"[A-Za-z_][\w-]*", s)
                                                          else f'["{s}"]') for s in path).lstrip(".")
 
@@ -316,14 +316,14 @@ def _count(obj: Any, comp: Component) -> tuple[int, str]:
             continue
         value = value_at(spec_root, path)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value, f"{path_text(path)} {value}"
-    shown = path_text(comp.replicas or comp.min_replicas or ())
+            return value, f"{declared_path_text(path)} {value}"
+    shown = declared_path_text(comp.replicas or comp.min_replicas or ())
     return 1, f"{shown} not set: 1"
 
 
 def _templates(declaration: Declaration, obj: Any) -> list[tuple[str, Template]]:
     spec_root = {"spec": as_dict(as_dict(obj).get("spec"))}
-    return [(path_text(c.template), as_dict(value_at(spec_root, c.template)))
+    return [(declared_path_text(c.template), as_dict(value_at(spec_root, c.template)))
             for c in declaration.components if c.template is not None
             and isinstance(value_at(spec_root, c.template), Mapping)]
 
@@ -336,7 +336,7 @@ def _roles(declaration: Declaration, obj: Any) -> list[Role]:
         size, why = _count(obj, comp)
         spec_root = {"spec": as_dict(as_dict(obj).get("spec"))}
         template = as_dict(value_at(spec_root, comp.template)) if comp.template else {}
-        out.append(Role(name, size, why, template, path_text(comp.template) if comp.template else ""))
+        out.append(Role(name, size, why, template, declared_path_text(comp.template) if comp.template else ""))
     return out
 
 
@@ -382,11 +382,11 @@ def _pod_role(declaration: Declaration, pod: Any) -> str | None:
     return None
 
 
-def workload_kind(declaration: Declaration) -> WorkloadKind:
+def taught_entry(declaration: Declaration) -> WorkloadKind:
     """The hub entry of a taught kind: one gang per object, the sum of its components."""
     d = declaration
     role_labels = tuple(dict.fromkeys(c.role_label for c in d.components if c.role_label))
-    counted = " + ".join(path_text(c.min_replicas or c.replicas or ()) for c in d.components
+    counted = " + ".join(declared_path_text(c.min_replicas or c.replicas or ()) for c in d.components
                          if not d.subgroups or c.name in d.subgroups)
     return WorkloadKind(
         resource=Resource(d.group, d.version, d.plural, d.kind, optional=True),
@@ -395,7 +395,7 @@ def workload_kind(declaration: Declaration) -> WorkloadKind:
         slim_spec=lambda s, slim_template: _slim(d, s, slim_template),
         aliases=(d.kind.lower(), d.plural),
         scale_parts=lambda obj: {c.name: c.replicas for c in d.components if c.replicas is not None},
-        scale_parts_doc=", ".join(path_text(c.replicas) for c in d.components if c.replicas is not None),
+        scale_parts_doc=", ".join(declared_path_text(c.replicas) for c in d.components if c.replicas is not None),
         default_scale_part=lambda obj: d.components[-1].name if d.components[-1].replicas else None,
         roles=(lambda obj: _roles(d, obj)) if d.subgroups else (lambda obj: []),
         role_labels=role_labels,
@@ -449,7 +449,7 @@ def read_declarations(objects: Iterable[tuple[str, Any]], built_in: Iterable[tup
             problems.extend(Problem(d.source, "kind", f"{shown} is declared {len(declarations)} times ({others}): "
                                     "none is used until one is left") for d in declarations)
         else:
-            entries[key], kept[key] = workload_kind(declarations[0]), declarations[0]
+            entries[key], kept[key] = taught_entry(declarations[0]), declarations[0]
     return Taught(entries, kept, tuple(problems))
 
 

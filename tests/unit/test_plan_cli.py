@@ -173,7 +173,8 @@ def test_yaml_output_is_podgroups_the_kai_crd_accepts():
     names = {(d["metadata"]["namespace"], d["metadata"]["name"]): d for d in docs}
     assert set(names) == {("models-deploys", "shared-app-podgroup"), ("models-pods", "app-with-models"),
                           ("inference", "prefill-decode"), ("inference", "serving"),
-                          ("inference", "pg-embed-5c1d2e3f-0000-4000-8000-000000000019")}
+                          ("inference", "pg-embed-5c1d2e3f-0000-4000-8000-000000000019"),
+                          ("team-a", "pg-train-6a1f1d64-0c3e-4b8e-9d53-2f0a9c1e7b11")}  # KAI's grouper's, taken over
     serving = names[("inference", "serving")]["spec"]  # seed 004's tree of complete replicas (example 19)
     assert "minMember" not in serving and serving["minSubGroup"] == 2 and serving["stalenessGracePeriod"] == "-1s"
     for doc in docs:
@@ -737,18 +738,18 @@ def test_only_real_list_kinds_are_unpacked(tmp_path):
 
 
 def test_a_kind_podgang_does_not_know_is_listed_as_a_gang_of_one(tmp_path):
-    path = write(tmp_path, "notebook.yaml", """
-        apiVersion: kubeflow.org/v1beta1
-        kind: Notebook
+    path = write(tmp_path, "workbench.yaml", """
+        apiVersion: research.example.com/v1
+        kind: Workbench
         metadata: {name: lab, namespace: ml}
         spec:
           template: {spec: {schedulerName: kai-scheduler, containers: [{name: c, image: x}]}}
     """)
     result = plan(path)
     assert result.returncode == 0, result.stderr
-    assert "notebook ml/lab" in result.stdout
-    assert ("podgang does not follow the size of a Notebook: it assumed its pods need not run together (a gang "
-            "of 1) — if N of them must, pin it with podgang.io/min-member=N on notebook/lab") in result.stdout
+    assert "workbench ml/lab" in result.stdout
+    assert ("podgang does not follow the size of a Workbench: it assumed its pods need not run together (a gang "
+            "of 1) — if N of them must, pin it with podgang.io/min-member=N on workbench/lab") in result.stdout
 
 
 def test_a_workload_only_partly_in_scope_is_a_warning(tmp_path):

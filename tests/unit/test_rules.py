@@ -403,11 +403,11 @@ class TestOwned:
         assert gang.name == f"pg-gang-test-{self.LWS_UID}"
 
     def test_unknown_crd_owner_is_the_top(self):
-        p = pod(None, generate_name="lab-", owners=[ref("Notebook", "lab", "nb-uid", "kubeflow.org/v1beta1")])
+        p = pod(None, generate_name="lab-", owners=[ref("Workbench", "lab", "nb-uid", "research.example.com/v1")])
         assert owner_to_look_up(p) is None
         gang = assert_gang(gang_for_pod(p))
         assert gang.name == "pg-lab-nb-uid"
-        assert gang.owner == OwnerRef("kubeflow.org/v1beta1", "Notebook", "lab", "nb-uid", True)
+        assert gang.owner == OwnerRef("research.example.com/v1", "Workbench", "lab", "nb-uid", True)
 
     def test_unknown_crd_above_a_known_owner_is_passed_through(self):
         """A kind podgang does not know above one it knows wraps it: the gang is the known one's."""

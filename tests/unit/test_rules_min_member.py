@@ -193,7 +193,7 @@ class TestTable:
             1, "jobset/empty replicatedJobs none; a gang is never smaller than 1", idle=True
         )
 
-    @pytest.mark.parametrize("kind", ["DaemonSet", "Notebook", "InferenceService", None])
+    @pytest.mark.parametrize("kind", ["DaemonSet", "Workbench", "InferenceService", None])
     def test_anything_else_is_one(self, kind):
         mm = min_member_for(workload(kind, "x", {"replicas": 7}))
         assert mm.value == 1

@@ -8,6 +8,7 @@ import inspect
 import pkgutil
 import re
 import string
+from typing import Any
 from decimal import Decimal
 
 import jsonpatch
@@ -412,12 +413,36 @@ PURE_MODULES = (*(importlib.import_module(f"{package.__name__}.{m.name}")
 #: what a request can be: 0 up to an int64 of milli-units
 decimals = st.decimals(min_value=0, max_value=Decimal(2**63 - 1) / 1000, allow_nan=False, allow_infinity=False)
 
+def _taught_declaration(role_label: Any) -> Any:
+    """KAI's CustomJob example as a declaration, its role label whatever was drawn: what
+    ``taught_entry`` is given (a declaration that was read)."""
+    from podgang.kinds import taught
+    from tests.taught_support import CUSTOM_JOB
+    entry = {**CUSTOM_JOB, "roleLabel": role_label} if isinstance(role_label, str) else CUSTOM_JOB
+    found, _ = taught.read_declaration(entry, "drawn")
+    return found or taught.read_declaration(CUSTOM_JOB, "example")[0]
+
+
 ARGS = {
     "annotations": lambda d: (d.draw(anything),),
     "metadata": lambda d: (d.draw(anything),),
     "labels": lambda d: (d.draw(anything),),
     "spec": lambda d: (d.draw(anything),),
     "spark_app_group": lambda d: (d.draw(anything),),
+    # the kinds taught by Kartas and kinds: declarations (podgang/kinds/taught.py)
+    "is_declaration": lambda d: (d.draw(anything),),
+    "parse_path": lambda d: (d.draw(anything),),
+    "value_at": lambda d: (d.draw(anything), d.draw(st.lists(st.text(max_size=3) | st.integers(-2, 3), max_size=3))),
+    "declared_path_text": lambda d: (tuple(d.draw(st.lists(st.text(max_size=3) | st.integers(0, 3), max_size=3))),),
+    "plural_of": lambda d: (d.draw(st.text(max_size=12)),),
+    "read_karta": lambda d: (d.draw(anything),),
+    "read_declaration": lambda d: (d.draw(anything), d.draw(st.text(max_size=8))),
+    "read_declarations": lambda d: (d.draw(st.lists(st.tuples(st.text(max_size=4), anything), max_size=3)),
+                                    d.draw(st.lists(st.tuples(st.text(max_size=4), st.text(max_size=4)), max_size=2))),
+    "taught_entry": lambda d: (_taught_declaration(d.draw(anything)),),
+    "teach": lambda d: ((),),  # global: the property tests leave it as it starts, nothing taught
+    "taught_kinds": lambda d: (),
+    "taught_problems": lambda d: (),
     "status": lambda d: (d.draw(anything),),
     "as_dict": lambda d: (d.draw(anything),),
     "merge_patch": lambda d: (d.draw(st.dictionaries(st.text(max_size=4), anything, max_size=4)),
@@ -582,7 +607,8 @@ ARGS = {
 }
 
 #: documented to raise ValueError (with a message saying what is accepted), nothing else
-RAISES = {"parse_duration": ValueError}
+#: functions that refuse bad input with a named error, which must carry a message
+RAISES = {"parse_duration": ValueError, "parse_path": ValueError}
 
 
 def public_functions() -> list[str]:
@@ -681,6 +707,8 @@ BACKEND_ARGS = {
     # what the never-placed verdicts ask (podgang.feasibility)
     "live_settings": lambda d: (d.draw(anything),),
     "opted_out": lambda d: (d.draw(anything), d.draw(st.booleans())),
+    "made_by_peer_grouper": lambda d: (d.draw(anything), d.draw(st.text(max_size=8))),
+    "written_options": lambda d: (d.draw(anything),),
     "queue_demand": lambda d: (d.draw(st.lists(st.tuples(st.integers(-2, 1000), anything), max_size=3)),),
     "node_requests": lambda d: (d.draw(anything),),
     "node_pool": lambda d: (d.draw(anything),),
