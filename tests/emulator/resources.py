@@ -79,6 +79,11 @@ DEFAULT_RESOURCES: tuple[ResourceType, ...] = (
     _r("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", status=True, crd=True),
     _r("sparkoperator.k8s.io", "v1beta2", "sparkapplications", "SparkApplication", status=True, crd=True),
     _r("sparkoperator.k8s.io", "v1alpha1", "sparkconnects", "SparkConnect", status=True, crd=True),
+    # the kinds KAI's own grouper has plugins for: a Kubeflow Notebook, a Knative Revision, AML, SPOT
+    _r("kubeflow.org", "v1beta1", "notebooks", "Notebook", status=True, crd=True),
+    _r("serving.knative.dev", "v1", "revisions", "Revision", status=True, crd=True),
+    _r("amlarc.azureml.com", "v1alpha1", "amljobs", "AmlJob", status=True, crd=True),
+    _r("egx.nvidia.io", "v1", "spotrequests", "SPOTRequest", status=True, crd=True),
 )
 OPTIONAL_CRDS = tuple(r.qualified for r in DEFAULT_RESOURCES if r.crd)
 # Status the apiserver writes on create (required, non-omitempty fields serialise as 0).
