@@ -161,14 +161,18 @@ KAI_PINS = [
     pytest.param(kai_job({BATCH: "2"}), 2, [], None, id="on a Job: KAI's minMember"),
     pytest.param(kai_job({BATCH: "two"}), 4, [], "is ignored: a whole number ≥ 1", id="on a Job, not a number"),
     pytest.param(kai_job({BATCH: "2", "podgang.io/min-member": "3"}), 3, [], None, id="podgang's own pin first"),
-    # a replicated job of several multi-pod Jobs: a parent needing its Jobs complete, a leaf per Job
-    pytest.param(kai_jobset(), 9, [("coordinator", 1), ("workers", 2), ("workers-0", 4), ("workers-1", 4)], None,
+    # KAI's JobSet tree: each replicated job a parent needing all its Jobs, a leaf per Job
+    # (`<replicated job>-replica-<index>`), the root needing every replicated job (minSubGroup)
+    pytest.param(kai_jobset(), 9, [("coordinator", 1), ("coordinator-replica-0", 1), ("workers", 2),
+                                   ("workers-replica-0", 4), ("workers-replica-1", 4)], None,
                  id="a JobSet without it"),
-    pytest.param(kai_jobset({BATCH: "1"}), 3, [("coordinator", 1), ("workers", 2)], None,
+    pytest.param(kai_jobset({BATCH: "1"}), 3, [("coordinator", 1), ("coordinator-replica-0", 1), ("workers", 2),
+                                               ("workers-replica-0", 1), ("workers-replica-1", 1)], None,
                  id="on a replicated job's Job template: each Job's minimum"),
-    pytest.param(kai_jobset(notes={BATCH: "1"}), 9, [("coordinator", 1), ("workers", 2), ("workers-0", 4),
-                                                     ("workers-1", 4)],
-                 "places the JobSet once 1 of its 2 replicated jobs can run", id="on a JobSet: said, not applied"),
+    # on the JobSet: KAI's root minSubGroup (the replicated jobs it needs), as KAI's grouper writes it
+    pytest.param(kai_jobset(notes={BATCH: "1"}), 9, [("coordinator", 1), ("coordinator-replica-0", 1), ("workers", 2),
+                                                     ("workers-replica-0", 4), ("workers-replica-1", 4)],
+                 None, id="on a JobSet: the root's minSubGroup"),
 ]
 
 
@@ -179,6 +183,8 @@ def test_kais_batch_min_member_sizes_the_gang_as_kais_grouper_does(workload, siz
     desired = desired_group(cache, f"{NS}/{key}")
     assert desired.min_member is not None and desired.min_member.value == size
     assert [(s.name, s.min_member) for s in desired.subgroups] == subgroups
+    if workload["kind"] == "JobSet":  # the root needs its replicated jobs, or the JobSet's own number of them
+        assert desired.min_subgroup == (1 if BATCH in (workload["metadata"].get("annotations") or {}) else 2)
     said = [*desired.problems, *(desired.options.get("problems") or ())]
     assert any(problem in p for p in said) if problem else not said
     plan = planned(workload)  # the plan says the same

@@ -156,12 +156,13 @@ def test_a_lone_lws_without_it_keeps_one_group_per_replica():
     owners, pods = lws_pods(workload, group=None)
     feed(cache, workload, *owners, *pods)
     base = rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(workload)))
-    for i in range(2):
+    for i in range(2):  # each group KAI's way: its leader and its workers, no tree of replicas
         desired = desired_group(cache, f"{NS}/{base}-group-{i}")
-        assert desired.subgroups == () and desired.min_subgroup is None and desired.min_member.value == 2
+        assert [(s.name, s.min_member, s.parent) for s in desired.subgroups] == [("leader", 1, None), ("workers", 1, None)]
+        assert desired.min_subgroup is None and desired.min_member.value == 2
     chain, _ = cache.owner_chain(pods[3])
     gang = rules.gang_for_pod(rules.without_membership(pods[3], DEFAULT), chain)
-    assert gang.name == f"{base}-group-1" and gang.subgroup is None
+    assert gang.name == f"{base}-group-1" and gang.subgroup == "workers"
 
 
 def test_a_pod_of_a_shared_lws_carries_its_replica_leaf_whatever_its_template_says():
