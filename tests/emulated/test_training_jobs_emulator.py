@@ -66,9 +66,11 @@ async def test_an_elastic_resize_moves_the_gang_and_the_workers_subgroup(emu):
     job = pytorchjob(emu, "elastic", 0, 6, elasticPolicy={"minReplicas": 2, "maxReplicas": 6})
     async with running_grouper(emu):
         await emu.wait_for(lambda: min_member(emu, owned_group(job)) == 2, 3.0)
-        assert kai_subgroups(emu, owned_group(job)) is None  # workers only: one part is the whole gang
+        # workers only: still their subgroup, as KAI's grouper writes a one-role job's
+        assert kai_subgroups(emu, owned_group(job)) == [{"name": "worker", "minMember": 2}]
         emu.patch_object("pytorchjobs", NS, "elastic", {"spec": {"elasticPolicy": {"minReplicas": 4}}})
         await emu.wait_for(lambda: min_member(emu, owned_group(job)) == 4, 3.0)
+        await emu.wait_for(lambda: kai_subgroups(emu, owned_group(job)) == [{"name": "worker", "minMember": 4}], 3.0)
         await emu.wait_for(lambda: any("scaled 2 → 4" in e["message"] for e in events(emu, "MinMemberChanged")), 3.0,
                            f"events: {[e['message'] for e in events(emu)]}")
 
