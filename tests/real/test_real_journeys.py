@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from podgang.api import AlreadyExists, NotFound
+from podgang.backends.kai import KAI as KAI_BACKEND
 from tests.realcluster import (KAI_TEAM_QUEUE, KAI_TEAMS_QUEUE, Corner, FakeKubelet, NATIVE_NAMESPACE_LABELS, bound,
                                corner, create_all, example, kai_queue, scheduler_caught_up, until)
 
@@ -41,6 +42,8 @@ class Flavor:
             groups = spec.get("podGroups") or [{"policy": spec.get("schedulingPolicy")}]  # 1.35: a Workload's one
             policy = groups[0].get("policy") or {}
             return (policy.get("gang") or {}).get("minCount", 1 if "basic" in policy else None)
+        if self.backend == "kai":  # a tree (KAI's JobSet, complete replicas) is sized by its leaves
+            return KAI_BACKEND.min_member(podgroup)
         return spec.get("minMember")
 
     def param(self):

@@ -272,7 +272,7 @@ async def test_a_jobset_restarted_by_its_failure_policy_is_followed_not_evicted(
             return new if done else None
         new = await until(restarted, "JobSet train restarted: attempt 1's 5 pods bound, RestartingJobSet False")
         assert {p["metadata"]["annotations"]["pod-group-name"] for p in new} == {group}
-        assert (await wait_size(here, KAI, group, 5))["spec"]["minMember"] == 5
+        await wait_size(here, KAI, group, 5)  # KAI's JobSet tree: its leaves hold the 5
         evicted = [e["message"] for e in await here.events("GangEvicted")]
         assert not evicted, evicted
         stale = [e["message"] for e in await here.events("GangStale")]

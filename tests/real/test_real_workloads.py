@@ -269,7 +269,10 @@ async def test_a_trainjob_is_one_gang_placed_all_at_once_or_not_at_all(cluster, 
             "metadata": {"name": "llama", "namespace": ns, "labels": flavor.workload_labels},
             "spec": {"runtimeRef": {"name": "mpi-distributed"}, "trainer": {"numNodes": 2}}}))
         jobset = await play_trainer_and_jobset(here, flavor, train, {"launcher": (1, 2), "node": (2, 2)})
-        await wait_parts(here, flavor, owned_group(jobset), 3, {"launcher": 1, "node": 2})
+        # KAI: its JobSet tree, a parent per replicated job and a leaf per Job (minSubGroup on parents)
+        await wait_parts(here, flavor, owned_group(jobset), 3, {
+            "launcher": None, "launcher-replica-0": 1, "node": None, "node-replica-0": 2} if flavor is KAI
+            else {"launcher": 1, "node": 2})
         groups = (await here.api.get(f"{flavor.podgroups}/namespaces/{ns}/{flavor.plural}"))["items"]
         assert [g["metadata"]["name"] for g in groups] == [owned_group(jobset)], "one gang per TrainJob"
         await wait_held_whole(here, "llama", 3)
