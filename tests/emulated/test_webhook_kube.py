@@ -585,6 +585,23 @@ async def test_a_pod_of_a_workload_annotated_kais_skip_podgrouper_is_left_alone(
         ) == 1
 
 
+async def test_a_pod_owned_by_a_pod_podgang_grouped_is_not_taken_for_opted_out(tmp_path, kube, api_client):
+    """A Spark driver carries podgang's kai.scheduler/skip-podgrouper (podgang grouped it) and
+    owns its executors: that is no user's opt-out, so its executors are grouped (found by the
+    real Spark tests once the webhook kept the opt-out on owners it looks up)."""
+    driver = kube.put({"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "driver", "namespace": NS, "uid": "driver-uid",
+        "annotations": {"pod-group-name": "pg-app", "kai.scheduler/skip-podgrouper": "true"},
+        "labels": {"kai.scheduler/podgroup": "pg-app"}},
+        "spec": {"schedulerName": "kai-scheduler", "containers": [{"name": "c", "image": "x"}]}})
+    doc = review("pod-create-bare-gpu")
+    doc["request"]["object"]["metadata"]["ownerReferences"] = [{
+        "apiVersion": "v1", "kind": "Pod", "name": "driver", "uid": driver["metadata"]["uid"], "controller": True}]
+    async with running_webhook(tmp_path, api_client=api_client) as wh:
+        resp = await wh.mutate(doc)
+    assert resp["allowed"] is True and "patch" in resp, resp
+
+
 async def test_an_owner_the_api_refuses_is_asked_for_once_per_scale_up_not_once_per_pod(tmp_path, kube, api_client):
     """RBAC without ``get`` on an owner kind: every pod is admitted without a group (the
     grouper backfills), and a 1,000-pod scale-up must not become 1,000 refused calls."""

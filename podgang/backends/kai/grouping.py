@@ -189,7 +189,12 @@ class KaiGrouping(Segments, GangSettings):
                           getattr(self, "subgroup_label", ""), SKIP_PODGROUPER_ANNOTATION))
 
     peer_grouper = "kai-pod-grouper"
-    opt_out_annotations = (SKIP_PODGROUPER_ANNOTATION,)
+
+    @property
+    def opt_out_annotations(self) -> tuple[str, ...]:
+        """The opt-out, and the group annotation that says a Pod owner carrying it is one podgang
+        grouped (a Spark driver owning its executors), not one a user opted out."""
+        return (SKIP_PODGROUPER_ANNOTATION, getattr(self, "annotation", ""))
 
     def made_by_peer_grouper(self, podgroup: Any, owner_uid: str) -> bool:
         """KAI's grouper owns each group it makes by the gang's top owner (every version the
