@@ -100,8 +100,12 @@ def replica_tree(workload: Any, settings: Settings = DEFAULT,
     pods exist — KAI places the pods of a leaf beyond its role's minimum one by one, and
     ignores a pod whose leaf the group does not list, so a replica whose workers are not
     made yet is never started in part — and kept while any of its pods is bound (a replica
-    scaled away keeps it until they are gone). A role none of whose pods exist (not made yet,
-    or all deleted) is one part needing its minimum's pods (no leaves): the gang waits for the role."""
+    scaled away keeps it until they are gone). While some of its pods exist but fewer replicas
+    are whole than its minimum (an LWS's leaders made before their workers), the replicas still
+    needed are listed ahead, by the indexes being made, each a leaf needing all its pods. A role none of whose pods
+    exist (not made yet, or all deleted) is one part needing its minimum's pods (no leaves): the
+    gang waits for the role. So a role is counted from its declaration to its last pod, with no
+    gap in which KAI would see a parent with no leaf (which it does not count)."""
     replicas = min_replicas(workload, settings)
     unit = replica_units(workload)
     if replicas is None or unit is None:
@@ -124,11 +128,24 @@ def replica_tree(workload: Any, settings: Settings = DEFAULT,
     else:  # LeaderReady: a replica's leader alone, placed first (its workers come once it is Ready)
         waiting = {i: live for i, (live, placed) in present.items() if i not in indices and i < unit.count
                    and 0 < live < unit.pods and placed == 0}
+    coming: set[int] = set()
+    have = {i for i in (*indices, *waiting) if i < unit.count}
+    if present is not None and len(have) < count:
+        # fewer replicas whole than the role needs (an LWS's leaders are made before their workers):
+        # a parent short of leaves is no part to KAI, or one it can never satisfy, and the other
+        # roles would take the room meanwhile. The replicas still needed, by the indexes its
+        # controller is making (those under way first, then the lowest), each a leaf needing all
+        # its pods: counted from the first pod, never half-placed
+        started = sorted(i for i, (live, _) in present.items()
+                         if isinstance(i, int) and 0 <= i < unit.count and live and i not in have)
+        rest = [i for i in range(unit.count) if i not in have and i not in started]
+        coming = set((started + rest)[:count - len(have)])
     leaves = tuple(Subgroup(leaf_name(role, i), waiting.get(i, unit.pods),
                             (f"replica {i}: its leader first (startupPolicy LeaderReady)" if i in waiting else
+                             f"replica {i}: {unit.reason}, its pods being made" if i in coming else
                              f"replica {i}: {unit.reason}" if i < unit.count else
                              f"replica {i}: scaled away, kept while its pods are"), parent=role)
-                   for i in sorted({*indices, *waiting}))
+                   for i in sorted({*indices, *waiting, *coming}))
     return (Subgroup(role, count, why, pinned, of_subgroups=True), *leaves)
 
 

@@ -24,7 +24,7 @@ from tests.grouper_support import LABEL, NS, podgroup
 from tests.emulator import merge_patch
 from tests.unit.test_grouper_units import feed
 from tests.unit.test_plan_cli import plan, write
-from tests.emulated.test_replica_tree import kai_schema, lws, lws_pods, tree
+from tests.emulated.test_replica_tree import WORKER_INDEX, kai_schema, lws, lws_pods, tree
 from tests.unit.test_subgroups import workload
 from tests.emulated.test_webhook_kube import managed_podgroup
 from tests.webhook_support import mutate_once, owned_pod_review, seed_owners
@@ -37,6 +37,13 @@ KEY = f"{NS}/shared"
 def declaring(roles: str | None, min_member: int = 1) -> dict:
     """The hand-made group ``shared`` as a user writes it: minMember 1, the roles declared."""
     return podgroup("shared", min_member, annotations={REQUIRED: roles} if roles is not None else None)
+
+
+def pending(pod: dict) -> dict:
+    """A pod as its controller made it, before any scheduler placed it."""
+    pod["spec"].pop("nodeName", None)
+    pod["status"]["phase"] = "Pending"
+    return pod
 
 
 def with_pods(workload: dict) -> list[dict]:
@@ -117,6 +124,21 @@ def test_a_declared_role_no_lws_fills_yet_is_required_so_the_first_role_waits_fo
     # decode's LWS fills the role: no longer awaited, and one part needing its minimum's pods until they are made
     assert tree(desired)[0] == ("decode", 2, None, False) and desired.awaited_roles == ()
     assert not any(REQUIRED in p for p in desired.problems)
+
+    # the real LWS controller makes each group's leader before its workers: with decode's leaders
+    # alone, no replica is whole, yet the role stays counted — a leaf per replica it needs, by the
+    # indexes being made, each needing all its pods (a parent with no leaf is no part to KAI, which
+    # then placed prefill's two replicas whole and decode never fit: issue 44)
+    owners, pods = lws_pods(decode)
+    leaders = [pending(p) for p in pods if p["metadata"]["labels"][WORKER_INDEX] == "0"]
+    feed(cache, *owners[:1], leaders[1])  # replica 1's leader first: its index is the one being made
+    desired = desired_group(cache, KEY)
+    assert [s for s in tree(desired) if s[0].startswith("decode")] == [("decode", 1, None, True),
+                                                                       ("decode-1", 2, "decode", False)]
+    assert desired.min_subgroup == 2 and not rules.tree_problems(desired.subgroups, desired.min_subgroup)
+    feed(cache, leaders[0])
+    assert [s for s in tree(desired_group(cache, KEY)) if s[0].startswith("decode")] == [("decode", 1, None, True),
+                                                                                      ("decode-0", 2, "decode", False)]
     feed(cache, *with_pods(decode))
     group = apply(cache)
     jsonschema.validate(group, kai_schema())
