@@ -83,7 +83,14 @@ class PlayedLws:
                         "updatedReplicas": replicas, "readyReplicas": replicas}})
 
     async def group(self, index: int) -> None:
-        leader = await self._pod(f"{self.name}-{index}", self.leaders, index, 0)
+        await self.workers(index, await self.leader(index))
+
+    async def leader(self, index: int) -> dict[str, Any]:
+        """A group's leader pod alone (LWS makes each leader before its workers)."""
+        return await self._pod(f"{self.name}-{index}", self.leaders, index, 0)
+
+    async def workers(self, index: int, leader: dict[str, Any]) -> None:
+        """The worker StatefulSet the leader owns, and its pods."""
         workers = await self._statefulset(f"{self.name}-{index}", leader)
         for worker in range(1, self.size):
             await self._pod(f"{self.name}-{index}-{worker}", workers, index, worker)
@@ -367,7 +374,25 @@ async def test_kai_roles_one_after_the_other_each_get_a_whole_replica_when_the_g
         group = await serve_group(here)
         assert group["metadata"]["annotations"]["podgang.io/awaited-roles"] == "decode"
 
-        await decode.create(2)
+        # issue 44: decode's LWS well before its pods, then its leaders before their workers (as the
+        # real LWS makes them). decode stays a part KAI counts all along: no gap for prefill
+        await decode.make(2)
+
+        async def decode_a_part_of_its_pods():
+            return (await serve_spec(here))[1].get("decode") == {"name": "decode", "minMember": 2}
+        await until(decode_a_part_of_its_pods, "decode's LWS a part needing its minimum's pods (1 replica × 2)")
+        await holds(nothing_bound, "no prefill pod placed while decode's LWS has no pod", 10)
+        leaders = [await decode.leader(index) for index in range(2)]
+
+        async def decode_of_replicas():
+            return (await serve_spec(here))[1].get("decode") == {"name": "decode", "minSubGroup": 1}
+        await until(decode_of_replicas, "decode's leaders made: decode a role of complete replicas")
+        await holds(nothing_bound, "no pod placed while decode's leaders wait for their workers", 10)
+        root, parts = await serve_spec(here)  # the replica it needs listed, needing both its pods
+        assert root == 2 and parts.get("decode-0") == {"name": "decode-0", "parent": "decode", "minMember": 2}, parts
+        for index, leader in enumerate(leaders):
+            await decode.workers(index, leader)
+        await decode.settled()
         await one_whole_replica_of_each(here)
         root, parts = await serve_spec(here)
         assert root == 2 and "minMember" not in parts["decode"] and {"decode-0", "decode-1"} <= set(parts)
@@ -390,12 +415,12 @@ async def test_kai_a_declared_deployment_role_holds_the_other_roles_pods_until_i
             return {s["name"] for s in spec.get("subGroups") or []} == {"prefill", "decode"}
         await until(declared_parts, "the group made a gang of its two declared roles by the grouper")
 
-        async def deployment(name: str, replicas: int) -> None:
+        async def deployment(name: str, replicas: int, paused: bool = False) -> None:
             await here.api.create(f"/apis/apps/v1/namespaces/{here.namespace}/deployments", {
                 "apiVersion": "apps/v1", "kind": "Deployment",
                 "metadata": {"name": name, "namespace": here.namespace,
                              "annotations": {"podgang.io/min-available": "1"}},
-                "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                "spec": {"replicas": replicas, "paused": paused, "selector": {"matchLabels": {"app": name}},
                          "template": members(here, name)}})
         await deployment("prefill", 2)
 
@@ -410,7 +435,19 @@ async def test_kai_a_declared_deployment_role_holds_the_other_roles_pods_until_i
         spec = (await serve_group(here))["spec"]  # decode's part before decode exists, counted in minMember
         assert spec["minMember"] == 2 and {"name": "decode", "minMember": 1} in spec["subGroups"], spec
 
-        await deployment("decode", 1)
+        # issue 44: decode's Deployment well before its pods (created paused: the controller makes no
+        # ReplicaSet until it resumes) — still a part needing its pod, prefill's still Pending
+        await deployment("decode", 1, paused=True)
+
+        async def decode_filled():
+            notes = (await serve_group(here))["metadata"].get("annotations", {})
+            return "podgang.io/awaited-roles" not in notes
+        await until(decode_filled, "decode's Deployment fills its declared role")
+        await holds(prefill_pending, "prefill's pods Pending while decode's Deployment has no pod", 10)
+        spec = (await serve_group(here))["spec"]
+        assert spec["minMember"] == 2 and {"name": "decode", "minMember": 1} in spec["subGroups"], spec
+        await here.api.merge_patch(f"/apis/apps/v1/namespaces/{here.namespace}/deployments/decode",
+                                   {"spec": {"paused": False}})
 
         async def one_of_each():
             pods = bound(await here.pods())
