@@ -21,7 +21,7 @@ from tests import realcluster, realnode
 from tests.paths import TESTS as HERE
 from tests.emulator import kube_emulator_fixture
 
-CLUSTER_FIXTURES = {"cluster", "cluster_135", "podgang", "podgang_135", "real_node", "operators"}
+CLUSTER_FIXTURES = {"cluster", "cluster_135", "podgang", "podgang_135", "real_node", "operators", "soak"}
 #: tier folder -> (its marker, the fixtures only its tests may ask for)
 TIERS = {
     "unit": ("unit", frozenset()),
@@ -140,6 +140,31 @@ def operators(tmp_path_factory):
         if installed is not None:
             installed.stop()
         ops.down()
+        cluster.down()
+        _started.remove(cluster)
+
+
+@pytest.fixture(scope="module")
+def soak(tmp_path_factory):
+    """A 1.36 cluster of the module's own with KAI, podgang installed as the chart does it
+    (staleness grace period 5s), its one grouper replaced by two with a short Lease
+    (:data:`realcluster.SOAK_GROUPERS`: the first leading, the second standing by). Its own
+    cluster: the soak kills, pauses and restarts processes, the apiserver's included."""
+    cluster = _start(tmp_path_factory, "1.36", ("kai",))
+    installed = None
+    try:
+        cluster.install_kai_extras()
+        installed = realcluster.Podgang(cluster, tmp_path_factory.mktemp("podgang-soak"), {
+            "backends": {"kai-scheduler": "kai"}, "grouper": {"stalenessGracePeriod": "5s"},
+            "excludedNamespaces": ["kube-system"]}).install()
+        installed.stop_grouper()
+        first, second = realcluster.SOAK_GROUPERS
+        installed.start_grouper(*realcluster.SOAK_LEASE, identity=first, component=first)
+        installed.start_grouper(*realcluster.SOAK_LEASE, identity=second, component=second, leading=False)
+        yield installed
+    finally:
+        if installed is not None:
+            installed.stop()
         cluster.down()
         _started.remove(cluster)
 

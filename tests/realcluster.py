@@ -263,6 +263,13 @@ class Process:
         return self.popen.returncode
 
 
+#: the soak's two groupers (tests/real/test_real_soak.py) and their short Lease, so that a
+#: fault is over in seconds
+SOAK_GROUPERS = ("soak-a", "soak-b")
+SOAK_LEASE = ("--leader-election-lease-duration=6s", "--leader-election-renew-deadline=4s",
+              "--leader-election-retry-period=1s")
+
+
 @dataclass
 class Podgang:
     """podgang's webhook and grouper running against a :class:`Cluster`."""
@@ -338,16 +345,18 @@ class Podgang:
         wait_for_port(self.webhook_port, process)
         return process
 
-    def start_grouper(self, *extra: str) -> Process:
-        """The grouper, returned once it is ready (it holds the Lease and has done its first
-        reconcile: its own /readyz)."""
+    def start_grouper(self, *extra: str, identity: str = "test-grouper", component: str = "grouper",
+                      leading: bool = True) -> Process:
+        """A grouper (``identity`` its leader-election identity, ``component`` its name among
+        the processes), returned once it is ready: it holds the Lease and has done its first
+        reconcile (its own /readyz) — or, not ``leading`` (a standby), once it answers /healthz."""
         args = _without(_container_args(self.docs, "grouper"), "--metrics-port", "--metrics-bind-address",
                         "--log-format")
         port = free_port()
-        process = self._spawn("grouper", [*args, f"--metrics-port={port}", "--metrics-bind-address=127.0.0.1",
-                                          "--log-format=text", "--leader-election-identity=test-grouper",
+        process = self._spawn(component, [*args, f"--metrics-port={port}", "--metrics-bind-address=127.0.0.1",
+                                          "--log-format=text", f"--leader-election-identity={identity}",
                                           f"--kubeconfig={self.kubeconfigs['grouper']}", *extra])
-        wait_until_ready(f"http://127.0.0.1:{port}/readyz", process)
+        wait_until_ready(f"http://127.0.0.1:{port}/{'readyz' if leading else 'healthz'}", process)
         return process
 
     def stop_grouper(self) -> None:

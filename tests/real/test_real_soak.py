@@ -1,0 +1,427 @@
+"""Issue 44's soak: churn and faults on the real apiserver and KAI, with the promises a platform
+team relies on checked at the end — and the fence checked all along: a grouper paused past its
+Lease writes nothing once it resumes.
+
+Two groupers with leader election (a short Lease, so that a fault is over in seconds) and the
+webhook, as the chart runs them, in a cluster of the module's own; :class:`FakeKubelet` for the
+kubelets. While Deployments and Jobs are created, scaled and deleted, owner-less gangs made
+and broken, and GPU-conflicting pods refused, the leader is SIGKILLed, then SIGSTOPped past its
+Lease (the standby takes over; the old leader is resumed), the kube-apiserver is paused twice,
+and the webhook is restarted. Then: every pod in its documented group, every size right, no
+orphan group, no whole gang evicted, every broken gang evicted after its grace, no Event written
+by a grouper after it lost the Lease, no unexplained error line, memory flat.
+
+``PODGANG_SOAK_SECONDS`` sets the churn's length (75 s in the suite, the whole test within
+3 minutes); ``make soak MINUTES=N`` runs it for N minutes (docs/operate/grouper.md has the
+figures of a long run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import re
+import signal
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from podgang.api import ApiError, NotFound
+from tests.grouper_support import LABEL
+from tests.realcluster import (KAI_TEAM_QUEUE, PODGANG_NS, SOAK_GROUPERS as IDENTITIES, SOAK_LEASE as LEASE, Corner,
+                               FakeKubelet, Podgang, bound, corner, until)
+from tests.real.test_real_journeys import KAI, owned_group
+
+SECONDS = float(os.environ.get("PODGANG_SOAK_SECONDS", "75"))
+KAI_GROUPS = KAI.podgroups
+#: error lines a fault explains: the apiserver paused or the peer grouper taking over
+EXPLAINED = re.compile(r"timed out|timeout|Timeout|connection|Connection|Cannot connect|Server disconnected|"
+                       r"ServerDisconnected|ClientConnectorError|Unavailable|no renewal|Lease|lease|Fenced")
+
+
+# ---------------------------------------------------------------------------
+# what the run did, and what it must find at the end
+
+
+@dataclass
+class Record:
+    """What the run did that the end checks read."""
+
+    broken: set[str] = field(default_factory=set)  # owner-less gangs a member was taken from
+    whole: set[str] = field(default_factory=set)  # owner-less gangs left whole
+    conflicts: int = 0  # GPU-conflicting pods sent while the webhook was up
+    refused: int = 0  # those the webhook refused
+    admitted_conflicts: list[str] = field(default_factory=list)
+    #: identity -> the moment (wall clock) it was resumed after losing the Lease while paused
+    resumed: dict[str, float] = field(default_factory=dict)
+    #: identity -> when it was next seen holding the Lease, after being resumed (a later fault:
+    #: the apiserver paused past the holder's renew deadline, and the Lease taken anew)
+    regained: dict[str, float] = field(default_factory=dict)
+    faults: list[str] = field(default_factory=list)
+    rss: dict[str, list[int]] = field(default_factory=dict)  # process -> RSS samples (KiB)
+
+
+def rss_kib(pid: int) -> int | None:
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return None
+
+
+async def holder(here: Corner) -> str | None:
+    try:
+        lease = await here.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{PODGANG_NS}/leases/podgang-grouper")
+    except NotFound:
+        return None
+    return (lease.get("spec") or {}).get("holderIdentity")
+
+
+def template(here: Corner, app: str) -> dict[str, Any]:
+    return {"metadata": {"labels": {"app": app}},
+            "spec": {"schedulerName": KAI.scheduler, **here.placement, "terminationGracePeriodSeconds": 0,
+                     "containers": [{"name": "main", "image": "registry.example/soak:1",
+                                     "resources": {"requests": {"cpu": "100m"}}}]}}
+
+
+class Churn:
+    """The workload side: what users do while podgang is faulted. A seeded random walk, so a
+    failure can be replayed (the seed is in the assertion messages)."""
+
+    def __init__(self, here: Corner, record: Record, seed: int):
+        self.here, self.record, self.rng = here, record, random.Random(seed)
+        self.seed = seed
+        self.deployments: dict[str, int] = {}
+        self.jobs: dict[str, int] = {}
+        self.bare = 0
+        self.webhook_up = asyncio.Event()
+        self.webhook_up.set()
+
+    @property
+    def ns(self) -> str:
+        return self.here.namespace
+
+    async def step(self) -> None:
+        actions = [self.create_deployment, self.create_job, self.bare_gang, self.gpu_conflict]
+        if self.deployments:
+            actions += [self.scale_deployment, self.scale_deployment, self.delete_deployment]
+        if self.jobs:
+            actions.append(self.delete_job)
+        action = self.rng.choice(actions)
+        try:
+            await action()
+        except ApiError as error:  # the apiserver paused, a webhook restarting: a user would try again
+            if getattr(error, "status", 0) not in (0, 500, 503, 504):
+                raise
+
+    async def create_deployment(self) -> None:
+        if len(self.deployments) >= 6:
+            return
+        name, replicas = f"d{len(self.deployments)}-{self.rng.randrange(10**6)}", self.rng.randint(1, 3)
+        await self.here.api.create(f"/apis/apps/v1/namespaces/{self.ns}/deployments", {
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "labels": KAI.workload_labels},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": template(self.here, name)}})
+        self.deployments[name] = replicas
+
+    async def scale_deployment(self) -> None:
+        name = self.rng.choice(sorted(self.deployments))
+        replicas = self.rng.randint(1, 4)
+        await self.here.api.merge_patch(f"/apis/apps/v1/namespaces/{self.ns}/deployments/{name}",
+                                        {"spec": {"replicas": replicas}})
+        self.deployments[name] = replicas
+
+    async def delete_deployment(self) -> None:
+        name = self.rng.choice(sorted(self.deployments))
+        await self.here.api.delete(f"/apis/apps/v1/namespaces/{self.ns}/deployments/{name}",
+                                   {"propagationPolicy": "Background"})
+        del self.deployments[name]
+
+    async def create_job(self) -> None:
+        if len(self.jobs) >= 3:
+            return
+        name, parallelism = f"j{self.rng.randrange(10**6)}", self.rng.randint(2, 3)
+        await self.here.api.create(f"/apis/batch/v1/namespaces/{self.ns}/jobs", {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": KAI.workload_labels},
+            "spec": {"parallelism": parallelism, "completions": parallelism,
+                     "template": {**template(self.here, name),
+                                  "spec": {**template(self.here, name)["spec"], "restartPolicy": "Never"}}}})
+        self.jobs[name] = parallelism
+
+    async def delete_job(self) -> None:
+        name = self.rng.choice(sorted(self.jobs))
+        await self.here.api.delete(f"/apis/batch/v1/namespaces/{self.ns}/jobs/{name}",
+                                   {"propagationPolicy": "Background"})
+        del self.jobs[name]
+
+    async def bare_gang(self) -> None:
+        """Three owner-less pods in a group of their own (hand-made, minMember 3, KAI's own
+        eviction off); every other one loses a member once whole: a broken gang."""
+        if self.bare >= 6:
+            return
+        self.bare += 1
+        group = f"bare-{self.bare}"
+        await self.here.api.create(f"{KAI_GROUPS}/namespaces/{self.ns}/podgroups", {
+            "apiVersion": "scheduling.run.ai/v2alpha2", "kind": "PodGroup",
+            "metadata": {"name": group}, "spec": {"minMember": 3, "queue": KAI_TEAM_QUEUE,
+                                                   "stalenessGracePeriod": "-1s"}})
+        for i in range(3):
+            pod = template(self.here, group)
+            pod["metadata"]["labels"]["kai.scheduler/podgroup"] = group
+            await self.here.api.create(f"/api/v1/namespaces/{self.ns}/pods", {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {**pod["metadata"], "name": f"{group}-{i}"},
+                "spec": pod["spec"]})
+        if self.bare % 2:
+            asyncio.get_running_loop().create_task(self.break_when_whole(group))
+        else:
+            self.record.whole.add(group)
+
+    async def break_when_whole(self, group: str) -> None:
+        async def whole():
+            pods = await self.here.pods(app=group)
+            return len(bound(pods)) == 3
+        with contextlib.suppress(AssertionError, ApiError):
+            await until(whole, f"{group} placed whole", 60)
+            await self.here.api.delete(f"/api/v1/namespaces/{self.ns}/pods/{group}-0", {"gracePeriodSeconds": 0})
+            self.record.broken.add(group)
+            return
+        self.record.whole.add(group)  # never placed whole (a fault in the way): not broken, must stay
+
+    async def gpu_conflict(self) -> None:
+        """Example 03: a whole GPU and GPU memory at once. Refused, whenever the webhook is up."""
+        await self.webhook_up.wait()
+        name = f"conflict-{self.rng.randrange(10**6)}"
+        self.record.conflicts += 1
+        pod = template(self.here, "conflict")
+        pod["metadata"]["annotations"] = {"gpu-memory": "4000"}
+        pod["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": "1"}
+        try:
+            await self.here.api.create(f"/api/v1/namespaces/{self.ns}/pods", {
+                "apiVersion": "v1", "kind": "Pod", "metadata": {**pod["metadata"], "name": name}, "spec": pod["spec"]})
+        except ApiError as error:
+            if "denied the request" in str(error):
+                self.record.refused += 1
+                return
+            raise
+        if self.webhook_up.is_set():
+            self.record.admitted_conflicts.append(name)
+        await self.here.api.delete(f"/api/v1/namespaces/{self.ns}/pods/{name}", {"gracePeriodSeconds": 0})
+
+
+# ---------------------------------------------------------------------------
+# the faults
+
+
+class Faults:
+    """The operator's side: processes killed, paused and restarted, at fixed points of the run."""
+
+    def __init__(self, here: Corner, installed: Podgang, record: Record, churn: Churn):
+        self.here, self.podgang, self.record, self.churn = here, installed, record, churn
+
+    def pid(self, name: str) -> int:
+        return self.podgang.processes[name].popen.pid
+
+    async def leader(self) -> str:
+        async def held():
+            found = await holder(self.here)
+            return found in IDENTITIES and self.podgang.processes[found].alive() and found
+        return await until(held, "a grouper holding the Lease", 60)
+
+    async def kill_leader(self) -> None:
+        old = await self.leader()
+        os.kill(self.pid(old), signal.SIGKILL)
+        self.podgang.processes[old].popen.wait(10)
+        self.record.faults.append(f"SIGKILL {old}")
+        other = IDENTITIES[1 - IDENTITIES.index(old)]
+
+        async def taken():
+            return await holder(self.here) == other
+        await until(taken, f"{other} took the Lease after {old} was killed", 60)
+        await asyncio.to_thread(self.podgang.start_grouper, *LEASE, identity=old, component=old, leading=False)
+
+    async def pause_leader(self) -> None:
+        """SIGSTOP past the Lease: the standby takes it; then SIGCONT. From then on the resumed
+        one must write nothing (the end check reads its Events)."""
+        old = await self.leader()
+        os.kill(self.pid(old), signal.SIGSTOP)
+        self.record.faults.append(f"SIGSTOP {old}")
+        other = IDENTITIES[1 - IDENTITIES.index(old)]
+        try:
+            async def taken():
+                return await holder(self.here) == other
+            await until(taken, f"{other} took the Lease while {old} was paused", 60)
+        finally:
+            self.record.resumed[old] = time.time()
+            os.kill(self.pid(old), signal.SIGCONT)
+
+    async def pause_apiserver(self, seconds: float = 10.0) -> None:
+        pid = int((self.podgang.cluster.directory / "kube-apiserver.pid").read_text())
+        os.kill(pid, signal.SIGSTOP)
+        self.record.faults.append(f"apiserver paused {seconds:g}s")
+        try:
+            await asyncio.sleep(seconds)  # the fault's length, not a synchronisation
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    async def restart_webhook(self) -> None:
+        self.churn.webhook_up.clear()
+        try:
+            self.podgang.processes["webhook"].stop()
+            await asyncio.to_thread(self.podgang.start_webhook)
+        finally:
+            self.churn.webhook_up.set()
+        self.record.faults.append("webhook restarted")
+
+    def sample_memory(self) -> None:
+        for name, process in self.podgang.processes.items():
+            if process.alive():
+                found = rss_kib(process.popen.pid)
+                if found is not None:
+                    self.record.rss.setdefault(f"{name}:{process.popen.pid}", []).append(found)
+
+
+async def watch_lease(here: Corner, record: Record) -> None:
+    """Who holds the Lease, polled for the whole run: when a resumed grouper leads again."""
+    while True:
+        with contextlib.suppress(ApiError):
+            found = await holder(here)
+            if found in record.resumed and found not in record.regained:
+                record.regained[found] = time.time()
+        await asyncio.sleep(0.5)  # a poll's interval
+
+
+async def run_faults(faults: Faults, started: float) -> None:
+    plan = [(0.15, faults.kill_leader), (0.3, faults.pause_apiserver), (0.45, faults.pause_leader),
+            (0.6, faults.restart_webhook), (0.75, faults.pause_apiserver)]
+    for at, fault in plan:
+        while time.monotonic() < started + at * SECONDS:
+            faults.sample_memory()
+            await asyncio.sleep(1)  # the schedule's clock, not a synchronisation
+        await fault()
+    while time.monotonic() < started + SECONDS:
+        faults.sample_memory()
+        await asyncio.sleep(1)
+
+
+# ---------------------------------------------------------------------------
+# the end checks
+
+
+async def groups(here: Corner) -> dict[str, dict[str, Any]]:
+    listed = await here.api.get(f"{KAI_GROUPS}/namespaces/{here.namespace}/podgroups")
+    return {g["metadata"]["name"]: g for g in listed.get("items") or []}
+
+
+async def settled(here: Corner, churn: Churn, record: Record) -> list[str]:
+    """What is still wrong with the cluster, once the churn stopped (empty: nothing)."""
+    wrong: list[str] = []
+    found = await groups(here)
+    pods = [p for p in await here.pods() if not p["metadata"].get("deletionTimestamp")]
+    owners: dict[str, dict[str, Any]] = {}
+    for kind, path in (("Deployment", "/apis/apps/v1"), ("Job", "/apis/batch/v1")):
+        listed = await here.api.get(f"{path}/namespaces/{here.namespace}/{kind.lower()}s")
+        for obj in listed.get("items") or []:
+            if not obj["metadata"].get("deletionTimestamp"):
+                owners[obj["metadata"]["name"]] = obj
+    for name, size in sorted({**churn.deployments, **churn.jobs}.items()):
+        obj = owners.get(name)
+        if obj is None:
+            wrong.append(f"{name}: gone")
+            continue
+        group = owned_group(obj)
+        live = [p for p in pods if p["metadata"]["labels"].get("app") == name]
+        if len(live) != size or len(bound(live)) != size:
+            wrong.append(f"{name}: {len(bound(live))} of {len(live)} pods bound, {size} wanted")
+        if group not in found:
+            wrong.append(f"{name}: no PodGroup {group}")
+        elif KAI.size(found[group]) != size:
+            wrong.append(f"{name}: PodGroup {group} of size {KAI.size(found[group])}, {size} wanted")
+        strays = [p["metadata"]["name"] for p in live if (p["metadata"].get("labels") or {}).get(LABEL) != group]
+        if strays:
+            wrong.append(f"{name}: pods outside {group}: {strays}")
+    owned = {owned_group(o) for o in owners.values()}
+    for group_name, group in found.items():
+        if group_name.startswith("pg-") and group_name not in owned:
+            wrong.append(f"orphan PodGroup {group_name}")
+    for group_name in sorted(record.broken):
+        left = [p["metadata"]["name"] for p in pods if p["metadata"]["labels"].get("app") == group_name]
+        if left:
+            wrong.append(f"broken gang {group_name} not evicted: {left}")
+    for group_name in sorted(record.whole):
+        live = [p for p in pods if p["metadata"]["labels"].get("app") == group_name]
+        if len(live) != 3:
+            wrong.append(f"whole gang {group_name} lost pods: {len(live)} of 3 left")
+    return wrong
+
+
+def stamp(value: str | None) -> float:
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp() if value else 0.0
+
+
+async def writes_after_losing(here: Corner, record: Record) -> list[str]:
+    """Events a grouper wrote after it was resumed with the Lease another held (the Event's
+    creation is the apiserver's clock: a write queued before the pause and sent after it shows)."""
+    out = []
+    for namespace in (here.namespace, PODGANG_NS):
+        listed = await here.api.get(f"/api/v1/namespaces/{namespace}/events")
+        for event in listed.get("items") or []:
+            who = event.get("reportingInstance") or ""
+            resumed, created = record.resumed.get(who), stamp(event["metadata"].get("creationTimestamp"))
+            # between its resumption and the Lease taken anew (seen within a poll: 1 s of slack)
+            if resumed is not None and int(resumed) <= created < record.regained.get(who, float("inf")) - 1:
+                out.append(f"{who} after resuming: {event.get('reason')} {event['involvedObject'].get('name')}")
+    return out
+
+
+def error_lines(installed: Podgang) -> list[str]:
+    out = []
+    for process in installed.processes.values():
+        for line in process.log.read_text(errors="replace").splitlines():
+            if (" ERROR " in line or " CRITICAL " in line or "Traceback" in line) and not EXPLAINED.search(line):
+                out.append(f"{process.name}: {line[:300]}")
+    return out
+
+
+async def test_churn_and_faults_keep_every_promise(soak):
+    seed = int(os.environ.get("PODGANG_SOAK_SEED", str(int(time.time()))))
+    record = Record()
+    async with corner(soak.cluster, "soak", nodes=3) as here, FakeKubelet(here):
+        churn = Churn(here, record, seed)
+        faults = Faults(here, soak, record, churn)
+        started = time.monotonic()
+        lease_task = asyncio.create_task(watch_lease(here, record))
+        fault_task = asyncio.create_task(run_faults(faults, started))
+        while not fault_task.done():
+            await churn.step()
+            await asyncio.sleep(churn.rng.uniform(0.3, 1.2))  # a user's pace, not a synchronisation
+        await fault_task
+        faults.sample_memory()
+        lease_task.cancel()
+
+        async def nothing_wrong():
+            return not await settled(here, churn, record)
+        try:
+            await until(nothing_wrong, "the cluster settled", 90)
+        except AssertionError:
+            wrong = await settled(here, churn, record)
+            raise AssertionError(f"seed {seed}, faults {record.faults}:\n" + "\n".join(wrong)) from None
+
+        assert record.faults and len(record.faults) == 5, record.faults
+        assert record.resumed, "no grouper was paused past its Lease"
+        assert not await writes_after_losing(here, record), f"seed {seed}: a grouper wrote after losing the Lease"
+        evicted = {e["involvedObject"]["name"] for e in await here.events("GangEvicted")}
+        assert evicted <= record.broken, f"seed {seed}: whole gangs evicted: {evicted - record.broken}"
+        assert record.broken, f"seed {seed}: no gang was broken (the run was too short to test eviction)"
+        assert not record.admitted_conflicts, f"seed {seed}: GPU conflicts admitted: {record.admitted_conflicts}"
+        assert record.refused == record.conflicts, f"seed {seed}: {record.refused} of {record.conflicts} refused"
+        assert not error_lines(soak), "unexplained error lines:\n" + "\n".join(error_lines(soak))
+        for process, samples in record.rss.items():
+            if len(samples) >= 10:  # flat: the last sample within 1.5× (+16 MiB) of the early ones
+                early = max(samples[2:5])
+                assert samples[-1] <= early * 1.5 + 16 * 1024, f"{process}: RSS {early} → {samples[-1]} KiB"
