@@ -20,7 +20,7 @@ from podgang.declarations import teach_at_start
 from podgang.discovery import discovered
 from podgang.events import EventRecorder, EventSink
 from podgang.fence import OPEN, Fence
-from podgang.logs import setup_logging
+from podgang.logs import quiet_abandoned_connections, setup_logging
 from podgang.metrics import GrouperMetrics
 from podgang.options import (add_backend_flags, add_flag, add_kinds_flags, backends_from, duration, kai_version_settings,
                              own_namespace, port, positive, rate)
@@ -131,6 +131,7 @@ async def serve(args: argparse.Namespace, *, api_client=None, stop: asyncio.Even
     ``api_client``: use this client (tests) instead of building one from flags.
     ``on_controller``: called with each Controller created (tests inspect it).
     """
+    quiet_abandoned_connections(asyncio.get_running_loop())
     settings = settings_from(args)
     options = options_from(args)
     own_client = api_client is None

@@ -6,7 +6,9 @@ Structured fields go in ``extra={"fields": {...}}``; both formats print them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import ssl
 import sys
 import time
 from typing import Any
@@ -59,3 +61,24 @@ def setup_logging(log_format: str = "json", level: str | int = "INFO") -> None:
     root.setLevel(level)
     # the API client logs every request at DEBUG; keep our level
     logging.getLogger("kubernetes_asyncio").setLevel(max(logging.INFO, root.level))
+
+
+#: what a connection attempt the API client gave up on (its timeout passed: the apiserver paused,
+#: unreachable) raises once the peer answers at last; uvloop then leaves it on a future no one
+#: awaits (MagicStack/uvloop#437) and asyncio would log it as an ERROR with a traceback
+_ABANDONED = (ConnectionError, TimeoutError, ssl.SSLError)
+
+
+def quiet_abandoned_connections(loop: asyncio.AbstractEventLoop) -> None:
+    """Log a late failure of an abandoned connection as one warning line, without a traceback:
+    the request that opened it already failed, was reported and retried. Anything else
+    reaches the loop's default handler as before."""
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if context.get("message") == "Future exception was never retrieved" and isinstance(error, _ABANDONED):
+            logging.getLogger("podgang").warning(
+                "a connection given up on failed later (the request it was for had already failed and been retried)",
+                extra={"fields": {"error": type(error).__name__}})
+            return
+        loop.default_exception_handler(context)
+    loop.set_exception_handler(handle)

@@ -23,6 +23,7 @@ from podgang.api import Api, make_api_client
 from podgang.declarations import teach_at_start
 from podgang.discovery import discovered
 from podgang.events import EventRecorder, EventSink
+from podgang.logs import quiet_abandoned_connections
 from podgang.metrics import WebhookMetrics
 from podgang.objects import clip
 from podgang.settings import DEFAULT, Settings
@@ -359,6 +360,7 @@ async def serve(config: WebhookConfig, *, kubeconfig: str | None = None, json_lo
 
     ``json_logs``: decision lines take the fast path (see :mod:`webhook.decisions`).
     """
+    quiet_abandoned_connections(asyncio.get_running_loop())
     try:
         api_client = await make_api_client(kubeconfig)
     except RuntimeError as exc:
