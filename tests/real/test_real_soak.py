@@ -285,6 +285,11 @@ class Faults:
         self.record.faults.append(f"SIGSTOP {old}")
         other = IDENTITIES[1 - IDENTITIES.index(old)]
         try:
+            # and while it is stopped: changes its watches hold for it, read the moment it resumes
+            for name in sorted(self.churn.deployments)[-2:]:
+                with contextlib.suppress(ApiError):
+                    await self.churn.scale_deployment(name)
+
             async def taken():
                 return await holder(self.here) == other
             await until(taken, f"{other} took the Lease while {old} was paused", 60)
