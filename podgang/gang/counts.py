@@ -64,17 +64,22 @@ def _replica_workload(cache: Cache, pod: Obj) -> Obj | None:
     return cache.workload(found[0], f"{namespace}/{found[1]}")
 
 
+def _pod_workloads(cache: Cache, desired: Desired, pod: Obj) -> tuple[Obj, ...]:
+    """The gang's own workloads, or — for a group its operator made, which names none — the
+    one the pod's replica labels name."""
+    return desired.workloads or tuple(w for w in (_replica_workload(cache, pod),) if w is not None)
+
+
 def replaced_by(cache: Cache, desired: Desired, pod: Obj) -> str | None:
     """Why the controller of the gang's workload removes ``pod`` on purpose (an LWS group above
-    ``spec.replicas``, a JobSet pod of an earlier restart attempt), or None. The workload is the
-    gang's own, or — for a group its operator made, which names none — the one the pod's
-    replica labels name."""
-    workloads = desired.workloads or tuple(w for w in (_replica_workload(cache, pod),) if w is not None)
-    for workload in workloads:
-        why = kinds.replaced(workload, pod)
-        if why:
-            return why
-    return None
+    ``spec.replicas`` or being recreated, a JobSet pod of an earlier restart attempt), or None."""
+    return next((why for w in _pod_workloads(cache, desired, pod) if (why := kinds.replaced(w, pod))), None)
+
+
+def remade_by(cache: Cache, desired: Desired, pod: Obj) -> str | None:
+    """Why the controller of the gang's workload is making ``pod``'s replica again whole on
+    purpose (an LWS group recreated, its new leader not placed yet), or None."""
+    return next((why for w in _pod_workloads(cache, desired, pod) if (why := kinds.remade(w, pod))), None)
 
 
 def rollout_reason(desired: Desired, cache: Cache) -> str | None:
@@ -90,7 +95,7 @@ def rollout_reason(desired: Desired, cache: Cache) -> str | None:
         if why:
             return why
     for pod in desired.members:  # its controller's own scale-down or recovery (an old restart attempt)
-        why = replaced_by(cache, desired, pod)
+        why = replaced_by(cache, desired, pod) or remade_by(cache, desired, pod)
         if why:
             return why
     finished = finished_workloads(desired)
