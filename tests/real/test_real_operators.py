@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from podgang.settings import DEFAULT
-from tests.realcluster import ROOT, Corner, FakeKubelet, bound, corner, until
+from tests.realcluster import KAI_TEAM_QUEUE, ROOT, Corner, FakeKubelet, bound, corner, holds, until
 from tests.real.test_real_journeys import KAI, VOLCANO, Flavor, owned_group, wait_held_whole, wait_size
 
 LWS_API = "/apis/leaderworkerset.x-k8s.io/v1"
@@ -29,6 +29,7 @@ RAY_API = "/apis/ray.io/v1"
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 REVISION = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
 RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 #: what podgang says when it fights an operator: a gang judged stale, pods evicted
@@ -234,6 +235,54 @@ async def test_an_lws_rolling_update_on_kai_is_not_fought(operators):
         await assert_no_fight(here)
 
 
+async def recreate_group(here: Corner, trigger, group: str, first: list[dict[str, Any]], why: str) -> list[dict]:
+    """``trigger`` (a worker restarted or deleted) makes LWS recreate the group whole: wait for
+    its ``size`` new pods (none of ``first``), all bound and Running, in podgang's ``group``."""
+    await trigger()
+    old = {p["metadata"]["uid"] for p in first}
+
+    async def recreated():
+        pods = await here.pods(app="recreate")
+        fresh = [p for p in pods if p["metadata"]["uid"] not in old]
+        running = [p for p in fresh if (p.get("status") or {}).get("phase") == "Running"]
+        return fresh if len(pods) == len(running) == len(first) and len(bound(fresh)) == len(first) else None
+    new = await until(recreated, f"LWS recreate's group made again ({why}): {len(first)} new pods bound and Running")
+    assert {p["metadata"]["annotations"]["pod-group-name"] for p in new} == {group}
+    await wait_size(here, KAI, group, len(first))
+    return new
+
+
+async def test_an_lws_group_recreated_on_a_pod_restart_is_followed_not_evicted(operators):
+    """LWS's ``restartPolicy: RecreateGroupOnPodRestart`` (its webhook's default): when a worker's
+    container restarts or a worker is deleted, LWS deletes the group's leader (foreground: the
+    workers' StatefulSet and pods go with it) and the group is made again, leader first. podgang
+    evicts nothing LWS is replacing, and its group follows the new pods: size 4, all 4 bound."""
+    await asyncio.to_thread(operators.operators.use_lws_gang, None)
+    async with corner(operators.cluster, "lws-recreate", nodes=1) as here, FakeKubelet(here):
+        lws = await create(here, LWS_API, "leaderworkersets", lws_manifest(here, KAI, "recreate"))
+        assert lws["spec"]["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
+        group = f"{owned_group(lws)}-group-0"
+        await wait_size(here, KAI, group, 4)
+        first = await wait_pods(here, 4, "pods of recreate", app="recreate", ready=True)
+
+        def worker(pods: list[dict[str, Any]]) -> dict[str, Any]:
+            return next(p for p in pods if p["metadata"]["labels"][WORKER_INDEX] == "1")
+
+        async def restart() -> None:  # what a kubelet reports when a container exits and is restarted
+            pod = worker(first)
+            statuses = [{**s, "restartCount": 1} for s in pod["status"]["containerStatuses"]]
+            await here.api.merge_patch(f"/api/v1/namespaces/{here.namespace}/pods/{pod['metadata']['name']}/status",
+                                       {"status": {"containerStatuses": statuses}})
+        second = await recreate_group(here, restart, group, first, "a worker's container restarted")
+
+        async def delete() -> None:  # kubectl delete pod: graceful; the kubelet finishes it
+            await here.api.delete(f"/api/v1/namespaces/{here.namespace}/pods/{worker(second)['metadata']['name']}",
+                                  {"gracePeriodSeconds": 30})
+        await recreate_group(here, delete, group, second, "a worker deleted")
+        assert len(await here.events("RecreateGroup")) >= 2  # LWS's own: "deleted leader pod … to recreate group 0"
+        await assert_no_fight(here)
+
+
 def jobset_manifest(here: Corner, name: str, pods: int) -> dict[str, Any]:
     template = {"metadata": {"labels": {"app": name}},
                 "spec": {**container(here, KAI, "worker", "100m", "128Mi"), "restartPolicy": "Never"}}
@@ -282,6 +331,28 @@ async def test_a_jobset_restarted_by_its_failure_policy_is_followed_not_evicted(
             assert await here.events("GangRecovered"), stale
 
 
+def ray_pod(here: Corner, flavor: Flavor | None, app: str) -> dict[str, Any]:
+    """A Ray node's template; without ``flavor`` no schedulerName (KubeRay's batch scheduler sets it)."""
+    spec = container(here, flavor or KAI, "ray", "100m", "128Mi")
+    if flavor is None:
+        del spec["schedulerName"]
+    return {"metadata": {"labels": {"app": app}}, "spec": spec}
+
+
+def workers(pod: dict[str, Any], replicas: int, minimum: int, **more: Any) -> list[dict[str, Any]]:
+    return [{"groupName": "workers", "replicas": replicas, "minReplicas": minimum, "maxReplicas": 4,
+             "rayStartParams": {}, "template": pod, **more}]
+
+
+def ray_cluster(here: Corner, name: str, pod: dict[str, Any], replicas: int, minimum: int,
+                labels: dict[str, str]) -> dict[str, Any]:
+    """A RayCluster: a head and one worker group ``workers`` of ``pod``."""
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": name, "namespace": here.namespace, "labels": labels},
+            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": pod},
+                     "workerGroupSpecs": workers(pod, replicas, minimum)}}
+
+
 async def test_a_kuberay_worker_group_scaled_as_its_autoscaler_does_is_followed(operators):
     """KubeRay (no batch scheduler) makes a head and a worker group on KAI; podgang's gang is
     the head plus the group's ``minReplicas`` (docs/workloads/ray.md). The autoscaler raises
@@ -289,30 +360,84 @@ async def test_a_kuberay_worker_group_scaled_as_its_autoscaler_does_is_followed(
     ``scaleStrategy.workersToDelete`` naming the workers to remove — not a stale gang; a raised
     ``minReplicas`` raises the gang."""
     async with corner(operators.cluster, "ray-scale", nodes=1) as here, FakeKubelet(here):
-        pod = {"metadata": {"labels": {"app": "rc"}}, "spec": container(here, KAI, "ray-head", "100m", "128Mi")}
-        rc = await create(here, RAY_API, "rayclusters", {
-            "apiVersion": "ray.io/v1", "kind": "RayCluster",
-            "metadata": {"name": "rc", "namespace": here.namespace, "labels": KAI.workload_labels},
-            "spec": {"headGroupSpec": {"rayStartParams": {}, "template": pod},
-                     "workerGroupSpecs": [{"groupName": "workers", "replicas": 2, "minReplicas": 2, "maxReplicas": 4,
-                                           "rayStartParams": {}, "template": pod}]}})
+        pod = ray_pod(here, KAI, "rc")
+        rc = await create(here, RAY_API, "rayclusters", ray_cluster(here, "rc", pod, 2, 2, KAI.workload_labels))
         group = owned_group(rc)
         await wait_size(here, KAI, group, 3)
         await wait_pods(here, 3, "pods of rc", app="rc", ready=True)
-        await scale(here, RAY_API, "rayclusters", "rc", {"spec": {"workerGroupSpecs": [
-            {"groupName": "workers", "replicas": 4, "minReplicas": 2, "maxReplicas": 4, "rayStartParams": {},
-             "template": pod}]}})
+        await scale(here, RAY_API, "rayclusters", "rc", {"spec": {"workerGroupSpecs": workers(pod, 4, 2)}})
         pods = await wait_pods(here, 5, "pods of rc", app="rc", ready=True)
         assert (await wait_size(here, KAI, group, 3))["spec"]["minMember"] == 3
         doomed = sorted(p["metadata"]["name"] for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "worker")[:2]
-        await scale(here, RAY_API, "rayclusters", "rc", {"spec": {"workerGroupSpecs": [
-            {"groupName": "workers", "replicas": 2, "minReplicas": 2, "maxReplicas": 4, "rayStartParams": {},
-             "template": pod, "scaleStrategy": {"workersToDelete": doomed}}]}})
+        await scale(here, RAY_API, "rayclusters", "rc", {"spec": {"workerGroupSpecs": workers(
+            pod, 2, 2, scaleStrategy={"workersToDelete": doomed})}})
         left = await wait_pods(here, 3, "pods of rc", app="rc")
         assert not {p["metadata"]["name"] for p in left} & set(doomed)
-        await scale(here, RAY_API, "rayclusters", "rc", {"spec": {"workerGroupSpecs": [
-            {"groupName": "workers", "replicas": 3, "minReplicas": 3, "maxReplicas": 4, "rayStartParams": {},
-             "template": pod}]}})
+        await scale(here, RAY_API, "rayclusters", "rc", {"spec": {"workerGroupSpecs": workers(pod, 3, 3)}})
         await wait_size(here, KAI, group, 4)
         await wait_pods(here, 4, "pods of rc", app="rc")
+        await assert_no_fight(here)
+
+
+# ---------------------------------------------------------------------------
+# KubeRay's batch schedulers (a flag of the controller: KubeRay restarted, last in the module)
+
+
+async def test_kuberay_with_its_kai_batch_scheduler_is_gang_scheduled_by_podgangs_group(operators):
+    """KubeRay run with ``--batch-scheduler=kai-scheduler`` makes no PodGroup (its KAI plugin
+    leaves that to a pod-grouper): it sets ``schedulerName: kai-scheduler`` on the cluster's
+    pods and copies the RayCluster's ``kai.scheduler/queue`` label to them. The templates name no
+    scheduler: podgang's group — head + minReplicas — is the one KAI places the pods by, the
+    only one, and ``podgang status`` shows it as podgang's."""
+    await asyncio.to_thread(operators.operators.use_kuberay_batch_scheduler, "kai-scheduler")
+    async with corner(operators.cluster, "ray-kai", nodes=1) as here, FakeKubelet(here):
+        rc = await create(here, RAY_API, "rayclusters",
+                          ray_cluster(here, "rck", ray_pod(here, None, "rck"), 2, 2, KAI.workload_labels))
+        group = owned_group(rc)
+        await wait_size(here, KAI, group, 3)
+        pods = await wait_pods(here, 3, "pods of rck", app="rck", ready=True)
+        assert {p["spec"]["schedulerName"] for p in pods} == {"kai-scheduler"}  # KubeRay's, not the template's
+        assert {p["metadata"]["labels"].get("kai.scheduler/queue") for p in pods} == {KAI_TEAM_QUEUE}
+        assert {p["metadata"]["annotations"]["pod-group-name"] for p in pods} == {group}
+        assert [g["metadata"]["name"] for g in await groups(here, KAI)] == [group]
+        assert await groups(here, VOLCANO) == []
+        gangs = await status(here, operators)
+        assert [g["group"] for g in gangs] == [group] and gangs[0]["state"] == "satisfied"
+        assert not gangs[0]["minMemberFrom"].startswith("owned by the operator")
+        await assert_no_fight(here)
+
+
+async def test_kuberay_with_its_volcano_batch_scheduler_gangs_its_cluster_itself(operators):
+    """KubeRay run with ``--batch-scheduler=volcano`` makes a Volcano PodGroup per RayCluster
+    (``ray-<name>-pg``, owned by the cluster; minMember head + the workers' ``replicas`` when the
+    autoscaler is off) and names it on the pods, whose schedulerName it sets. podgang makes no
+    second group, says whose it is (an OperatorGang event; ``podgang status``: one row, the
+    operator's) and leaves its size: workers scaled 2 → 3, KubeRay makes it 4 (podgang's own
+    rule, head + minReplicas, would say 3) and it stays 4."""
+    await asyncio.to_thread(operators.operators.use_kuberay_batch_scheduler, "volcano")
+    async with corner(operators.cluster, "ray-volcano", nodes=1) as here, FakeKubelet(here):
+        pod = ray_pod(here, None, "rcv")
+        await create(here, RAY_API, "rayclusters", ray_cluster(here, "rcv", pod, 2, 2, {}))
+        pods = await wait_pods(here, 3, "pods of rcv", app="rcv", ready=True)
+        (theirs,) = await groups(here, VOLCANO)
+        assert theirs["metadata"]["name"] == "ray-rcv-pg" and theirs["spec"]["minMember"] == 3
+        assert [(o["kind"], o["name"]) for o in theirs["metadata"]["ownerReferences"]] == [("RayCluster", "rcv")]
+        assert DEFAULT.managed_by_label not in (theirs["metadata"].get("labels") or {})  # KubeRay's, not podgang's
+        assert {p["spec"]["schedulerName"] for p in pods} == {"volcano"}
+        assert {p["metadata"]["annotations"][VOLCANO_GROUP] for p in pods} == {"ray-rcv-pg"}
+        assert await groups(here, KAI) == []
+        said = await here.wait_events("OperatorGang")
+        assert any(e["involvedObject"]["name"] == "ray-rcv-pg" for e in said)
+        gangs = await status(here, operators)
+        assert [g["group"] for g in gangs] == ["ray-rcv-pg"]
+        assert gangs[0]["minMemberFrom"].startswith("owned by the operator of raycluster/rcv")
+
+        await scale(here, RAY_API, "rayclusters", "rcv", {"spec": {"workerGroupSpecs": workers(pod, 3, 2)}})
+        await wait_pods(here, 4, "pods of rcv", app="rcv", ready=True)
+        await wait_size(here, VOLCANO, "ray-rcv-pg", 4)
+
+        async def kubrays_size():
+            return [(g["metadata"]["name"], g["spec"]["minMember"]) for g in await groups(here, VOLCANO)] == [
+                ("ray-rcv-pg", 4)]
+        await holds(kubrays_size, "KubeRay's PodGroup alone, at KubeRay's size 4", 3.0)
         await assert_no_fight(here)
