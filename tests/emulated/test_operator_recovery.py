@@ -223,9 +223,11 @@ def jobset(name: str, pods: int, *, restarts: int = 0, restarting: str | None = 
 
 
 def attempt(js: dict, n: int, pods: int) -> tuple[dict, list[dict]]:
-    """The Job and pods JobSet makes for restart attempt ``n``."""
+    """The Job and pods JobSet makes for restart attempt ``n``, labelled as the real JobSet labels
+    them (tests/real/test_real_operators.py checks it)."""
     name = js["metadata"]["name"]
-    labels = {JOBSET_NAME: name, ATTEMPT: str(n), "jobset.sigs.k8s.io/replicatedjob-name": "workers"}
+    labels = {JOBSET_NAME: name, ATTEMPT: str(n), "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+              "jobset.sigs.k8s.io/job-index": "0"}
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": f"{name}-workers-0", "namespace": NS, "uid": uid(), "labels": labels,
                         "ownerReferences": [owner_ref(js)]},

@@ -1,11 +1,13 @@
 """Issue 45: podgang beside the workloads' **real** controllers — LWS v0.10, JobSet and
 KubeRay built from source (``../shared/kube-bin-operators``), their own pod webhooks
-included — on the real KAI and Volcano: seeds 000 and 001 step by step, and no fight with an
-operator's own scale-down, rolling update and restart.
+included — on the real KAI and Volcano: seeds 000 and 001 step by step, no fight with an
+operator's own scale-down, rolling update, group recreation and restart, KubeRay's own batch
+schedulers, and the played controllers of the rest of the suite checked against the real ones.
 
 One cluster of its own and the controllers started once (the ``operators`` fixture); LWS is
 restarted once, between the tests that want its own Volcano gang management and those that
-do not (a setting of the controller, not of the LeaderWorkerSet). Nothing here is played: every
+do not, and KubeRay twice, last, for its batch scheduler (settings of the controllers, not of
+their objects: the tests are in that order). Nothing here is played: every
 StatefulSet, Job and pod is the controllers' own; :class:`FakeKubelet` stands for the kubelets.
 A fight would be podgang's ``GangStale``/``GangEvicted`` on pods an operator is removing or
 replacing (grace period 5s): none may appear.
@@ -19,9 +21,19 @@ import subprocess
 import sys
 from typing import Any
 
+from podgang.kinds.jobset import (JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, JOBSET_REPLICATED_JOB_LABEL,
+                                  JOBSET_RESTART_ATTEMPT_LABEL)
+from podgang.kinds.lws import LWS_GROUP_INDEX_LABEL, LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
+from podgang.kinds.ray import RAY_GROUP_LABEL, RAY_REPLICA_INDEX_LABEL
 from podgang.settings import DEFAULT
+from tests.emulated.test_operator_recovery import attempt, jobset
+from tests.emulated.test_ray_emulator import kuberay_pod
+from tests.emulated.test_replica_tree import lws, lws_pods
+from tests.grouper_support import NS, uid
 from tests.realcluster import KAI_TEAM_QUEUE, ROOT, Corner, FakeKubelet, bound, corner, holds, until
 from tests.real.test_real_journeys import KAI, VOLCANO, Flavor, owned_group, wait_held_whole, wait_size
+from tests.real.test_real_replicas import PlayedLws
+from tests.real.test_real_workloads import jobset_labels
 
 LWS_API = "/apis/leaderworkerset.x-k8s.io/v1"
 JOBSET_API = "/apis/jobset.x-k8s.io/v1alpha2"
@@ -377,6 +389,89 @@ async def test_a_kuberay_worker_group_scaled_as_its_autoscaler_does_is_followed(
         await wait_size(here, KAI, group, 4)
         await wait_pods(here, 4, "pods of rc", app="rc")
         await assert_no_fight(here)
+
+
+# ---------------------------------------------------------------------------
+# the played controllers of the rest of the suite, checked against the real ones
+
+#: the pod labels podgang's kinds read (podgang/kinds/lws.py, jobset.py, ray.py)
+READ = (LWS_NAME_LABEL, LWS_GROUP_INDEX_LABEL, LWS_WORKER_INDEX_LABEL, JOBSET_NAME_LABEL, JOBSET_REPLICATED_JOB_LABEL,
+        JOBSET_JOB_INDEX_LABEL, JOBSET_RESTART_ATTEMPT_LABEL, RAY_GROUP_LABEL, RAY_REPLICA_INDEX_LABEL)
+Chain = tuple[tuple[str, str, bool], ...]
+
+
+def read(labels: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in labels.items() if k in READ}
+
+
+async def real_chain(here: Corner, obj: dict[str, Any]) -> Chain:
+    """The owners above ``obj`` as the apiserver holds them: (kind, name, controller) of each
+    ownerReference, one an object, up to the object no one owns."""
+    out: list[tuple[str, str, bool]] = []
+    while refs := obj["metadata"].get("ownerReferences") or []:
+        assert len(refs) == 1, refs
+        (ref,) = refs
+        out.append((ref["kind"], ref["name"], ref.get("controller") is True))
+        root = "/api/v1" if ref["apiVersion"] == "v1" else f"/apis/{ref['apiVersion']}"
+        obj = await here.api.get(f"{root}/namespaces/{here.namespace}/{ref['kind'].lower()}s/{ref['name']}")
+    return tuple(out)
+
+
+def played_chain(obj: dict[str, Any], made: list[dict[str, Any]]) -> Chain:
+    by_uid = {o["metadata"]["uid"]: o for o in made}
+    out: list[tuple[str, str, bool]] = []
+    while refs := obj["metadata"].get("ownerReferences") or []:
+        assert len(refs) == 1, refs
+        (ref,) = refs
+        out.append((ref["kind"], ref["name"], ref.get("controller") is True))
+        obj = by_uid[ref["uid"]]
+    return tuple(out)
+
+
+async def real_shapes(here: Corner, pods: list[dict[str, Any]]) -> list[tuple[dict[str, str], Chain]]:
+    return sorted([(read(p["metadata"]["labels"]), await real_chain(here, p)) for p in pods], key=repr)
+
+
+def played_shapes(pods: list[dict[str, Any]], owners: list[dict[str, Any]]) -> list[tuple[dict[str, str], Chain]]:
+    """The same of the pods a builder played, ``owners`` (and the pods themselves: an LWS leader
+    owns its workers' StatefulSet) standing for the apiserver."""
+    return sorted([(read(p["metadata"]["labels"]), played_chain(p, [*owners, *pods])) for p in pods], key=repr)
+
+
+async def test_the_played_lws_jobset_and_kuberay_write_what_the_real_controllers_write(operators):
+    """The rest of the suite plays these controllers: ``lws_pods`` (tests/emulated/test_replica_tree.py)
+    and ``PlayedLws`` (tests/real/test_real_replicas.py), the JobSet of ``attempt``
+    (tests/emulated/test_operator_recovery.py) and ``jobset_labels`` (tests/real/test_real_workloads.py),
+    KubeRay's ``kuberay_pod`` (tests/emulated/test_ray_emulator.py). What each writes on the pods
+    that podgang's kinds read, and the chain of owners above them (kind, name, controller), is
+    what the real controllers write for the same objects. One difference stays, on purpose:
+    PlayedLws's pods name their StatefulSet without ``controller: true`` (else the real
+    StatefulSet controller would take them); podgang follows the first owner when none controls."""
+    await asyncio.to_thread(operators.operators.use_lws_gang, None)
+    async with corner(operators.cluster, "played", nodes=1) as here:
+        await create(here, LWS_API, "leaderworkersets", lws_manifest(here, KAI, "lw", size=3))
+        await create(here, JOBSET_API, "jobsets", jobset_manifest(here, "js", 2))
+        await create(here, RAY_API, "rayclusters", ray_cluster(here, "rc", ray_pod(here, KAI, "rc"), 2, 2,
+                                                               KAI.workload_labels))
+        real_lws = await wait_pods(here, 3, "pods of lw", app="lw")
+        real_js = await wait_pods(here, 2, "pods of js", app="js")
+        real_ray = await wait_pods(here, 3, "pods of rc", app="rc")
+
+        played = lws("lw", 1, 3, group=None)
+        owners, pods = lws_pods(played, group=None)
+        assert played_shapes(pods, [played, *owners]) == await real_shapes(here, real_lws)
+        assert sorted((read(PlayedLws(here, "lw", 3).pod_labels(0, w)) for w in range(3)), key=repr) == sorted(
+            (read(p["metadata"]["labels"]) for p in real_lws), key=repr)
+
+        played = jobset("js", 2)
+        job, pods = attempt(played, 0, 2)
+        assert played_shapes(pods, [played, job]) == await real_shapes(here, real_js)
+        assert [read(jobset_labels("js", "workers", 1, 0, here.namespace))] * 2 == [
+            read(p["metadata"]["labels"]) for p in real_js]
+
+        played = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "rc", "namespace": NS, "uid": uid()}}
+        pods = [kuberay_pod(played, "headgroup", 0), *(kuberay_pod(played, "workers", i) for i in range(2))]
+        assert played_shapes(pods, [played]) == await real_shapes(here, real_ray)
 
 
 # ---------------------------------------------------------------------------
