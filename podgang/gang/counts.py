@@ -72,14 +72,20 @@ def _pod_workloads(cache: Cache, desired: Desired, pod: Obj) -> tuple[Obj, ...]:
 
 def replaced_by(cache: Cache, desired: Desired, pod: Obj) -> str | None:
     """Why the controller of the gang's workload removes ``pod`` on purpose (an LWS group above
-    ``spec.replicas`` or being recreated, a JobSet pod of an earlier restart attempt), or None."""
+    ``spec.replicas``, a JobSet pod of an earlier restart attempt), or None."""
     return next((why for w in _pod_workloads(cache, desired, pod) if (why := kinds.replaced(w, pod))), None)
 
 
-def remade_by(cache: Cache, desired: Desired, pod: Obj) -> str | None:
-    """Why the controller of the gang's workload is making ``pod``'s replica again whole on
-    purpose (an LWS group recreated, its new leader not placed yet), or None."""
-    return next((why for w in _pod_workloads(cache, desired, pod) if (why := kinds.remade(w, pod))), None)
+def remade(cache: Cache, desired: Desired) -> str | None:
+    """Why the controller of the gang's workload is making the gang's replica again whole on
+    purpose (an LWS group recreated), or None — only where the gang is that one replica (a
+    lone LWS's group, podgang's or LWS's own): in a gang of several, a replica made again is
+    one the tree counts whole or not at all, and the others' losses stay losses."""
+    replicas = {kinds.replica_of(p) for p in desired.members}
+    if len(replicas) != 1 or None in replicas:
+        return None
+    return next((why for pod in desired.members for w in _pod_workloads(cache, desired, pod)
+                 if (why := kinds.remade(w, pod))), None)
 
 
 def rollout_reason(desired: Desired, cache: Cache) -> str | None:
@@ -95,9 +101,12 @@ def rollout_reason(desired: Desired, cache: Cache) -> str | None:
         if why:
             return why
     for pod in desired.members:  # its controller's own scale-down or recovery (an old restart attempt)
-        why = replaced_by(cache, desired, pod) or remade_by(cache, desired, pod)
+        why = replaced_by(cache, desired, pod)
         if why:
             return why
+    why = remade(cache, desired)  # a replica made again whole (an LWS group recreated)
+    if why:
+        return why
     finished = finished_workloads(desired)
     if finished and len(finished) == len(desired.workloads):
         return "; ".join(f"{display_name(w)} finished" for w in finished)

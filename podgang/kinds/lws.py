@@ -78,32 +78,34 @@ def _lws_group(obj: Any, pod: Any) -> tuple[str, str] | None:
 
 
 def _lws_replaced(obj: Any, pod: Any) -> str | None:
-    """A pod LWS removes on purpose: a group at or above ``spec.replicas`` (LWS scaled down, or
-    reclaims a surge group of a rolling update), leader first (tests/real/test_real_operators.py:
-    the real LWS removes group 1 of 2 when scaled to 1); a pod being deleted in a group LWS
-    recreates (:func:`_lws_recreates`)."""
+    """A pod of a group at or above ``spec.replicas``: LWS scaled down (or reclaims a surge
+    group of a rolling update) and removes that group, leader first: on purpose, not a loss
+    (tests/real/test_real_operators.py: the real LWS removes group 1 of 2 when scaled to 1)."""
     found = _lws_group(obj, pod)
     if found is None:
         return None
     name, index = found
     replicas = max(as_int(spec(obj).get("replicas"), 1), 0)
-    if len(index) <= 9 and int(index) >= replicas:
-        return f"leaderworkerset {name} has {replicas} replicas: its controller removes group {index}"
-    if is_terminating(pod) and _lws_recreates(obj):
-        return (f"leaderworkerset {name} recreates group {index} ({LWS_RECREATE_GROUP}): pod "
-                f"{metadata(pod).get('name') or '?'} is being deleted")
-    return None
+    if len(index) > 9 or int(index) < replicas:
+        return None
+    return f"leaderworkerset {name} has {replicas} replicas: its controller removes group {index}"
 
 
 def _lws_remade(obj: Any, pod: Any) -> str | None:
-    """A group's leader not placed yet, in a group LWS recreates (:func:`_lws_recreates`): the
-    group is being made again whole, its workers made from the leader and placed with it."""
+    """A pod of a group LWS is making again whole (:func:`_lws_recreates`): being deleted (LWS
+    deletes the rest of the group), or the group's new leader not placed yet (its workers are
+    made from it and placed with it)."""
     found = _lws_group(obj, pod)
-    if (found is None or labels(pod).get(LWS_WORKER_INDEX_LABEL) != "0" or spec(pod).get("nodeName")
-            or is_terminating(pod) or pod_phase(pod) != "Pending" or not _lws_recreates(obj)):
+    if found is None or not _lws_recreates(obj):
         return None
-    return (f"leaderworkerset {found[0]} recreates group {found[1]} ({LWS_RECREATE_GROUP}): its leader "
-            f"{metadata(pod).get('name') or '?'} is not placed yet")
+    head = f"leaderworkerset {found[0]} recreates group {found[1]} ({LWS_RECREATE_GROUP})"
+    pod_name = metadata(pod).get("name") or "?"
+    if is_terminating(pod):
+        return f"{head}: pod {pod_name} is being deleted"
+    if (labels(pod).get(LWS_WORKER_INDEX_LABEL) == "0" and not spec(pod).get("nodeName")
+            and pod_phase(pod) == "Pending"):
+        return f"{head}: its leader {pod_name} is not placed yet"
+    return None
 
 
 LWS_LEADER_WORKER = "LeaderWorker"  # subGroupPolicyType: the leader is in the first subgroup

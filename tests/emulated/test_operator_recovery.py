@@ -18,7 +18,7 @@ from podgang.gang import Cache, counted_members, desired_group, gang_counts, rol
 from podgang.settings import Settings
 from podgang.status import NOT_CREATED, Snapshot, build_report
 from tests.emulated.test_replica_tree import GROUP_INDEX, LWS_NAME, WORKER_INDEX, lws, lws_pods
-from tests.grouper_support import NS, owned_group, owner_ref, pod, template, uid
+from tests.grouper_support import NS, owned_group, owner_ref, pod, podgroup, template, uid
 from tests.unit.test_grouper_units import feed, remove
 
 VOLCANO_SETTINGS = Settings(backends=(("volcano", VOLCANO),))
@@ -199,6 +199,23 @@ def test_an_lws_that_does_not_recreate_its_groups_loses_a_pod_as_any_gang_does()
     tracker = stale.StaleGangTracker(clock=lambda: 0.0)
     assert observe(tracker, cache, key, 4).action == stale.NONE
     feed(cache, terminating(pods[2]))
+    assert rollout_reason(desired_group(cache, key), cache) is None
+    assert observe(tracker, cache, key, 4).action == stale.STALE
+
+
+def test_in_a_gang_of_several_lws_groups_a_pod_deleted_stays_a_loss():
+    """Prefill and decode sharing one group: a decode pod being deleted does not settle the
+    gang — the tree counts that replica whole or not at all, and a loss elsewhere meanwhile
+    (every prefill pod) is still a loss."""
+    prefill, decode = lws("prefill", 1, 2), lws("decode", 1, 2)
+    cache = feed(Cache(), prefill, decode, podgroup("shared", 4))
+    owners_p, pods_p = lws_pods(prefill)
+    owners_d, pods_d = lws_pods(decode)
+    feed(cache, *owners_p, *pods_p, *owners_d, *pods_d)
+    key = f"{NS}/shared"
+    tracker = stale.StaleGangTracker(clock=lambda: 0.0)
+    assert observe(tracker, cache, key, 4).action == stale.NONE
+    feed(cache, terminating(pods_d[1]))
     assert rollout_reason(desired_group(cache, key), cache) is None
     assert observe(tracker, cache, key, 4).action == stale.STALE
 
