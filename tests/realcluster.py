@@ -690,6 +690,7 @@ HAVE_OPERATORS = os.access(OPERATORS, os.X_OK)
 OPERATORS_SKIP_REASON = (f"no real workload controllers at {OPERATORS_KIT} (the project's ../shared/kube-bin-operators; "
                          "set PODGANG_KUBE_BIN_OPERATORS to another copy): the real-controller tests need them")
 LWS_CONTROLLER = "lws-controller-manager"
+KUBERAY_CONTROLLER = "kuberay-operator"
 
 
 @dataclass
@@ -697,14 +698,15 @@ class Operators:
     """The real LWS, JobSet and KubeRay controllers run by ``operators up`` against a
     :class:`Cluster`, their admission webhooks served from this machine. KubeRay runs without
     its webhooks (validation only; their port is fixed, one cluster on the machine may have
-    them) and without a batch scheduler; LWS with or without its own Volcano gang management."""
+    them), with or without a batch scheduler; LWS with or without its own Volcano gang management."""
 
     cluster: Cluster
     lws_gang: str | None = None
+    kuberay_batch_scheduler: str | None = None
 
-    def _run(self, command: str, *names: str, lws_gang: str | None = None) -> None:
+    def _run(self, command: str, *names: str) -> None:
         env = {**os.environ, "KUBECONFIG": self.cluster.kubeconfig, "KUBERAY_WEBHOOKS": "off",
-               "LWS_GANG": lws_gang or ""}
+               "LWS_GANG": self.lws_gang or "", "KUBERAY_BATCH_SCHEDULER": self.kuberay_batch_scheduler or ""}
         done = subprocess.run([str(OPERATORS), command, str(self.cluster.directory), *names], env=env,
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
@@ -712,30 +714,41 @@ class Operators:
                                f"{done.stderr[-2000:]}")
 
     def up(self, lws_gang: str | None) -> "Operators":
-        self._run("up", lws_gang=lws_gang)
         self.lws_gang = lws_gang
-        for name in (LWS_CONTROLLER, "jobset-controller-manager", "kuberay-operator"):
+        self._run("up")
+        for name in (LWS_CONTROLLER, "jobset-controller-manager", KUBERAY_CONTROLLER):
             self.cluster.extra_logs.append(self.cluster.directory / f"{name}.log")
         return self
 
-    def use_lws_gang(self, lws_gang: str | None) -> None:
-        """LWS with (``"volcano"``) or without (None) its own gang management: a setting of the
-        controller, not of the LeaderWorkerSet, so LWS alone is restarted when it changes — its
-        webhooks deregistered first (they fail closed), the process stopped by its pid."""
-        if lws_gang == self.lws_gang:
-            return
+    def _restart(self, operator: str, process: str) -> None:
+        """Stop one controller — its webhooks deregistered first (they fail closed), the process
+        stopped by its pid — and start it again with the settings now held."""
         directory = self.cluster.directory
-        hooks = directory / "lws-webhooks.yaml"
+        hooks = directory / f"{operator}-webhooks.yaml"
         if hooks.exists():
             self.cluster.kubectl("delete", "--ignore-not-found", "-f", str(hooks))
             hooks.unlink()
-        pid_file = directory / f"{LWS_CONTROLLER}.pid"
+        pid_file = directory / f"{process}.pid"
         pid = int(pid_file.read_text())
         os.kill(pid, 15)
-        wait_sync(lambda: not _pid_alive(pid), f"{LWS_CONTROLLER} ({pid}) stopped", 30.0)
+        wait_sync(lambda: not _pid_alive(pid), f"{process} ({pid}) stopped", 30.0)
         pid_file.unlink()
-        self._run("up", "lws", lws_gang=lws_gang)
-        self.lws_gang = lws_gang
+        self._run("up", operator)
+
+    def use_lws_gang(self, lws_gang: str | None) -> None:
+        """LWS with (``"volcano"``) or without (None) its own gang management: a setting of the
+        controller, not of the LeaderWorkerSet, so LWS alone is restarted when it changes."""
+        if lws_gang != self.lws_gang:
+            self.lws_gang = lws_gang
+            self._restart("lws", LWS_CONTROLLER)
+
+    def use_kuberay_batch_scheduler(self, name: str | None) -> None:
+        """KubeRay with a batch scheduler (``volcano``, ``kai-scheduler``) or none: a flag of the
+        controller (``--batch-scheduler``) for every RayCluster, so KubeRay alone is restarted
+        when it changes."""
+        if name != self.kuberay_batch_scheduler:
+            self.kuberay_batch_scheduler = name
+            self._restart("kuberay", KUBERAY_CONTROLLER)
 
     def down(self) -> None:
         subprocess.run([str(OPERATORS), "down", str(self.cluster.directory)], capture_output=True, text=True,

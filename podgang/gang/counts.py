@@ -64,17 +64,28 @@ def _replica_workload(cache: Cache, pod: Obj) -> Obj | None:
     return cache.workload(found[0], f"{namespace}/{found[1]}")
 
 
+def _pod_workloads(cache: Cache, desired: Desired, pod: Obj) -> tuple[Obj, ...]:
+    """The gang's own workloads, or — for a group its operator made, which names none — the
+    one the pod's replica labels name."""
+    return desired.workloads or tuple(w for w in (_replica_workload(cache, pod),) if w is not None)
+
+
 def replaced_by(cache: Cache, desired: Desired, pod: Obj) -> str | None:
     """Why the controller of the gang's workload removes ``pod`` on purpose (an LWS group above
-    ``spec.replicas``, a JobSet pod of an earlier restart attempt), or None. The workload is the
-    gang's own, or — for a group its operator made, which names none — the one the pod's
-    replica labels name."""
-    workloads = desired.workloads or tuple(w for w in (_replica_workload(cache, pod),) if w is not None)
-    for workload in workloads:
-        why = kinds.replaced(workload, pod)
-        if why:
-            return why
-    return None
+    ``spec.replicas``, a JobSet pod of an earlier restart attempt), or None."""
+    return next((why for w in _pod_workloads(cache, desired, pod) if (why := kinds.replaced(w, pod))), None)
+
+
+def remade(cache: Cache, desired: Desired) -> str | None:
+    """Why the controller of the gang's workload is making the gang's replica again whole on
+    purpose (an LWS group recreated), or None — only where the gang is that one replica (a
+    lone LWS's group, podgang's or LWS's own): in a gang of several, a replica made again is
+    one the tree counts whole or not at all, and the others' losses stay losses."""
+    replicas = {kinds.replica_of(p) for p in desired.members}
+    if len(replicas) != 1 or None in replicas:
+        return None
+    return next((why for pod in desired.members for w in _pod_workloads(cache, desired, pod)
+                 if (why := kinds.remade(w, pod))), None)
 
 
 def rollout_reason(desired: Desired, cache: Cache) -> str | None:
@@ -93,6 +104,9 @@ def rollout_reason(desired: Desired, cache: Cache) -> str | None:
         why = replaced_by(cache, desired, pod)
         if why:
             return why
+    why = remade(cache, desired)  # a replica made again whole (an LWS group recreated)
+    if why:
+        return why
     finished = finished_workloads(desired)
     if finished and len(finished) == len(desired.workloads):
         return "; ".join(f"{display_name(w)} finished" for w in finished)

@@ -37,7 +37,9 @@ The rules:
   finishing job is never mistaken for a lost gang later), a settling workload
   (rolling out or scaling down: its controller removes pods on purpose; the
   remembered level follows a lowered minMember down so the finished scale-down
-  is not mistaken for loss), a minMember ≤ 1 (no gang constraint).
+  is not mistaken for loss; with no member active it is dropped: the gang is made
+  again whole, and must be satisfied again before it can go stale), a minMember ≤ 1
+  (no gang constraint).
 """
 
 from __future__ import annotations
@@ -245,6 +247,12 @@ class StaleGangTracker:
             h.short_at_start = False  # its workload removes pods on purpose: the shortfall is explained
             if active >= min_member:
                 h.satisfied_at = min_member
+            elif active == 0:
+                # every member gone on purpose: the gang is made again whole (an LWS group
+                # recreated, a JobSet restarted), a new gang, stale only once placed again — its
+                # new pods are bound one by one, and a part bound is not a loss
+                h.satisfied_at = None
+                h.subgroups_satisfied = frozenset()
             elif h.satisfied_at is not None:
                 # a scale-down lowers the level; a rollout keeps it
                 h.satisfied_at = min(h.satisfied_at, min_member)

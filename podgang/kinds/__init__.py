@@ -86,7 +86,7 @@ __all__ = [
     "WORKLOADS", "WorkloadKind", "BUILT_IN", "Problem", "Taught", "is_declaration", "read_declarations", "teach",
     "taught_kinds", "taught_problems", "XGBOOST_JOB", "any_pod_templates", "api_group", "carries_replica_label",
     "desired_size", "is_finished", "is_suspended", "job_size", "lws_subgroup_policy", "operator_gang", "pod_role",
-    "pod_templates", "replaced", "replica_index", "replica_of", "replica_stage", "replica_suffix", "replica_units",
+    "pod_templates", "remade", "replaced", "replica_index", "replica_of", "replica_stage", "replica_suffix", "replica_units",
     "resource_for", "role_replica_index", "roles", "rolling_out", "run_kinds", "scale_field", "scale_target",
     "segment_index", "segmented_role", "size_writes", "spark_app_group", "stages", "template_of", "trainer_pod_group_policy",
     "trainjob_jobset", "trainjob_runtime", "whole_roles", "workload_kind",
@@ -475,6 +475,13 @@ def replaced(obj: Any, pod: Any) -> str | None:
     its kind's entry decides."""
     entry = workload_kind(obj)
     return entry.replaced(obj, pod) if entry is not None else None
+
+
+def remade(obj: Any, pod: Any) -> str | None:
+    """Why ``obj``'s controller is making ``pod``'s replica again whole on purpose (an LWS group
+    recreated after a pod restart), or None; its kind's entry decides."""
+    entry = workload_kind(obj)
+    return entry.remade(obj, pod) if entry is not None else None
 
 
 def is_suspended(obj: Any) -> bool:

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 from podgang import rollouts
 from podgang.kinds.model import (_REPLICATED_STATUS, ONE_PER_REPLICA, KindDoc, Obj, Replicas, SlimTemplate, Stage,
                                  Template, WorkloadKind)
-from podgang.objects import Resource, as_dict, as_int, labels, metadata, spec
+from podgang.objects import Resource, as_dict, as_int, is_terminating, labels, metadata, pod_phase, spec
 
 
 #: read on a pod: its LeaderWorkerSet (set by the LWS controller)
@@ -51,18 +51,61 @@ def _lws_replicas(obj: Any) -> Replicas:
                     leader_first=spec(obj).get("startupPolicy") == LWS_LEADER_READY)
 
 
-def _lws_replaced(obj: Any, pod: Any) -> str | None:
-    """A pod of a group at or above ``spec.replicas``: LWS scaled down (or reclaims a surge
-    group of a rolling update) and removes that group, leader first: on purpose, not a loss
-    (tests/real/test_real_operators.py: the real LWS removes group 1 of 2 when scaled to 1)."""
+#: LWS's default ``leaderWorkerTemplate.restartPolicy`` (its CRD's and its webhook's): a group
+#: that loses a pod is deleted and made again whole
+LWS_RECREATE_GROUP = "RecreateGroupOnPodRestart"
+
+
+def _lws_recreates(obj: Any) -> bool:
+    """``restartPolicy: RecreateGroupOnPodRestart`` (LWS's default): once any pod of a group is
+    being deleted (or a container restarted) LWS deletes the group's leader, in the foreground,
+    and the workers go with it (their StatefulSet is the leader's); the leader's StatefulSet
+    makes the leader again and LWS its workers, which the scheduler places with it — the
+    operator's own recovery, not a loss (tests/real/test_real_operators.py: a worker's container
+    restarted, a worker deleted). Under any other policy LWS leaves a lost pod to its
+    StatefulSet, and the gang is judged as any other."""
+    policy = as_dict(spec(obj).get("leaderWorkerTemplate")).get("restartPolicy") or LWS_RECREATE_GROUP
+    return policy == LWS_RECREATE_GROUP
+
+
+def _lws_group(obj: Any, pod: Any) -> tuple[str, str] | None:
+    """The LWS's name and the pod's group index, when ``pod`` is in one of ``obj``'s groups."""
     name = metadata(obj).get("name")
     index = labels(pod).get(LWS_GROUP_INDEX_LABEL)
     if not name or labels(pod).get(LWS_NAME_LABEL) != name or not isinstance(index, str) or not index.isdigit():
         return None
+    return str(name), index
+
+
+def _lws_replaced(obj: Any, pod: Any) -> str | None:
+    """A pod of a group at or above ``spec.replicas``: LWS scaled down (or reclaims a surge
+    group of a rolling update) and removes that group, leader first: on purpose, not a loss
+    (tests/real/test_real_operators.py: the real LWS removes group 1 of 2 when scaled to 1)."""
+    found = _lws_group(obj, pod)
+    if found is None:
+        return None
+    name, index = found
     replicas = max(as_int(spec(obj).get("replicas"), 1), 0)
     if len(index) > 9 or int(index) < replicas:
         return None
     return f"leaderworkerset {name} has {replicas} replicas: its controller removes group {index}"
+
+
+def _lws_remade(obj: Any, pod: Any) -> str | None:
+    """A pod of a group LWS is making again whole (:func:`_lws_recreates`): being deleted (LWS
+    deletes the rest of the group), or the group's new leader not placed yet (its workers are
+    made from it and placed with it)."""
+    found = _lws_group(obj, pod)
+    if found is None or not _lws_recreates(obj):
+        return None
+    head = f"leaderworkerset {found[0]} recreates group {found[1]} ({LWS_RECREATE_GROUP})"
+    pod_name = metadata(pod).get("name") or "?"
+    if is_terminating(pod):
+        return f"{head}: pod {pod_name} is being deleted"
+    if (labels(pod).get(LWS_WORKER_INDEX_LABEL) == "0" and not spec(pod).get("nodeName")
+            and pod_phase(pod) == "Pending"):
+        return f"{head}: its leader {pod_name} is not placed yet"
+    return None
 
 
 LWS_LEADER_WORKER = "LeaderWorker"  # subGroupPolicyType: the leader is in the first subgroup
@@ -91,7 +134,7 @@ def _lws_templates(obj: Any) -> list[tuple[str, Template]]:
 def _slim_lws(s: Mapping[str, Any], slim_template: SlimTemplate) -> Obj:
     out: Obj = {k: s[k] for k in ("replicas", "startupPolicy") if k in s}
     lwt = as_dict(s.get("leaderWorkerTemplate"))
-    slim_lwt: Obj = {"size": lwt["size"]} if "size" in lwt else {}
+    slim_lwt: Obj = {k: lwt[k] for k in ("size", "restartPolicy") if k in lwt}
     for k in ("leaderTemplate", "workerTemplate"):
         if k in lwt:
             slim_lwt[k] = slim_template(lwt.get(k))
@@ -107,7 +150,7 @@ LEADER_WORKER_SET = WorkloadKind(
     aliases=("leaderworkerset", "leaderworkersets", "lws"), scale_path=("spec", "replicas"),
     rolling_out=rollouts.leader_worker_set_rollout, layout=ONE_PER_REPLICA, status_fields=_REPLICATED_STATUS,
     replicas=_lws_replicas, replica_label=LWS_GROUP_INDEX_LABEL, replica_owner_label=LWS_NAME_LABEL, operator_gangs=True,
-    replica_stage=_lws_replica_stage, replaced=_lws_replaced, kept_conditions=(rollouts.LWS_UPDATE_IN_PROGRESS,),
+    replica_stage=_lws_replica_stage, replaced=_lws_replaced, remade=_lws_remade, kept_conditions=(rollouts.LWS_UPDATE_IN_PROGRESS,),
     doc=KindDoc("`leaderWorkerTemplate.size` per group (one PodGroup per LWS group, `…-group-<index>`)",
                 staging="with `startupPolicy: LeaderReady` a group's gang is its leader alone until the leader is "
                         "bound (LWS makes the workers once it is Ready), then the whole group"),

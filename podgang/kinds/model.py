@@ -185,6 +185,10 @@ class WorkloadKind:
     replaced: Callable[[Any, Any], str | None] = lambda obj, pod: None
     #: the pod labels :attr:`replaced` reads (the grouper keeps them on its pods)
     replaced_labels: tuple[str, ...] = ()
+    #: why its controller is making ``pod``'s multi-pod replica again whole on purpose (an LWS
+    #: group recreated after a pod restart: a pod of it being deleted, its new leader not placed
+    #: yet), or None: the pod stays a member, and a gang that is that one replica is settling
+    remade: Callable[[Any, Any], str | None] = lambda obj, pod: None
     #: the run is over: it wants no pods any more
     finished: Callable[[Any], bool] = lambda obj: _conditions_finished(obj)
     #: replicas that are several pods each (an LWS's groups), None: its pods are the units

@@ -1,8 +1,8 @@
 """Issue 45: no fight with an operator's own scale-down, rollout and recovery. What the real
 controllers write (tests/real/test_real_operators.py watched them) played into the grouper's
 cache: an LWS scaled down removes its groups above ``spec.replicas`` (with podgang's gangs and
-with LWS's own Volcano gang); an LWS rolling update is not over while ``UpdateInProgress`` is
-True; a JobSet restarted by its failure policy is its controller's recovery, and its gang is
+with LWS's own Volcano gang); an LWS group that lost a pod is made again whole by LWS; an LWS
+rolling update is not over while ``UpdateInProgress`` is True; a JobSet restarted by its failure policy is its controller's recovery, and its gang is
 the new attempt's pods. And ``podgang status`` beside an operator's gang: one row, saying
 whose it is."""
 
@@ -18,7 +18,7 @@ from podgang.gang import Cache, counted_members, desired_group, gang_counts, rol
 from podgang.settings import Settings
 from podgang.status import NOT_CREATED, Snapshot, build_report
 from tests.emulated.test_replica_tree import GROUP_INDEX, LWS_NAME, WORKER_INDEX, lws, lws_pods
-from tests.grouper_support import NS, owned_group, owner_ref, pod, template, uid
+from tests.grouper_support import NS, owned_group, owner_ref, pod, podgroup, template, uid
 from tests.unit.test_grouper_units import feed, remove
 
 VOLCANO_SETTINGS = Settings(backends=(("volcano", VOLCANO),))
@@ -130,6 +130,96 @@ def test_an_lws_rollout_is_not_over_while_update_in_progress_says_so():
     assert kinds.rolling_out(workload) is None  # done: a pod lost now is a loss
 
 
+# ---------------------------------------------------------------------------- LWS group recreated
+
+
+def terminating(p: dict) -> dict:
+    """``p`` being deleted (its deletionTimestamp set, the kubelet yet to finish it)."""
+    out = copy.deepcopy(p)
+    out["metadata"]["deletionTimestamp"] = "2026-12-05T08:00:00Z"
+    return out
+
+
+def lws_group_of_four(policy: str | None) -> tuple[Cache, dict, list[dict], list[dict], str]:
+    workload = lws("serve", 1, 4, group=None)
+    if policy is not None:
+        workload["spec"]["leaderWorkerTemplate"]["restartPolicy"] = policy
+    owners, pods = lws_pods(workload, group=None)
+    group = f"{rules.owned_group_name(rules.OwnerRef.from_dict(owner_ref(workload)))}-group-0"
+    for p in pods:  # as admitted
+        p["metadata"]["labels"][KAI.label] = p["metadata"]["annotations"][KAI.annotation] = group
+    return feed(Cache(), workload, *owners, *pods), workload, owners, pods, f"{NS}/{group}"
+
+
+def test_an_lws_group_recreated_after_a_pod_restart_is_its_operators_recovery():
+    """``restartPolicy: RecreateGroupOnPodRestart`` (LWS's default, also when the field is
+    absent): a worker deleted, LWS deletes the leader in the foreground, every pod of the group
+    goes, and the group is made again — the leader first, Pending, then its workers, placed
+    together. Settling all along (the real LWS: tests/real/test_real_operators.py); the gang is
+    the new pods, judged as ever once placed."""
+    for policy in ("RecreateGroupOnPodRestart", None):
+        cache, workload, owners, pods, key = lws_group_of_four(policy)
+        tracker = stale.StaleGangTracker(clock=lambda: 0.0)
+        assert observe(tracker, cache, key, 4).action == stale.NONE and tracker.satisfied_at(key) == 4
+        feed(cache, terminating(pods[2]))  # kubectl delete pod: the worker is being deleted
+        assert rollout_reason(desired_group(cache, key), cache) == (
+            "leaderworkerset serve recreates group 0 (RecreateGroupOnPodRestart): pod serve-0-2 is being deleted")
+        assert observe(tracker, cache, key, 4).action == stale.NONE
+        feed(cache, *(terminating(p) for p in pods))  # LWS deletes the leader, in the foreground
+        assert observe(tracker, cache, key, 4).action == stale.NONE
+        for p in pods:
+            remove(cache, p)
+        leader = pod("serve-0", owner=owners[0], phase="Pending", labels=pods[0]["metadata"]["labels"])
+        leader["metadata"]["labels"][KAI.label] = leader["metadata"]["annotations"][KAI.annotation] = key.split("/")[1]
+        feed(cache, leader)  # the leader's StatefulSet makes it again, not placed yet
+        desired = desired_group(cache, key)
+        assert rollout_reason(desired, cache) == (
+            "leaderworkerset serve recreates group 0 (RecreateGroupOnPodRestart): its leader serve-0 is not placed yet")
+        assert counted_members(cache, desired) != []  # the new leader is a member of the gang
+        assert observe(tracker, cache, key, 4).action == stale.NONE
+        _, again = lws_pods(workload, group=None)
+        for p in again:
+            p["metadata"]["labels"][KAI.label] = p["metadata"]["annotations"][KAI.annotation] = key.split("/")[1]
+        feed(cache, again[0], *(pod(p["metadata"]["name"], owner=owners[1], phase="Pending",
+                                    labels=p["metadata"]["labels"]) for p in again[1:]))
+        # KAI's binder binds the placed gang's pods one by one: its leader first, here
+        assert rollout_reason(desired_group(cache, key), cache) is None
+        assert observe(tracker, cache, key, 4).action == stale.NONE  # made again whole: not a loss
+        feed(cache, *again)  # every pod bound
+        assert rollout_reason(desired_group(cache, key), cache) is None
+        assert observe(tracker, cache, key, 4).action == stale.NONE and tracker.satisfied_at(key) == 4
+        remove(cache, again[3])  # a pod gone without LWS seeing it deleted (a force delete): a loss
+        assert observe(tracker, cache, key, 4).action == stale.STALE
+
+
+def test_an_lws_that_does_not_recreate_its_groups_loses_a_pod_as_any_gang_does():
+    """``restartPolicy: None``: LWS leaves a lost pod to its StatefulSet; a worker being deleted
+    makes the gang stale as before."""
+    cache, _, _, pods, key = lws_group_of_four("None")
+    tracker = stale.StaleGangTracker(clock=lambda: 0.0)
+    assert observe(tracker, cache, key, 4).action == stale.NONE
+    feed(cache, terminating(pods[2]))
+    assert rollout_reason(desired_group(cache, key), cache) is None
+    assert observe(tracker, cache, key, 4).action == stale.STALE
+
+
+def test_in_a_gang_of_several_lws_groups_a_pod_deleted_stays_a_loss():
+    """Prefill and decode sharing one group: a decode pod being deleted does not settle the
+    gang — the tree counts that replica whole or not at all, and a loss elsewhere meanwhile
+    (every prefill pod) is still a loss."""
+    prefill, decode = lws("prefill", 1, 2), lws("decode", 1, 2)
+    cache = feed(Cache(), prefill, decode, podgroup("shared", 4))
+    owners_p, pods_p = lws_pods(prefill)
+    owners_d, pods_d = lws_pods(decode)
+    feed(cache, *owners_p, *pods_p, *owners_d, *pods_d)
+    key = f"{NS}/shared"
+    tracker = stale.StaleGangTracker(clock=lambda: 0.0)
+    assert observe(tracker, cache, key, 4).action == stale.NONE
+    feed(cache, terminating(pods_d[1]))
+    assert rollout_reason(desired_group(cache, key), cache) is None
+    assert observe(tracker, cache, key, 4).action == stale.STALE
+
+
 # ---------------------------------------------------------------------------- JobSet failure-policy restart
 
 
@@ -150,9 +240,11 @@ def jobset(name: str, pods: int, *, restarts: int = 0, restarting: str | None = 
 
 
 def attempt(js: dict, n: int, pods: int) -> tuple[dict, list[dict]]:
-    """The Job and pods JobSet makes for restart attempt ``n``."""
+    """The Job and pods JobSet makes for restart attempt ``n``, labelled as the real JobSet labels
+    them (tests/real/test_real_operators.py checks it)."""
     name = js["metadata"]["name"]
-    labels = {JOBSET_NAME: name, ATTEMPT: str(n), "jobset.sigs.k8s.io/replicatedjob-name": "workers"}
+    labels = {JOBSET_NAME: name, ATTEMPT: str(n), "jobset.sigs.k8s.io/replicatedjob-name": "workers",
+              "jobset.sigs.k8s.io/job-index": "0"}
     job = {"apiVersion": "batch/v1", "kind": "Job",
            "metadata": {"name": f"{name}-workers-0", "namespace": NS, "uid": uid(), "labels": labels,
                         "ownerReferences": [owner_ref(js)]},

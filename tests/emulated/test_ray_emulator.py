@@ -12,16 +12,22 @@ from tests.grouper_support import NS, events, kai_subgroups, min_member, owned_g
 from tests.unit.test_kinds_ray import cluster_spec, worker_group
 
 
+def kuberay_pod(cluster: dict[str, Any], group: str, index: int) -> dict[str, Any]:
+    """Pod ``index`` KubeRay makes for the head (``headgroup``) or a worker group, as admitted:
+    owned by the RayCluster, labelled as KubeRay 1.7 labels it (a worker's index in its group
+    too: tests/real/test_real_operators.py checks it against the real KubeRay)."""
+    head = group == "headgroup"
+    labels = {"ray.io/cluster": cluster["metadata"]["name"], "ray.io/group": group,
+              "ray.io/node-type": "head" if head else "worker"}
+    if not head:
+        labels["ray.io/worker-group-replica-index"] = str(index)
+    return pod(f"{cluster['metadata']['name']}-{'head' if head else group + '-worker'}-{index}", owner=cluster,
+               group=owned_group(cluster), labels=labels)
+
+
 def kuberay_pods(emu, cluster: dict[str, Any], group: str, count: int) -> list[str]:
     """The pods KubeRay makes for the head (``headgroup``) or one worker group."""
-    head = group == "headgroup"
-    names = []
-    for i in range(count):
-        made = pod(f"{cluster['metadata']['name']}-{'head' if head else group + '-worker'}-{i}", owner=cluster,
-                   group=owned_group(cluster), labels={"ray.io/cluster": cluster["metadata"]["name"], "ray.io/group": group,
-                                                    "ray.io/node-type": "head" if head else "worker"})
-        names.append(emu.put(made)["metadata"]["name"])
-    return names
+    return [emu.put(kuberay_pod(cluster, group, i))["metadata"]["name"] for i in range(count)]
 
 
 TWO_GROUPS = [{"name": "cpu", "minMember": 2}, {"name": "gpu", "minMember": 2}, {"name": "headgroup", "minMember": 1}]

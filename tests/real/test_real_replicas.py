@@ -105,10 +105,15 @@ class PlayedLws:
                      "template": {"metadata": {"labels": {"played": sts_name}},
                                   "spec": {"containers": [{"name": "main", "image": "registry.example/x:1"}]}}}})
 
+    def pod_labels(self, group: int, worker: int) -> dict[str, str]:
+        """The labels LWS's pod webhook writes on a group's pod (tests/real/test_real_operators.py
+        checks them against the real LWS's)."""
+        return {NAME: self.name, GROUP_INDEX: str(group), WORKER_INDEX: str(worker),
+                "leaderworkerset.sigs.k8s.io/group-key": f"{self.name}{group}"}
+
     async def _pod(self, pod_name: str, owner: dict[str, Any], group: int, worker: int) -> dict[str, Any]:
         template = self.template()
-        template["metadata"]["labels"].update({NAME: self.name, GROUP_INDEX: str(group), WORKER_INDEX: str(worker),
-                                               "leaderworkerset.sigs.k8s.io/group-key": f"{self.name}{group}"})
+        template["metadata"]["labels"].update(self.pod_labels(group, worker))
         template["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/size"] = str(self.size)
         # its StatefulSet is named as owner without controlling it: the real StatefulSet
         # controller, whose selector matches none of them, leaves the played pods alone

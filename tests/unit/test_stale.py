@@ -233,6 +233,21 @@ def test_settling_while_stale_cancels_the_eviction(tracker, clock):
     assert tracker.stale_groups() == []
 
 
+def test_a_gang_made_again_whole_is_a_new_gang_until_placed_again(tracker, clock):
+    """Every member gone while its workload settles (an LWS group recreated, a JobSet restarted):
+    the gang is made again whole. Its new pods are bound one by one; a part bound is not a loss —
+    it is judged stale only once placed whole again."""
+    tracker.observe(obs(3))
+    assert tracker.satisfied_at(G) == 3
+    assert tracker.observe(obs(1, settling=True)).action == "none"
+    assert tracker.satisfied_at(G) == 3  # a rollout keeps the level while members remain
+    assert tracker.observe(obs(0, settling=True)).action == "none"
+    assert tracker.satisfied_at(G) is None
+    assert tracker.observe(obs(1)).action == "none"  # the first new pod bound, the rest being bound
+    assert tracker.observe(obs(3)).action == "none" and tracker.satisfied_at(G) == 3
+    assert tracker.observe(obs(2)).action == "stale"  # placed again: a loss is a loss
+
+
 def test_minmember_dropping_to_1_while_stale_cancels_the_eviction(tracker, clock):
     tracker.observe(obs(3))
     tracker.observe(obs(1))
