@@ -563,6 +563,7 @@ ARGS = {
     "parse_duration": lambda d: (d.draw(json_leaf | text_value),),
     "carries_replica_label": lambda d: (d.draw(anything),),
     "replica_of": lambda d: (d.draw(anything),),
+    "remade": lambda d: (d.draw(anything), d.draw(anything)),
     "replaced": lambda d: (d.draw(anything), d.draw(anything)),
     "role_replica_index": lambda d: (d.draw(st.sampled_from(["JobSet", "LeaderWorkerSet", "x"])), d.draw(anything)),
     "role_tree": lambda d: (d.draw(anything),),
