@@ -23,7 +23,7 @@ from tests.paths import ROOT, TESTS
 TABLES = TESTS / "conformance" / "kai"
 DOCS = ROOT / "docs"
 FILE_KEYS = {"source", "commit", "cases", "not_expressed"}
-ROW_KEYS = {"name", "objects", "pod", "flags", "kai", "podgang", "pending"}
+ROW_KEYS = {"name", "objects", "pod", "flags", "kai", "podgang"}
 GROUP_KEYS = {"name", "minMember", "minSubGroup", "subgroups", "queue", "priorityClassName", "preemptibility",
               "preemptionDelay", "topology", "nodePool", "labels", "annotations", "owner", "subgroup", "group"}
 NODE_POOL_LABEL = "kai.scheduler/node-pool"
@@ -38,8 +38,7 @@ def rows() -> list[Any]:
     out = []
     for path, table in tables():
         for row in table.get("cases") or ():
-            marks = [pytest.mark.xfail(strict=True, reason=str(row["pending"]))] if row.get("pending") else []
-            out.append(pytest.param(path, row, id=f"{path.stem}::{row.get('name')}", marks=marks))
+            out.append(pytest.param(path, row, id=f"{path.stem}::{row.get('name')}"))
     return out
 
 
