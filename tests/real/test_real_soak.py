@@ -6,8 +6,9 @@ Two groupers with leader election (a short Lease, so that a fault is over in sec
 webhook, as the chart runs them, in a cluster of the module's own; :class:`FakeKubelet` for the
 kubelets. While Deployments and Jobs are created, scaled and deleted, owner-less gangs made
 and broken, and GPU-conflicting pods refused, the leader is SIGKILLed, then SIGSTOPped past its
-Lease (the standby takes over; the old leader is resumed), the kube-apiserver is paused twice,
-and the webhook is restarted. Then: every pod in its documented group, every size right, no
+Lease (the standby takes over; the old leader is resumed), the kube-apiserver is paused twice
+(each time until the leader has given up its term), and the webhook is restarted. Nothing waits
+a fixed time: each step waits for its effect, each fault for its consequence. Then: every pod in its documented group, every size right, no
 orphan group, no whole gang evicted, every broken gang evicted after its grace, no Event written
 by a grouper after it lost the Lease, no unexplained error line, memory flat.
 
@@ -28,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from podgang.api import ApiError, NotFound
 from tests.grouper_support import LABEL
@@ -37,6 +38,7 @@ from tests.realcluster import (KAI_TEAM_QUEUE, PODGANG_NS, SOAK_GROUPERS as IDEN
 from tests.real.test_real_journeys import KAI, owned_group
 
 SECONDS = float(os.environ.get("PODGANG_SOAK_SECONDS", "75"))
+EFFECT_TIMEOUT = 15.0  # how long a user waits to see a change take effect before the next one
 GRACE = 5.0  # the groupers' staleness grace period (the soak fixture's chart value)
 KAI_GROUPS = KAI.podgroups
 #: the error lines a fault explains: a leader that cannot renew its Lease (the apiserver paused)
@@ -60,9 +62,7 @@ class Record:
     admitted_conflicts: list[str] = field(default_factory=list)
     #: identity -> the moment (wall clock) it was resumed after losing the Lease while paused
     resumed: dict[str, float] = field(default_factory=dict)
-    #: identity -> when it was next seen holding the Lease, after being resumed (a later fault:
-    #: the apiserver paused past the holder's renew deadline, and the Lease taken anew)
-    regained: dict[str, float] = field(default_factory=dict)
+    slow: int = 0  # churn steps whose effect a fault held up past EFFECT_TIMEOUT
     faults: list[str] = field(default_factory=list)
     rss: dict[str, list[int]] = field(default_factory=dict)  # process -> RSS samples (KiB)
 
@@ -107,8 +107,24 @@ class Churn:
     def ns(self) -> str:
         return self.here.namespace
 
+    @staticmethod
+    def tick(schedule: Schedule) -> None:
+        """Tell the faults whose time has come (the churn's loop is the run's clock)."""
+        now = time.monotonic()
+        for when, due, _ in schedule:
+            if when <= now:
+                due.set()
+
     async def step(self) -> None:
-        actions = [self.create_deployment, self.create_job, self.bare_gang, self.gpu_conflict]
+        """One thing a user does, then — as a user would before the next — its effect waited for
+        (at most :data:`EFFECT_TIMEOUT`: a fault may hold a controller up; the end checks judge)."""
+        actions = [self.gpu_conflict]
+        if len(self.deployments) < 6:
+            actions.append(self.create_deployment)
+        if len(self.jobs) < 3:
+            actions.append(self.create_job)
+        if self.bare < 3 + SECONDS // 25:
+            actions.append(self.bare_gang)
         if self.deployments:
             actions += [self.scale_deployment, self.scale_deployment, self.delete_deployment]
         if self.jobs:
@@ -117,58 +133,77 @@ class Churn:
             actions.append(self.delete_bare_gang)
         action = self.rng.choice(actions)
         try:
-            await action()
+            effect = await action()
         except ApiError as error:  # the apiserver paused, a webhook restarting: a user would try again
             if getattr(error, "status", 0) not in (0, 500, 503, 504):
                 raise
-
-    async def create_deployment(self) -> None:
-        if len(self.deployments) >= 6:
             return
-        name, replicas = f"d{len(self.deployments)}-{self.rng.randrange(10**6)}", self.rng.randint(1, 3)
-        await self.here.api.create(f"/apis/apps/v1/namespaces/{self.ns}/deployments", {
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": name, "labels": KAI.workload_labels},
-            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
-                     "template": template(self.here, name)}})
-        self.deployments[name] = replicas
+        if effect is not None:
+            try:
+                await until(effect, f"{action.__name__} took effect", EFFECT_TIMEOUT)
+            except AssertionError:
+                self.record.slow += 1
 
-    async def scale_deployment(self, name: str | None = None) -> None:
+    def pods_of(self, app: str, count: int) -> Callable[[], Awaitable[bool]]:
+        async def made():
+            return len([p for p in await self.here.pods(app=app) if not p["metadata"].get("deletionTimestamp")]) == count
+        return made
+
+    def gone(self, path: str) -> Callable[[], Awaitable[bool]]:
+        async def deleted():
+            try:
+                await self.here.api.get(path)
+            except NotFound:
+                return True
+            return False
+        return deleted
+
+    async def create_workload(self, plural: str, api: str, kind: str, name: str, spec: dict[str, Any]) -> None:
+        await self.here.api.create(f"{api}/namespaces/{self.ns}/{plural}", {
+            "apiVersion": api.removeprefix("/apis/"), "kind": kind,
+            "metadata": {"name": name, "labels": KAI.workload_labels}, "spec": spec})
+
+    async def delete_workload(self, plural: str, api: str, names: dict[str, int]) -> Callable[[], Awaitable[bool]]:
+        name = self.rng.choice(sorted(names))
+        path = f"{api}/namespaces/{self.ns}/{plural}/{name}"
+        await self.here.api.delete(path, {"propagationPolicy": "Background"})
+        del names[name]
+        return self.gone(path)
+
+    async def create_deployment(self) -> Callable[[], Awaitable[bool]]:
+        name, replicas = f"d{len(self.deployments)}-{self.rng.randrange(10**6)}", self.rng.randint(1, 3)
+        await self.create_workload("deployments", "/apis/apps/v1", "Deployment", name, {
+            "replicas": replicas, "selector": {"matchLabels": {"app": name}}, "template": template(self.here, name)})
+        self.deployments[name] = replicas
+        return self.pods_of(name, replicas)
+
+    async def scale_deployment(self, name: str | None = None) -> Callable[[], Awaitable[bool]]:
+        """To another size than it has (1 to 4)."""
         name = name or self.rng.choice(sorted(self.deployments))
-        replicas = self.rng.randint(1, 4)
+        replicas = self.rng.choice([r for r in range(1, 5) if r != self.deployments[name]])
         await self.here.api.merge_patch(f"/apis/apps/v1/namespaces/{self.ns}/deployments/{name}",
                                         {"spec": {"replicas": replicas}})
         self.deployments[name] = replicas
+        return self.pods_of(name, replicas)
 
-    async def delete_deployment(self) -> None:
-        name = self.rng.choice(sorted(self.deployments))
-        await self.here.api.delete(f"/apis/apps/v1/namespaces/{self.ns}/deployments/{name}",
-                                   {"propagationPolicy": "Background"})
-        del self.deployments[name]
+    async def delete_deployment(self) -> Callable[[], Awaitable[bool]]:
+        return await self.delete_workload("deployments", "/apis/apps/v1", self.deployments)
 
-    async def create_job(self) -> None:
-        if len(self.jobs) >= 3:
-            return
+    async def create_job(self) -> Callable[[], Awaitable[bool]]:
         name, parallelism = f"j{self.rng.randrange(10**6)}", self.rng.randint(2, 3)
-        await self.here.api.create(f"/apis/batch/v1/namespaces/{self.ns}/jobs", {
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name, "labels": KAI.workload_labels},
-            "spec": {"parallelism": parallelism, "completions": parallelism,
-                     "template": {**template(self.here, name),
-                                  "spec": {**template(self.here, name)["spec"], "restartPolicy": "Never"}}}})
+        pods = template(self.here, name)
+        pods["spec"]["restartPolicy"] = "Never"
+        await self.create_workload("jobs", "/apis/batch/v1", "Job", name,
+                                   {"parallelism": parallelism, "completions": parallelism, "template": pods})
         self.jobs[name] = parallelism
+        return self.pods_of(name, parallelism)
 
-    async def delete_job(self) -> None:
-        name = self.rng.choice(sorted(self.jobs))
-        await self.here.api.delete(f"/apis/batch/v1/namespaces/{self.ns}/jobs/{name}",
-                                   {"propagationPolicy": "Background"})
-        del self.jobs[name]
+    async def delete_job(self) -> Callable[[], Awaitable[bool]]:
+        return await self.delete_workload("jobs", "/apis/batch/v1", self.jobs)
 
     async def bare_gang(self) -> None:
         """Three owner-less pods in a group of their own (hand-made, minMember 3, KAI's own
         eviction off); every other one loses a member once whole: a broken gang."""
-        if self.bare >= 3 + SECONDS // 25:
-            return
         self.bare += 1
         group = f"bare-{self.bare}"
         await self.here.api.create(f"{KAI_GROUPS}/namespaces/{self.ns}/podgroups", {
@@ -186,7 +221,7 @@ class Churn:
         else:
             self.record.whole.add(group)
 
-    async def delete_bare_gang(self) -> None:
+    async def delete_bare_gang(self) -> Callable[[], Awaitable[bool]]:
         """A user deleting a whole gang: its pods, then its group (nothing is evicted)."""
         group = self.rng.choice(sorted(self.record.whole))
         self.record.whole.discard(group)
@@ -195,6 +230,7 @@ class Churn:
                 await self.here.api.delete(f"/api/v1/namespaces/{self.ns}/pods/{group}-{i}", {"gracePeriodSeconds": 0})
         with contextlib.suppress(NotFound):
             await self.here.api.delete(f"{KAI_GROUPS}/namespaces/{self.ns}/podgroups/{group}")
+        return self.pods_of(group, 0)
 
     async def break_when_whole(self, group: str) -> None:
         async def whole():
@@ -238,19 +274,22 @@ class Faults:
 
     def __init__(self, here: Corner, installed: Podgang, record: Record, churn: Churn):
         self.here, self.podgang, self.record, self.churn = here, installed, record, churn
-        self.busy: set[str] = set()  # groupers a fault is handling (not for the supervisor)
 
-    async def supervise(self) -> None:
+    async def restart_exited(self) -> None:
         """What the grouper's Deployment does: a grouper that exited (it does on losing the
         Lease, to restart clean) is started again, as a standby."""
-        while True:
-            for identity in IDENTITIES:
-                process = self.podgang.processes[identity]
-                if identity not in self.busy and not process.alive():
-                    self.record.faults.append(f"{identity} exited {process.popen.returncode}: restarted")
-                    await asyncio.to_thread(self.podgang.start_grouper, *LEASE, identity=identity,
-                                            component=identity, leading=False)
-            await asyncio.sleep(0.5)  # a poll's interval
+        for identity in IDENTITIES:
+            process = self.podgang.processes[identity]
+            if not process.alive():
+                self.record.faults.append(f"{identity} exited {process.popen.returncode}: restarted")
+                await asyncio.to_thread(self.podgang.start_grouper, *LEASE, identity=identity,
+                                        component=identity, leading=False)
+
+    def log_since(self, identity: str, offset: int) -> str:
+        return self.podgang.processes[identity].log.read_bytes()[offset:].decode(errors="replace")
+
+    def log_size(self, identity: str) -> int:
+        return self.podgang.processes[identity].log.stat().st_size
 
     def pid(self, name: str) -> int:
         return self.podgang.processes[name].popen.pid
@@ -263,7 +302,6 @@ class Faults:
 
     async def kill_leader(self) -> None:
         old = await self.leader()
-        self.busy.add(old)
         os.kill(self.pid(old), signal.SIGKILL)
         self.podgang.processes[old].popen.wait(10)
         self.record.faults.append(f"SIGKILL {old}")
@@ -273,25 +311,34 @@ class Faults:
             return await holder(self.here) == other
         await until(taken, f"{other} took the Lease after {old} was killed", 60)
         await asyncio.to_thread(self.podgang.start_grouper, *LEASE, identity=old, component=old, leading=False)
-        self.busy.discard(old)
 
     async def pause_leader(self) -> None:
         """SIGSTOP past the Lease: the standby takes it; then SIGCONT. From then on the resumed
         one must write nothing (the end check reads its Events)."""
         old = await self.leader()
-        # work for it right before the pause: reconciles under way and Events queued when it stops
+        # work for it right before the pause, stopped the moment it has begun acting on it:
+        # reconciles under way and Events queued when it stops
+        offset, scaled = self.log_size(old), []
         for name in sorted(self.churn.deployments)[:3]:
-            with contextlib.suppress(ApiError):
-                await self.churn.scale_deployment(name)
-        await asyncio.sleep(self.churn.rng.uniform(0.02, 0.3))  # where in its work it stops: any moment
+            if name in self.churn.deployments:  # the churn goes on meanwhile: it may have deleted it
+                with contextlib.suppress(NotFound):
+                    await self.churn.scale_deployment(name)
+                    scaled.append(name)
+
+        async def acting():
+            text = self.log_since(old, offset)
+            return any(f"/pg-{name}-" in text for name in scaled)
+        if scaled:
+            await until(acting, f"{old} acting on the scales of {scaled}", 30)
         os.kill(self.pid(old), signal.SIGSTOP)
         self.record.faults.append(f"SIGSTOP {old}")
         other = IDENTITIES[1 - IDENTITIES.index(old)]
         try:
             # and while it is stopped: changes its watches hold for it, read the moment it resumes
             for name in sorted(self.churn.deployments)[-2:]:
-                with contextlib.suppress(ApiError):
-                    await self.churn.scale_deployment(name)
+                if name in self.churn.deployments:
+                    with contextlib.suppress(ApiError):
+                        await self.churn.scale_deployment(name)
 
             async def taken():
                 return await holder(self.here) == other
@@ -300,14 +347,22 @@ class Faults:
             self.record.resumed[old] = time.time()
             os.kill(self.pid(old), signal.SIGCONT)
 
-    async def pause_apiserver(self, seconds: float = 10.0) -> None:
+    async def pause_apiserver(self) -> None:
+        """SIGSTOP the kube-apiserver until the leader, unable to renew, has stopped leading
+        (its log says so, or it exited): a pause past the renew deadline, however long that takes."""
+        old = await self.leader()
+        offset = self.log_size(old)
         pid = int((self.podgang.cluster.directory / "kube-apiserver.pid").read_text())
+        began = time.monotonic()
         os.kill(pid, signal.SIGSTOP)
-        self.record.faults.append(f"apiserver paused {seconds:g}s")
         try:
-            await asyncio.sleep(seconds)  # the fault's length, not a synchronisation
+            async def gave_up():
+                return ("no renewal of the leader Lease" in self.log_since(old, offset)
+                        or not self.podgang.processes[old].alive())
+            await until(gave_up, f"{old} stopping to lead while the apiserver is paused", 60)
         finally:
             os.kill(pid, signal.SIGCONT)
+        self.record.faults.append(f"apiserver paused {time.monotonic() - began:.0f}s ({old} gave up the Lease)")
 
     async def restart_webhook(self) -> None:
         self.churn.webhook_up.clear()
@@ -326,35 +381,38 @@ class Faults:
                     self.record.rss.setdefault(f"{name}:{process.popen.pid}", []).append(found)
 
 
-async def watch_lease(here: Corner, record: Record) -> None:
-    """Who holds the Lease, polled for the whole run: when a resumed grouper leads again."""
-    while True:
-        with contextlib.suppress(ApiError):
-            found = await holder(here)
-            if found in record.resumed and found not in record.regained:
-                record.regained[found] = time.time()
-        await asyncio.sleep(0.5)  # a poll's interval
-
-
 #: one round of faults, at these fractions of a round (the suite's run is one round; a long
 #: ``make soak`` repeats it every :data:`ROUND` seconds)
 ROUND = 75.0
 
 
-async def run_faults(faults: Faults, started: float) -> None:
+Schedule = list[tuple[float, asyncio.Event, Callable[[], Awaitable[None]]]]
+
+
+def fault_schedule(faults: Faults, started: float) -> Schedule:
+    """(when by the monotonic clock, set once that time has come, the fault), in order."""
     plan = [(0.15, faults.kill_leader), (0.3, faults.pause_apiserver), (0.45, faults.pause_leader),
             (0.6, faults.restart_webhook), (0.75, faults.pause_apiserver)]
     rounds = max(1, int(SECONDS // ROUND))
     length = SECONDS / rounds
-    for round_ in range(rounds):
-        for at, fault in plan:
-            while time.monotonic() < started + (round_ + at) * length:
-                faults.sample_memory()
-                await asyncio.sleep(1)  # the schedule's clock, not a synchronisation
-            await fault()
-    while time.monotonic() < started + SECONDS:
-        faults.sample_memory()
-        await asyncio.sleep(1)
+    return [(started + (round_ + at) * length, asyncio.Event(), fault) for round_ in range(rounds) for at, fault in plan]
+
+
+async def run_faults(faults: Faults, schedule: Schedule) -> None:
+    """Each fault once the churn says its time has come (:meth:`Churn.tick`), the groupers that
+    exited restarted before each."""
+    for _, due, fault in schedule:
+        await due.wait()
+        await faults.restart_exited()
+        await fault()
+
+
+def regained(installed: Podgang, identity: str, since: float) -> float:
+    """When ``identity`` next began to lead after ``since`` (wall clock), from its processes'
+    log lines ``became the leader … at=<time>``; infinity if it never did."""
+    found = [datetime.fromisoformat(m).timestamp() for m in re.findall(
+        rf"became the leader .*identity={re.escape(identity)} at=(\S+)", installed.processes[identity].log.read_text())]
+    return min((t for t in found if t >= since), default=float("inf"))
 
 
 # ---------------------------------------------------------------------------
@@ -412,7 +470,7 @@ def stamp(value: str | None) -> float:
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp() if value else 0.0
 
 
-async def writes_after_losing(here: Corner, record: Record) -> list[str]:
+async def writes_after_losing(here: Corner, installed: Podgang, record: Record) -> list[str]:
     """Events a grouper wrote after it was resumed with the Lease another held (the Event's
     creation is the apiserver's clock: a write queued before the pause and sent after it shows)."""
     out = []
@@ -421,8 +479,8 @@ async def writes_after_losing(here: Corner, record: Record) -> list[str]:
         for event in listed.get("items") or []:
             who = event.get("reportingInstance") or ""
             resumed, created = record.resumed.get(who), stamp(event["metadata"].get("creationTimestamp"))
-            # between its resumption and the Lease taken anew (seen within a poll: 1 s of slack)
-            if resumed is not None and int(resumed) <= created < record.regained.get(who, float("inf")) - 1:
+            # between its resumption and its next term (creation times are whole seconds)
+            if resumed is not None and int(resumed) <= created < int(regained(installed, who, resumed)):
                 out.append(f"{who} after resuming: {event.get('reason')} {event['involvedObject'].get('name')}")
     return out
 
@@ -446,7 +504,8 @@ def summary(seed: int, churn: Churn, record: Record, events: list[dict[str, Any]
     return (f"\nsoak: {SECONDS:g}s churn, seed {seed}\n  faults: {'; '.join(record.faults)}\n"
             f"  at the end: {len(churn.deployments)} deployments, {len(churn.jobs)} jobs; "
             f"{len(record.broken)} gangs broken (evicted), {len(record.whole)} left whole; "
-            f"{record.refused} of {record.conflicts} GPU conflicts refused\n"
+            f"{record.refused} of {record.conflicts} GPU conflicts refused; "
+            f"{record.slow} steps whose effect a fault held up past {EFFECT_TIMEOUT:g}s\n"
             f"  events: {', '.join(f'{k} {v}' for k, v in sorted(reasons.items()))}\n"
             f"  RSS (first→max→last): {rss}\n  pods a controller failed to create, e.g.: {failed}")
 
@@ -458,16 +517,19 @@ async def test_churn_and_faults_keep_every_promise(soak):
         churn = Churn(here, record, seed)
         faults = Faults(here, soak, record, churn)
         started = time.monotonic()
-        watchers = [asyncio.create_task(watch_lease(here, record)), asyncio.create_task(faults.supervise())]
-        fault_task = asyncio.create_task(run_faults(faults, started))
-        try:
-            while not fault_task.done():
-                await churn.step()
-                await asyncio.sleep(churn.rng.uniform(0.3, 1.2))  # a user's pace, not a synchronisation
-            await fault_task
+        schedule = fault_schedule(faults, started)
+        faulting = asyncio.create_task(run_faults(faults, schedule))
+        try:  # users go on while the faults happen: the churn's clock tells the faults when
+            while not faulting.done() or time.monotonic() < started + SECONDS:
+                faults.sample_memory()
+                churn.tick(schedule)
+                if faulting.done() or time.monotonic() >= started + SECONDS:
+                    await faulting  # its failure at once; else the last faults
+                else:
+                    await churn.step()
         finally:
-            for task in (*watchers, fault_task):
-                task.cancel()
+            faulting.cancel()
+        await faults.restart_exited()
         faults.sample_memory()
 
         async def nothing_wrong():
@@ -481,7 +543,7 @@ async def test_churn_and_faults_keep_every_promise(soak):
 
         assert len([f for f in record.faults if "exited" not in f]) == 5 * max(1, int(SECONDS // ROUND)), record.faults
         assert record.resumed, "no grouper was paused past its Lease"
-        assert not await writes_after_losing(here, record), f"seed {seed}: a grouper wrote after losing the Lease"
+        assert not await writes_after_losing(here, soak, record), f"seed {seed}: a grouper wrote after losing the Lease"
         evicted = {e["involvedObject"]["name"]: stamp(e["metadata"].get("creationTimestamp"))
                    for e in await here.events("GangEvicted")}
         assert set(evicted) <= set(record.broken), f"seed {seed}: whole gangs evicted: {set(evicted) - set(record.broken)}"
